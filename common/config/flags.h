@@ -1,0 +1,71 @@
+// Command-line flags with environment-variable equivalents.
+//
+// Every setting is registered once with a default, a help text and bounds.
+// Its environment variable is ULTICODE_ + the flag name in upper snake case
+// (--grpc-listen -> ULTICODE_GRPC_LISTEN). Precedence: flag > environment >
+// default. Parse() validates everything before the service starts serving and
+// names the offending setting in its error. Not thread-safe; use from main.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace ulticode::config {
+
+class Flags {
+ public:
+  using Validator = std::function<absl::Status(const std::string&)>;
+
+  Flags(std::string program, std::string description);
+
+  void String(std::string name, std::string* out, std::string help, Validator validate = nullptr);
+  // A secret: never printed by --help or in errors.
+  void Secret(std::string name, std::string* out, std::string help);
+  void Int(std::string name, int64_t* out, std::string help, int64_t min, int64_t max);
+  void Int(std::string name, int* out, std::string help, int min, int max);
+  // Durations use Go syntax: "250ms", "30s", "5m".
+  void Duration(std::string name, absl::Duration* out, std::string help, absl::Duration min,
+                absl::Duration max);
+  void Bool(std::string name, bool* out, std::string help);
+
+  // Applies environment then argv. Returns InvalidArgument naming the setting
+  // on any unknown flag, malformed or out-of-range value. Sets help_requested()
+  // when --help/-h is present (nothing else is validated then).
+  absl::Status Parse(int argc, const char* const* argv);
+
+  bool help_requested() const { return help_requested_; }
+  std::string Usage() const;
+
+  static std::string EnvName(absl::string_view flag);
+
+ private:
+  struct Entry {
+    std::string name;
+    std::string help;
+    std::string default_text;
+    bool secret = false;
+    bool is_bool = false;
+    std::function<absl::Status(const std::string&)> set;
+  };
+  Entry* Find(absl::string_view name);
+
+  std::string program_;
+  std::string description_;
+  std::vector<Entry> entries_;
+  bool help_requested_ = false;
+};
+
+// For main(): parses; on --help prints usage and exits 0; on error prints the
+// message and a hint to stderr and exits 2.
+void ParseOrExit(Flags& flags, int argc, const char* const* argv);
+
+// Validates "host:port" with a port in 1..65535.
+absl::Status ValidateHostPort(const std::string& value);
+
+}  // namespace ulticode::config

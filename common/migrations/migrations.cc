@@ -1,0 +1,76 @@
+#include "common/migrations/migrations.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+
+namespace ulticode::migrations {
+namespace {
+
+constexpr pg::Statement kLock{"migrations.lock", "SELECT pg_advisory_xact_lock($1::bigint)",
+                              absl::Minutes(2)};
+constexpr pg::Statement kCreateTable{"migrations.create_table",
+                                     "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                                     " version bigint PRIMARY KEY,"
+                                     " name text NOT NULL,"
+                                     " sha256 text NOT NULL,"
+                                     " applied_at timestamptz NOT NULL DEFAULT now())"};
+constexpr pg::Statement kApplied{"migrations.applied",
+                                 "SELECT version, name, sha256 FROM schema_migrations"};
+constexpr pg::Statement kRecord{
+    "migrations.record",
+    "INSERT INTO schema_migrations (version, name, sha256) VALUES ($1::bigint, $2, $3)"};
+
+}  // namespace
+
+absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migration>& migrations,
+                                  int64_t lock_key) {
+  std::vector<const Migration*> ordered;
+  for (const Migration& m : migrations) ordered.push_back(&m);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const Migration* a, const Migration* b) { return a->version < b->version; });
+  for (size_t i = 1; i < ordered.size(); ++i) {
+    if (ordered[i]->version == ordered[i - 1]->version) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two migrations share version ", ordered[i]->version));
+    }
+  }
+
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  RETURN_IF_ERROR(tx.Execute(kLock, {pg::Int(lock_key)}).status());
+  RETURN_IF_ERROR(tx.Execute(kCreateTable).status());
+  ASSIGN_OR_RETURN(pg::Result rows, tx.Execute(kApplied));
+  std::map<int64_t, std::string> applied;
+  for (int r = 0; r < rows.rows(); ++r) applied[rows.GetInt64(r, 0)] = rows.GetString(r, 2);
+
+  ApplyResult result;
+  for (const Migration* m : ordered) {
+    auto it = applied.find(m->version);
+    if (it != applied.end()) {
+      if (it->second != m->sha256) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("migration ", m->name, " was changed after it was applied (checksum ",
+                         it->second, " in the database, ", m->sha256, " in this binary)"));
+      }
+      continue;
+    }
+    RETURN_IF_ERROR(conn.ExecuteScript(m->name, m->sql, absl::Minutes(10)));
+    RETURN_IF_ERROR(tx.Execute(kRecord, {pg::Int(m->version), pg::Text(m->name), pg::Text(m->sha256)})
+                        .status());
+    result.applied.push_back(m->version);
+  }
+  RETURN_IF_ERROR(tx.Commit());
+  for (const auto& [version, sum] : applied) result.current_version = std::max(result.current_version, version);
+  for (int64_t v : result.applied) result.current_version = std::max(result.current_version, v);
+  if (!result.applied.empty()) {
+    log::Info("migrations", "applied migrations",
+              {{"count", absl::StrCat(result.applied.size())},
+               {"version", absl::StrCat(result.current_version)}});
+  }
+  return result;
+}
+
+}  // namespace ulticode::migrations

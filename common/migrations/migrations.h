@@ -1,0 +1,36 @@
+// Schema migrations: numbered SQL files per service database.
+//
+// Apply() runs every migration not yet recorded in `schema_migrations`, in
+// version order, all in ONE transaction, under a transaction-scoped advisory
+// lock: two replicas starting at the same moment serialize, and the second
+// finds nothing left to do. Applying twice is a no-op. A recorded migration
+// whose checksum differs from the binary's (someone edited a shipped file)
+// fails with FAILED_PRECONDITION instead of drifting silently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/pg/connection.h"
+
+namespace ulticode::migrations {
+
+struct Migration {
+  int64_t version;
+  std::string name;
+  std::string sha256;
+  std::string sql;
+};
+
+struct ApplyResult {
+  std::vector<int64_t> applied;  // versions applied by this call
+  int64_t current_version = 0;
+};
+
+// `lock_key` distinguishes independent migration sets sharing a database.
+absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migration>& migrations,
+                                  int64_t lock_key = 0x756c7469636f6465 /* "ulticode" */);
+
+}  // namespace ulticode::migrations

@@ -1,0 +1,273 @@
+#include "common/pg/connection.h"
+
+#include <poll.h>
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+#include "common/pg/errors.h"
+
+namespace ulticode::pg {
+namespace {
+
+// Waits until the socket is readable (or writable); false on timeout.
+bool WaitSocket(int fd, bool for_write, absl::Time deadline) {
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    pollfd p{fd, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
+    const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 60000));
+    const int rc = ::poll(&p, 1, ms);
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return true;  // let libpq report the socket error
+  }
+}
+
+void LogNotice(void*, const char* message) {
+  log::Debug("pg", "server notice", {{"notice", std::string(absl::StripTrailingAsciiWhitespace(message))}});
+}
+
+std::string Trimmed(const char* msg) {
+  return std::string(absl::StripTrailingAsciiWhitespace(msg == nullptr ? "" : msg));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOptions& options) {
+  const std::string timeout =
+      absl::StrCat(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
+  const char* keys[] = {"dbname",      "application_name", "connect_timeout", "options",
+                        "keepalives",  "keepalives_idle",  "keepalives_interval",
+                        "keepalives_count", "tcp_user_timeout", nullptr};
+  const char* values[] = {options.conninfo.c_str(), options.application_name.c_str(),
+                          timeout.c_str(),          "-c TimeZone=UTC",
+                          "1",                      "10",
+                          "3",                      "3",
+                          "15000",                  nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  if (conn == nullptr) return absl::ResourceExhaustedError("libpq could not allocate a connection");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = Trimmed(PQerrorMessage(conn));
+    PQfinish(conn);
+    return absl::UnavailableError(absl::StrCat("connect to PostgreSQL failed: ", msg));
+  }
+  PQsetNoticeProcessor(conn, &LogNotice, nullptr);
+  return std::unique_ptr<Connection>(new Connection(conn, options));
+}
+
+Connection::Connection(PGconn* conn, ConnectOptions options)
+    : conn_(conn), options_(std::move(options)) {}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+bool Connection::broken() const { return broken_ || PQstatus(conn_) != CONNECTION_OK; }
+
+int Connection::backend_pid() const { return PQbackendPID(conn_); }
+
+absl::Status Connection::LastError(absl::string_view name, PGresult* res, bool is_commit) {
+  const bool lost = PQstatus(conn_) != CONNECTION_OK;
+  std::string message = Trimmed(res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn_));
+  if (message.empty()) message = Trimmed(PQerrorMessage(conn_));
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  if (lost) {
+    MarkBroken();
+    if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": ", message));
+    return absl::UnavailableError(absl::StrCat(name, ": connection lost: ", message));
+  }
+  absl::Status s = StatusFromSqlState(state == nullptr ? "" : state, absl::StrCat(name, ": ", message));
+  if (s.code() == absl::StatusCode::kUnavailable) MarkBroken();
+  return s;
+}
+
+absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
+                                       const Params& params, absl::Duration timeout,
+                                       bool is_commit) {
+  if (broken()) {
+    MarkBroken();
+    if (is_commit) return CommitOutcomeUnknownError("connection already broken");
+    return absl::UnavailableError(absl::StrCat(name, ": connection is broken"));
+  }
+  std::vector<const char*> values(params.size());
+  std::vector<int> lengths(params.size()), formats(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    values[i] = params[i].value ? params[i].value->data() : nullptr;
+    lengths[i] = params[i].value ? static_cast<int>(params[i].value->size()) : 0;
+    formats[i] = params[i].binary ? 1 : 0;
+  }
+  const int sent =
+      params.empty() && !is_commit && name == "script"
+          ? PQsendQuery(conn_, sql)
+          : PQsendQueryParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(),
+                              lengths.data(), formats.data(), /*resultFormat=*/0);
+  if (!sent) return LastError(name, nullptr, is_commit);
+
+  const absl::Time deadline = absl::Now() + timeout + options_.client_grace;
+  const int fd = PQsocket(conn_);
+  int flush;
+  while ((flush = PQflush(conn_)) == 1) {
+    if (!WaitSocket(fd, /*for_write=*/true, deadline)) break;
+  }
+  if (flush == -1) return LastError(name, nullptr, is_commit);
+
+  PGresult* error = nullptr;
+  PGresult* last = nullptr;
+  while (true) {
+    while (PQisBusy(conn_)) {
+      if (!WaitSocket(fd, /*for_write=*/false, deadline)) {
+        // The server did not answer in time: frozen, partitioned or dead. The
+        // protocol state is unknown, so this connection is finished.
+        MarkBroken();
+        if (error) PQclear(error);
+        if (last) PQclear(last);
+        if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": no reply in time"));
+        return absl::DeadlineExceededError(
+            absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout)));
+      }
+      if (!PQconsumeInput(conn_)) {
+        if (error) PQclear(error);
+        if (last) PQclear(last);
+        return LastError(name, nullptr, is_commit);
+      }
+    }
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) break;
+    const ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
+      if (error == nullptr && st != PGRES_NONFATAL_ERROR) {
+        error = r;
+      } else {
+        PQclear(r);
+      }
+    } else {
+      if (last) PQclear(last);
+      last = r;
+    }
+  }
+  if (error != nullptr) {
+    if (last) PQclear(last);
+    absl::Status s = LastError(name, error, is_commit);
+    PQclear(error);
+    return s;
+  }
+  if (last == nullptr) {
+    if (PQstatus(conn_) != CONNECTION_OK) return LastError(name, nullptr, is_commit);
+    return Result();
+  }
+  return Result(last);
+}
+
+absl::Status Connection::EnsureTimeout(absl::Duration timeout) {
+  const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
+  if (ms == current_timeout_ms_) return absl::OkStatus();
+  static const char kSql[] = "SELECT set_config('statement_timeout', $1, false)";
+  auto r = Run("set_statement_timeout", kSql, {Text(absl::StrCat(ms))}, absl::Seconds(5), false);
+  if (!r.ok()) return r.status();
+  current_timeout_ms_ = ms;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Result> Connection::Execute(const Statement& statement, const Params& params) {
+  RETURN_IF_ERROR(EnsureTimeout(statement.timeout));
+  return Run(statement.name, statement.sql, params, statement.timeout, false);
+}
+
+absl::Status Connection::ExecuteScript(absl::string_view name, absl::string_view sql,
+                                       absl::Duration timeout) {
+  RETURN_IF_ERROR(EnsureTimeout(timeout));
+  const std::string text(sql);
+  auto r = Run("script", text.c_str(), {}, timeout, false);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(), absl::StrCat(name, ": ", r.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Transaction> Connection::Begin(Isolation isolation) {
+  if (in_transaction_) return absl::FailedPreconditionError("a transaction is already open");
+  const char* sql = "BEGIN";
+  if (isolation == Isolation::kRepeatableRead) sql = "BEGIN ISOLATION LEVEL REPEATABLE READ";
+  if (isolation == Isolation::kSerializable) sql = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+  auto r = Run("begin", sql, {}, absl::Seconds(5), false);
+  if (!r.ok()) return r.status();
+  in_transaction_ = true;
+  return Transaction(this);
+}
+
+absl::Status Connection::Listen(absl::string_view channel) {
+  if (channel.empty()) return absl::InvalidArgumentError("LISTEN channel is empty");
+  for (char c : channel) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LISTEN channel \"", channel, "\" must match [a-z0-9_]+"));
+    }
+  }
+  // Channel names are identifiers and cannot be parameters; validated above.
+  const std::string sql = absl::StrCat("LISTEN ", channel);
+  auto r = Run("listen", sql.c_str(), {}, absl::Seconds(5), false);
+  return r.ok() ? absl::OkStatus() : r.status();
+}
+
+absl::StatusOr<std::vector<Notification>> Connection::WaitForNotifications(absl::Duration timeout) {
+  std::vector<Notification> out;
+  auto drain = [&] {
+    while (PGnotify* n = PQnotifies(conn_)) {
+      out.push_back(Notification{n->relname, n->extra, n->be_pid});
+      PQfreemem(n);
+    }
+  };
+  if (broken()) return absl::UnavailableError("listen connection is broken");
+  if (!PQconsumeInput(conn_)) return LastError("wait_notify", nullptr, false);
+  drain();
+  if (!out.empty()) return out;
+  if (WaitSocket(PQsocket(conn_), false, absl::Now() + timeout)) {
+    if (!PQconsumeInput(conn_)) return LastError("wait_notify", nullptr, false);
+    drain();
+  }
+  return out;
+}
+
+Transaction::Transaction(Transaction&& other) noexcept : conn_(other.conn_), done_(other.done_) {
+  other.done_ = true;
+}
+
+Transaction::~Transaction() {
+  if (!done_) (void)Rollback();
+}
+
+absl::StatusOr<Result> Transaction::Execute(const Statement& statement, const Params& params) {
+  if (done_) return absl::FailedPreconditionError("transaction already finished");
+  return conn_->Execute(statement, params);
+}
+
+absl::Status Transaction::Commit() {
+  if (done_) return absl::FailedPreconditionError("transaction already finished");
+  done_ = true;
+  conn_->in_transaction_ = false;
+  auto r = conn_->Run("commit", "COMMIT", {}, absl::Seconds(10), /*is_commit=*/true);
+  if (!r.ok()) {
+    conn_->current_timeout_ms_ = -1;
+    return r.status();
+  }
+  // COMMIT of a transaction that already failed answers ROLLBACK.
+  if (r->command_status() == "ROLLBACK") {
+    conn_->current_timeout_ms_ = -1;
+    return absl::AbortedError("commit: the transaction had failed and was rolled back");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Transaction::Rollback() {
+  if (done_) return absl::OkStatus();
+  done_ = true;
+  conn_->in_transaction_ = false;
+  conn_->current_timeout_ms_ = -1;
+  if (conn_->broken()) return absl::OkStatus();  // the server rolls back on disconnect
+  auto r = conn_->Run("rollback", "ROLLBACK", {}, absl::Seconds(5), false);
+  return r.ok() ? absl::OkStatus() : r.status();
+}
+
+}  // namespace ulticode::pg

@@ -1,0 +1,114 @@
+// One PostgreSQL connection (libpq), owned RAII (PQfinish on destruction).
+//
+// A connection is one thread's world: not thread-safe, use it from one thread
+// at a time (the Pool hands it out exclusively). Every query runs with the
+// statement's timeout both on the server (statement_timeout) and on the
+// client socket (timeout + grace), so a frozen server cannot hang a caller.
+// A connection that lost its socket, timed out mid-query or broke protocol
+// is marked broken and must be dropped (the Pool does that and redials).
+//
+// Errors follow common/pg/errors.h.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/pg/params.h"
+#include "common/pg/result.h"
+#include "libpq-fe.h"
+
+namespace ulticode::pg {
+
+class Transaction;
+
+struct ConnectOptions {
+  // libpq conninfo ("host=... dbname=...") or URI ("postgresql://...").
+  std::string conninfo;
+  std::string application_name = "ulticode";
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Extra time the client waits beyond a statement's timeout before it gives
+  // up on the socket and marks the connection broken.
+  absl::Duration client_grace = absl::Seconds(2);
+};
+
+struct Notification {
+  std::string channel;
+  std::string payload;
+  int backend_pid = 0;
+};
+
+enum class Isolation { kReadCommitted, kRepeatableRead, kSerializable };
+
+class Connection {
+ public:
+  static absl::StatusOr<std::unique_ptr<Connection>> Connect(const ConnectOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one statement (extended protocol, parameters bound separately).
+  absl::StatusOr<Result> Execute(const Statement& statement, const Params& params = {});
+
+  // Runs a multi-statement script without parameters (simple protocol). Only
+  // for trusted SQL such as migrations.
+  absl::Status ExecuteScript(absl::string_view name, absl::string_view sql, absl::Duration timeout);
+
+  // Starts a transaction that rolls back unless committed.
+  absl::StatusOr<Transaction> Begin(Isolation isolation = Isolation::kReadCommitted);
+
+  // LISTEN on `channel` ([a-z0-9_]+).
+  absl::Status Listen(absl::string_view channel);
+  // Waits up to `timeout` for notifications; returns those that arrived
+  // (possibly none). UNAVAILABLE when the connection broke.
+  absl::StatusOr<std::vector<Notification>> WaitForNotifications(absl::Duration timeout);
+
+  bool broken() const;
+  int backend_pid() const;
+  PGconn* raw() { return conn_; }
+
+ private:
+  friend class Transaction;
+  explicit Connection(PGconn* conn, ConnectOptions options);
+
+  absl::StatusOr<Result> Run(absl::string_view name, const char* sql, const Params& params,
+                             absl::Duration timeout, bool is_commit);
+  absl::Status EnsureTimeout(absl::Duration timeout);
+  absl::Status LastError(absl::string_view name, PGresult* res, bool is_commit);
+  void MarkBroken() { broken_ = true; }
+
+  PGconn* conn_;
+  ConnectOptions options_;
+  bool broken_ = false;
+  bool in_transaction_ = false;
+  // statement_timeout currently set on the session; -1 when unknown.
+  int64_t current_timeout_ms_ = -1;
+};
+
+// RAII transaction: rolls back in its destructor unless Commit() succeeded.
+// Move-only; borrows its Connection, which must outlive it.
+class Transaction {
+ public:
+  Transaction(Transaction&& other) noexcept;
+  Transaction& operator=(Transaction&&) = delete;
+  ~Transaction();
+
+  absl::StatusOr<Result> Execute(const Statement& statement, const Params& params = {});
+  // COMMIT. A transaction that already failed reports ABORTED. A connection
+  // lost during COMMIT reports commit outcome unknown (see errors.h).
+  absl::Status Commit();
+  absl::Status Rollback();
+  Connection& connection() { return *conn_; }
+
+ private:
+  friend class Connection;
+  explicit Transaction(Connection* conn) : conn_(conn) {}
+  Connection* conn_;
+  bool done_ = false;
+};
+
+}  // namespace ulticode::pg

@@ -1,0 +1,22 @@
+// Start-up steps shared by the services.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/migrations/migrations.h"
+#include "common/pg/connection.h"
+
+namespace ulticode::runtime {
+
+// Connects (retrying with back-off until `timeout`, so a service may start
+// before its database) and applies `migrations`.
+absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
+                              const std::vector<migrations::Migration>& migrations,
+                              absl::Duration timeout);
+
+// Logs `status` as a fatal start-up error and exits with code 1.
+[[noreturn]] void DieOnStartup(const char* component, const absl::Status& status);
+
+}  // namespace ulticode::runtime

@@ -1,0 +1,50 @@
+#include "common/server/grpc_status.h"
+
+#include <string>
+
+#include "common/log/log.h"
+
+namespace ulticode::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) {
+  if (status.ok()) return grpc::Status::OK;
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kCancelled:
+      return grpc::Status(code, std::string(status.message()));
+    default:
+      break;
+  }
+  log::Warn("grpc", "call failed", {{"method", std::string(method)},
+                                    {"code", absl::StatusCodeToString(status.code())},
+                                    {"detail", std::string(status.message())}});
+  const char* message = "internal error";
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+      message = "a dependency is unavailable; retry with the same request_id";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      message = "the operation timed out; retry with the same request_id";
+      break;
+    case absl::StatusCode::kAborted:
+      message = "concurrent update conflict; retry with the same request_id";
+      break;
+    case absl::StatusCode::kUnknown:
+      message = "outcome unknown; retry with the same request_id to learn it";
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, message);
+}
+
+}  // namespace ulticode::server

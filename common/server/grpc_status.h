@@ -1,0 +1,17 @@
+// The one mapping from absl::Status to grpc::Status (the codes are the same).
+// Messages of INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+// UNAUTHENTICATED, PERMISSION_DENIED and RESOURCE_EXHAUSTED go to the client
+// as they are (they name the bad field). INTERNAL, UNKNOWN, UNAVAILABLE,
+// ABORTED, DEADLINE_EXCEEDED and DATA_LOSS may carry database detail, so the
+// client gets a generic message and the detail is logged with the method.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/support/status.h"
+
+namespace ulticode::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method = "");
+
+}  // namespace ulticode::server

@@ -1,0 +1,49 @@
+// Who is calling, and from where.
+//
+// Handlers never read identity from request fields: they ask the process's
+// PrincipalResolver. Today the resolver trusts a request header
+// (x-ulticode-principal); the security work replaces it with a verifier of
+// signed tokens behind this same interface, without touching handlers.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server_context.h"
+
+namespace ulticode::server {
+
+struct Principal {
+  std::string id;  // stable principal id; the audit actor
+};
+
+class PrincipalResolver {
+ public:
+  virtual ~PrincipalResolver() = default;
+  // UNAUTHENTICATED when the caller cannot be identified. Thread-safe.
+  virtual absl::StatusOr<Principal> Resolve(const grpc::ServerContext& context) const = 0;
+};
+
+// Reads the principal id from the `x-ulticode-principal` metadata entry:
+// 1..128 chars of [A-Za-z0-9_.:@-].
+class HeaderPrincipalResolver final : public PrincipalResolver {
+ public:
+  static constexpr char kHeader[] = "x-ulticode-principal";
+  absl::StatusOr<Principal> Resolve(const grpc::ServerContext& context) const override;
+};
+
+// Facts about the call that go into audit records.
+struct CallInfo {
+  std::string client_ip;   // from the peer address, without port
+  std::string user_agent;  // the user-agent metadata
+  std::string trace_id;    // from a W3C traceparent header, if any
+};
+CallInfo GetCallInfo(const grpc::ServerContext& context);
+
+// "ipv4:10.0.0.1:5000" -> "10.0.0.1"; "ipv6:[::1]:5000" -> "::1".
+std::string PeerToIp(const std::string& peer);
+
+// The first value of metadata `key`, or "".
+std::string Metadata(const grpc::ServerContext& context, const std::string& key);
+
+}  // namespace ulticode::server

@@ -1,0 +1,101 @@
+// common/migrations against a real PostgreSQL 15.
+#include <thread>
+
+#include "common/migrations/migrations.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode::migrations {
+namespace {
+
+std::vector<Migration> TwoMigrations() {
+  return {
+      {2, "0002_add_column", "sum2", "ALTER TABLE things ADD COLUMN note text;"},
+      // The first migration sleeps so that a concurrent applier really waits.
+      {1, "0001_create", "sum1",
+       "CREATE TABLE things (id bigint PRIMARY KEY); SELECT pg_sleep(0.3);"},
+  };
+}
+
+class MigrationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    options_.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "migtest"));
+  }
+  std::unique_ptr<pg::Connection> Connect() {
+    auto c = pg::Connection::Connect(options_);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(c).value();
+  }
+  pg::ConnectOptions options_;
+};
+
+TEST_F(MigrationsTest, AppliesInOrderOnceAndSecondRunIsNoOp) {
+  auto conn = Connect();
+  auto first = Apply(*conn, TwoMigrations());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->applied, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(first->current_version, 2);
+
+  auto second = Apply(*conn, TwoMigrations());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->applied.empty());
+  EXPECT_EQ(second->current_version, 2);
+
+  auto rows = conn->Execute({"rows", "SELECT version FROM schema_migrations ORDER BY version"});
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->rows(), 2);
+  auto col = conn->Execute({"col", "SELECT note FROM things"});
+  EXPECT_TRUE(col.ok()) << col.status();
+}
+
+TEST_F(MigrationsTest, ConcurrentAppliersSerialize) {
+  absl::StatusOr<ApplyResult> a, b;
+  std::thread ta([&] {
+    auto c = Connect();
+    a = Apply(*c, TwoMigrations());
+  });
+  std::thread tb([&] {
+    auto c = Connect();
+    b = Apply(*c, TwoMigrations());
+  });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Exactly one of them did the work; the other found nothing to do.
+  EXPECT_EQ(a->applied.size() + b->applied.size(), 2u);
+  EXPECT_TRUE(a->applied.empty() || b->applied.empty());
+  EXPECT_EQ(a->current_version, 2);
+  EXPECT_EQ(b->current_version, 2);
+}
+
+TEST_F(MigrationsTest, FailingMigrationLeavesNothingBehind) {
+  auto conn = Connect();
+  std::vector<Migration> bad = {
+      {1, "0001_ok", "s1", "CREATE TABLE ok_table (id int);"},
+      {2, "0002_broken", "s2", "CREATE TABLE broken (id int); SELECT no_such_function();"},
+  };
+  auto r = Apply(*conn, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("0002_broken"), absl::string_view::npos) << r.status();
+  auto t = conn->Execute({"t", "SELECT to_regclass('ok_table') IS NULL, "
+                               "to_regclass('schema_migrations') IS NULL"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->GetBool(0, 0));
+  EXPECT_TRUE(t->GetBool(0, 1));
+}
+
+TEST_F(MigrationsTest, EditedMigrationIsRefused) {
+  auto conn = Connect();
+  ASSERT_TRUE(Apply(*conn, TwoMigrations()).ok());
+  auto edited = TwoMigrations();
+  edited[1].sha256 = "different";
+  auto r = Apply(*conn, edited);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace ulticode::migrations

@@ -1,0 +1,119 @@
+#include "tests/support/process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/support/test_env.h"
+
+namespace ulticode::testing {
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && Running()) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status_, 0);
+  }
+  if (!log_path_.empty()) ::unlink(log_path_.c_str());
+}
+
+bool ChildProcess::Start(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  char tmpl[] = "/tmp/ulticode-child-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd < 0) return false;
+  log_path_ = tmpl;
+  pid_ = ::fork();
+  if (pid_ < 0) return false;
+  if (pid_ == 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::close(fd);
+    // Servers block SIGTERM/SIGINT themselves; start from a clean mask.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::perror("execvp");
+    ::_exit(127);
+  }
+  ::close(fd);
+  return true;
+}
+
+bool ChildProcess::Running() {
+  if (pid_ <= 0) return false;
+  int st;
+  pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = st;
+    pid_ = -pid_;
+    return false;
+  }
+  return r == 0;
+}
+
+int ChildProcess::Stop(int sig, std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return status_;
+  ::kill(pid_, sig);
+  if (!WaitFor([this] { return !Running(); }, timeout)) return -1;
+  return status_;
+}
+
+std::string ChildProcess::Output() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  const int st = ::pclose(pipe);
+  result.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return result;
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool PortOpen(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace ulticode::testing

@@ -1,0 +1,84 @@
+#include "tests/support/test_env.h"
+
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "libpq-fe.h"
+
+namespace ulticode::testing {
+namespace {
+
+std::optional<std::string> Env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+}  // namespace
+
+std::string PgEndpoint::ConnInfo(const std::string& dbname) const {
+  return absl::StrCat("host=", host, " port=", port, " user=", user, " dbname=", dbname,
+                      " connect_timeout=5");
+}
+
+std::optional<PgEndpoint> PgFromEnv() {
+  auto host = Env("ULTICODE_TEST_PG_HOST");
+  auto port = Env("ULTICODE_TEST_PG_PORT");
+  if (!host || !port) return std::nullopt;
+  PgEndpoint pg;
+  pg.host = *host;
+  if (!absl::SimpleAtoi(*port, &pg.port)) return std::nullopt;
+  pg.user = Env("ULTICODE_TEST_PG_USER").value_or("postgres");
+  return pg;
+}
+
+std::optional<RedisEndpoint> RedisFromEnv() {
+  auto host = Env("ULTICODE_TEST_REDIS_HOST");
+  auto port = Env("ULTICODE_TEST_REDIS_PORT");
+  if (!host || !port) return std::nullopt;
+  RedisEndpoint r;
+  r.host = *host;
+  if (!absl::SimpleAtoi(*port, &r.port)) return std::nullopt;
+  return r;
+}
+
+bool InCi() {
+  auto ci = Env("CI");
+  return ci && (*ci == "true" || *ci == "1");
+}
+
+std::string RandomSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string out;
+  for (int i = 0; i < 10; ++i) out.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
+  return out;
+}
+
+std::string CreateScratchDatabase(const PgEndpoint& pg, const std::string& prefix) {
+  const std::string name = absl::StrCat(prefix, "_", RandomSuffix());
+  PGconn* conn = PQconnectdb(pg.ConnInfo("postgres").c_str());
+  EXPECT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
+  // Identifiers cannot be parameters; the name is generated from [a-z0-9_].
+  PGresult* res = PQexec(conn, absl::StrCat("CREATE DATABASE ", name).c_str());
+  EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << PQerrorMessage(conn);
+  PQclear(res);
+  PQfinish(conn);
+  return name;
+}
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string BinDir() { return Env("ULTICODE_TEST_BIN_DIR").value_or("."); }
+
+}  // namespace ulticode::testing

@@ -1,0 +1,71 @@
+// Where integration tests find the real PostgreSQL and Redis that
+// scripts/test.sh starts, and helpers to wait for conditions with a deadline.
+//
+// Environment (set by scripts/test.sh):
+//   ULTICODE_TEST_PG_HOST, ULTICODE_TEST_PG_PORT, ULTICODE_TEST_PG_USER
+//   ULTICODE_TEST_REDIS_HOST, ULTICODE_TEST_REDIS_PORT
+//   ULTICODE_TEST_BIN_DIR  (build directory, to find server binaries)
+// When they are missing a test is skipped locally, but FAILS when CI=true.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ulticode::testing {
+
+struct PgEndpoint {
+  std::string host;
+  int port = 0;
+  std::string user;
+  // libpq conninfo for `dbname` on this server.
+  std::string ConnInfo(const std::string& dbname) const;
+};
+
+struct RedisEndpoint {
+  std::string host;
+  int port = 0;
+};
+
+std::optional<PgEndpoint> PgFromEnv();
+std::optional<RedisEndpoint> RedisFromEnv();
+
+// True when running in CI (CI=true): missing servers are failures there.
+bool InCi();
+
+// Creates a fresh database named `<prefix>_<random>` on the test server and
+// returns its name. Each test owns its database, so tests never see each
+// other's rows. Aborts the test on failure.
+std::string CreateScratchDatabase(const PgEndpoint& pg, const std::string& prefix);
+
+// A random suffix for stream keys, consumer names and the like.
+std::string RandomSuffix();
+
+// Polls `condition` every few milliseconds until it returns true or `timeout`
+// passes. Returns whether it became true. Never a fixed sleep.
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// Directory that holds the built binaries (ULTICODE_TEST_BIN_DIR).
+std::string BinDir();
+
+}  // namespace ulticode::testing
+
+// Use at the top of an integration test (or in SetUp). Skips locally, fails in CI.
+#define ULTI_REQUIRE_PG(var)                                                          \
+  auto var##_opt = ::ulticode::testing::PgFromEnv();                                  \
+  if (!var##_opt) {                                                                   \
+    if (::ulticode::testing::InCi()) FAIL() << "ULTICODE_TEST_PG_* not set (CI=true)"; \
+    GTEST_SKIP() << "PostgreSQL not configured; run scripts/test.sh";                 \
+  }                                                                                   \
+  const ::ulticode::testing::PgEndpoint var = *var##_opt
+
+#define ULTI_REQUIRE_REDIS(var)                                                          \
+  auto var##_opt = ::ulticode::testing::RedisFromEnv();                                  \
+  if (!var##_opt) {                                                                      \
+    if (::ulticode::testing::InCi()) FAIL() << "ULTICODE_TEST_REDIS_* not set (CI=true)"; \
+    GTEST_SKIP() << "Redis not configured; run scripts/test.sh";                         \
+  }                                                                                      \
+  const ::ulticode::testing::RedisEndpoint var = *var##_opt

@@ -79,6 +79,8 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
   }
 }
 
+std::string SourceDir() { return Env("ULTICODE_TEST_SOURCE_DIR").value_or("."); }
+
 std::string BinDir() { return Env("ULTICODE_TEST_BIN_DIR").value_or("."); }
 
 }  // namespace ulticode::testing

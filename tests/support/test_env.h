@@ -50,6 +50,8 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
 
 // Directory that holds the built binaries (ULTICODE_TEST_BIN_DIR).
 std::string BinDir();
+// The repository root (ULTICODE_TEST_SOURCE_DIR), to find scripts.
+std::string SourceDir();
 
 }  // namespace ulticode::testing
 

@@ -1,0 +1,57 @@
+// The audit event contract in code: which owners and event types exist,
+// which stream each owner publishes to, how an event is built from a call,
+// and what makes an event valid. Owners validate before writing to their
+// outbox; Admin validates again on arrival (it trusts nothing on the wire).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "ulticode/audit/v1/audit.pb.h"
+
+namespace ulticode::audit {
+
+using ::ulticode::audit::v1::AuditEvent;
+using ::ulticode::audit::v1::Owner;
+
+inline constexpr uint32_t kSchemaVersion = 1;
+// Largest serialized event an owner will publish or Admin will accept.
+inline constexpr size_t kMaxEventBytes = 256 * 1024;
+
+// "auth" / "app"; "" for OWNER_UNSPECIFIED.
+std::string OwnerName(Owner owner);
+// Inverse of OwnerName; OWNER_UNSPECIFIED for anything else.
+Owner OwnerFromName(absl::string_view name);
+// "audit:auth" / "audit:app".
+std::string StreamFor(Owner owner);
+
+// True when `event_type` is one this contract defines for `owner`.
+bool IsKnownEventType(Owner owner, absl::string_view event_type);
+
+// Who did what, from where: everything about a call that goes into the record.
+struct Actor {
+  std::string principal;   // the resolved caller principal id
+  std::string client_ip;
+  std::string user_agent;
+  std::string request_id;
+  std::string trace_id;
+};
+
+// Starts an event with a fresh v7 event id (= audit id), the envelope filled
+// in and the record's actor fields set. The caller fills action, entity and
+// old/new values.
+AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& actor,
+                    absl::Time occurred_at);
+
+// Checks the envelope and the record agree and are complete. INVALID_ARGUMENT
+// names the first problem found.
+absl::Status Validate(const AuditEvent& event);
+
+// Deterministic serialization: the bytes that are stored, published and
+// (later) signed. Never re-serialize a received event; keep its bytes.
+std::string Serialize(const AuditEvent& event);
+
+}  // namespace ulticode::audit

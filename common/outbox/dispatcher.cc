@@ -1,0 +1,275 @@
+#include "common/outbox/dispatcher.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+#include "common/metrics/metrics.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr char kComponent[] = "outbox.dispatcher";
+
+std::string DefaultInstanceId() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, "-", ::getpid());
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
+    : options_(std::move(options)), stream_(audit::StreamFor(options_.owner)), hooks_(std::move(hooks)) {
+  const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
+  claimed_ = &prometheus::BuildCounter()
+                  .Name("ulticode_outbox_claimed_total")
+                  .Help("Outbox rows claimed for publication")
+                  .Register(registry)
+                  .Add(labels);
+  published_ = &prometheus::BuildCounter()
+                    .Name("ulticode_outbox_published_total")
+                    .Help("Outbox rows published to the stream and marked PUBLISHED")
+                    .Register(registry)
+                    .Add(labels);
+  fenced_ = &prometheus::BuildCounter()
+                 .Name("ulticode_outbox_fenced_total")
+                 .Help("Rows published by a dispatcher whose claim had been taken over")
+                 .Register(registry)
+                 .Add(labels);
+  transient_failures_ = &prometheus::BuildCounter()
+                             .Name("ulticode_outbox_retries_total")
+                             .Help("Rows rescheduled after a transient publication failure")
+                             .Register(registry)
+                             .Add(labels);
+  dead_ = &prometheus::BuildCounter()
+               .Name("ulticode_outbox_dead_total")
+               .Help("Rows that can never be published, moved to DEAD")
+               .Register(registry)
+               .Add(labels);
+  notifications_ = &prometheus::BuildCounter()
+                        .Name("ulticode_outbox_notifications_total")
+                        .Help("NOTIFY wake-ups received by the dispatcher listener")
+                        .Register(registry)
+                        .Add(labels);
+  lag_ = &prometheus::BuildHistogram()
+              .Name("ulticode_outbox_publish_lag_seconds")
+              .Help("Time from outbox insert to the row being marked PUBLISHED")
+              .Register(registry)
+              .Add(labels, metrics::LatencyBuckets());
+}
+
+Dispatcher::~Dispatcher() { Stop(); }
+
+void Dispatcher::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
+  if (options_.use_notify) threads_.emplace_back([this] { ListenerLoop(); });
+  log::Info(kComponent, "started",
+            {{"owner", audit::OwnerName(options_.owner)},
+             {"threads", absl::StrCat(options_.threads)},
+             {"batch_size", absl::StrCat(options_.batch_size)},
+             {"poll_interval", absl::FormatDuration(options_.poll_interval)},
+             {"notify", options_.use_notify ? "on" : "off"}});
+}
+
+void Dispatcher::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  for (auto& t : threads_) t.join();
+  if (!threads_.empty()) log::Info(kComponent, "stopped", {{"owner", audit::OwnerName(options_.owner)}});
+  threads_.clear();
+}
+
+void Dispatcher::Wake() {
+  absl::MutexLock lock(&mu_);
+  ++wake_seq_;
+}
+
+uint64_t Dispatcher::WakeSeq() {
+  absl::MutexLock lock(&mu_);
+  return wake_seq_;
+}
+
+void Dispatcher::WaitForWork(absl::Duration timeout, std::optional<uint64_t> seen) {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || (seen.has_value() && wake_seq_ != *seen);
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&woken), timeout);
+}
+
+absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) const {
+  if (row.payload.size() > options_.max_event_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("event is ", row.payload.size(),
+                                                   " bytes, over the limit of ",
+                                                   options_.max_event_bytes));
+  }
+  audit::AuditEvent event;
+  if (!event.ParseFromString(row.payload)) {
+    return absl::InvalidArgumentError("payload is not a serialized AuditEvent");
+  }
+  RETURN_IF_ERROR(audit::Validate(event));
+  if (event.owner() != options_.owner) {
+    return absl::InvalidArgumentError(absl::StrCat("event owner ", audit::OwnerName(event.owner()),
+                                                   " is not this dispatcher's owner ",
+                                                   audit::OwnerName(options_.owner)));
+  }
+  if (event.event_id() != row.event_id) {
+    return absl::InvalidArgumentError("payload event_id differs from the outbox row's");
+  }
+  return redis::StreamFields{{"event_id", event.event_id()},
+                             {"owner", audit::OwnerName(event.owner())},
+                             {"event_type", event.event_type()},
+                             {"schema_version", absl::StrCat(event.schema_version())},
+                             {"envelope", row.payload}};
+}
+
+absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis,
+                                                const std::string& claim_owner) {
+  CycleResult result;
+  ASSIGN_OR_RETURN(std::vector<ClaimedRow> rows,
+                   Claim(pg, claim_owner, options_.claim_lease, options_.batch_size));
+  result.claimed = static_cast<int>(rows.size());
+  if (rows.empty()) return result;
+  claimed_->Increment(static_cast<double>(rows.size()));
+  if (hooks_.after_claim) RETURN_IF_ERROR(hooks_.after_claim(rows));
+
+  std::vector<redis::StreamFields> entries;
+  std::vector<const ClaimedRow*> publishing;
+  for (const ClaimedRow& row : rows) {
+    auto entry = EntryFor(row);
+    if (!entry.ok()) {
+      const std::string reason(entry.status().message());
+      ASSIGN_OR_RETURN(int64_t n, MarkDead(pg, row.event_id, row.fencing_token, reason));
+      result.dead += static_cast<int>(n);
+      dead_->Increment(static_cast<double>(n));
+      log::Error(kComponent, "event can never be published; moved to DEAD",
+                 {{"event_id", row.event_id}, {"reason", reason}});
+      continue;
+    }
+    entries.push_back(std::move(entry).value());
+    publishing.push_back(&row);
+  }
+  if (publishing.empty()) return result;
+
+  auto ids = redis.XAddBatch(stream_, entries);
+  if (!ids.ok()) {
+    std::vector<Retry> retries;
+    for (const ClaimedRow* row : publishing) {
+      retries.push_back(Retry{row->event_id, row->fencing_token,
+                              backoff::Delay(options_.backoff, row->failures + 1)});
+    }
+    const std::string error = absl::StrCat("publish to ", stream_, ": ", ids.status().ToString());
+    ASSIGN_OR_RETURN(int64_t n, Reschedule(pg, retries, error));
+    result.rescheduled = static_cast<int>(n);
+    transient_failures_->Increment(static_cast<double>(n));
+    log::Warn(kComponent, "publish failed; rows rescheduled",
+              {{"error", error}, {"rows", absl::StrCat(n)}});
+    return result;
+  }
+  if (hooks_.after_publish) RETURN_IF_ERROR(hooks_.after_publish(rows));
+
+  std::vector<Published> done;
+  done.reserve(publishing.size());
+  for (size_t i = 0; i < publishing.size(); ++i) {
+    done.push_back(Published{publishing[i]->event_id, publishing[i]->fencing_token, (*ids)[i]});
+  }
+  ASSIGN_OR_RETURN(int64_t marked, MarkPublished(pg, done));
+  result.published = static_cast<int>(marked);
+  result.fenced = static_cast<int>(done.size() - marked);
+  published_->Increment(static_cast<double>(marked));
+  if (result.fenced > 0) {
+    fenced_->Increment(result.fenced);
+    log::Warn(kComponent, "claims were taken over before marking; rows left to the new holder",
+              {{"rows", absl::StrCat(result.fenced)}});
+  }
+  const absl::Time now = absl::Now();
+  for (const ClaimedRow* row : publishing) lag_->Observe(absl::ToDoubleSeconds(now - row->created_at));
+  return result;
+}
+
+void Dispatcher::WorkerLoop(int index) {
+  const std::string claim_owner = absl::StrCat(
+      options_.instance_id.empty() ? DefaultInstanceId() : options_.instance_id, "/", index);
+  std::unique_ptr<pg::Connection> conn;
+  redis::Client client(options_.redis);
+  int64_t failures = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    if (conn == nullptr || conn->broken()) {
+      auto dialled = pg::Connection::Connect(options_.pg);
+      if (!dialled.ok()) {
+        ++failures;
+        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
+        WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+        continue;
+      }
+      conn = std::move(dialled).value();
+    }
+    // Taken before the cycle, so a NOTIFY that lands during it is not lost.
+    const uint64_t seen = WakeSeq();
+    auto cycle = RunOnce(*conn, client, claim_owner);
+    if (!cycle.ok()) {
+      ++failures;
+      log::Warn(kComponent, "cycle failed", {{"error", cycle.status().ToString()}});
+      WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      continue;
+    }
+    if (cycle->rescheduled > 0 && cycle->published == 0) {
+      ++failures;  // the broker is failing: back off this thread too
+      WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      continue;
+    }
+    failures = 0;
+    if (cycle->claimed >= options_.batch_size) continue;  // more may be due
+    WaitForWork(options_.poll_interval, seen);
+  }
+}
+
+void Dispatcher::ListenerLoop() {
+  std::unique_ptr<pg::Connection> conn;
+  int64_t failures = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    if (conn == nullptr || conn->broken()) {
+      auto dialled = pg::Connection::Connect(options_.pg);
+      absl::Status s = dialled.ok() ? (*dialled)->Listen(kNotifyChannel) : dialled.status();
+      if (!s.ok()) {
+        ++failures;
+        conn.reset();
+        log::Warn(kComponent, "listener cannot LISTEN; polling meanwhile", {{"error", s.ToString()}});
+        WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+        continue;
+      }
+      conn = std::move(dialled).value();
+      failures = 0;
+      Wake();  // anything committed while we were not listening
+    }
+    auto got = conn->WaitForNotifications(absl::Milliseconds(250));
+    if (!got.ok()) {
+      conn.reset();
+      continue;
+    }
+    if (!got->empty()) {
+      notifications_->Increment(static_cast<double>(got->size()));
+      Wake();
+    }
+  }
+}
+
+}  // namespace ulticode::outbox

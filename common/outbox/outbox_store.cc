@@ -1,0 +1,130 @@
+#include "common/outbox/outbox_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr pg::Statement kAppend{
+    "outbox.append",
+    "INSERT INTO audit_outbox (event_id, event_type, payload) VALUES ($1::uuid, $2, $3)"};
+
+constexpr pg::Statement kClaim{
+    "outbox.claim",
+    "WITH due AS ("
+    "  SELECT event_id FROM audit_outbox"
+    "  WHERE state = 'PENDING' AND next_attempt_at <= now()"
+    "  ORDER BY next_attempt_at LIMIT $3"
+    "  FOR UPDATE SKIP LOCKED)"
+    " UPDATE audit_outbox o SET"
+    "   claim_owner = $1,"
+    "   claim_expires_at = now() + $2::float8 * interval '1 second',"
+    "   next_attempt_at = now() + $2::float8 * interval '1 second',"
+    "   fencing_token = nextval('audit_outbox_fencing_token'),"
+    "   attempts = o.attempts + 1"
+    " FROM due WHERE o.event_id = due.event_id"
+    " RETURNING o.event_id::text, o.event_type, o.payload, o.fencing_token, o.attempts,"
+    "   o.failures, o.created_at"};
+
+constexpr pg::Statement kMarkPublished{
+    "outbox.mark_published",
+    "UPDATE audit_outbox o SET state = 'PUBLISHED', published_at = now(), claim_owner = NULL,"
+    "   claim_expires_at = NULL, last_error = NULL, failures = 0, stream_entry_id = t.entry"
+    " FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(id, token, entry)"
+    " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
+
+constexpr pg::Statement kReschedule{
+    "outbox.reschedule",
+    "UPDATE audit_outbox o SET next_attempt_at = now() + t.delay * interval '1 second',"
+    "   failures = o.failures + 1, last_error = $4, claim_owner = NULL, claim_expires_at = NULL"
+    " FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS t(id, token, delay)"
+    " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
+
+constexpr pg::Statement kMarkDead{
+    "outbox.mark_dead",
+    "UPDATE audit_outbox SET state = 'DEAD', last_error = $3, claim_owner = NULL,"
+    "   claim_expires_at = NULL"
+    " WHERE event_id = $1::uuid AND fencing_token = $2 AND state = 'PENDING'"};
+
+constexpr pg::Statement kRelease{
+    "outbox.release",
+    "UPDATE audit_outbox o SET next_attempt_at = now(), claim_owner = NULL,"
+    "   claim_expires_at = NULL"
+    " FROM unnest($1::uuid[], $2::bigint[]) AS t(id, token)"
+    " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
+
+std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.substr(0, 1000); }
+
+}  // namespace
+
+absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event) {
+  RETURN_IF_ERROR(audit::Validate(event));
+  const std::string payload = audit::Serialize(event);
+  return tx.Execute(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()),
+                              pg::Bytes(payload)})
+      .status();
+}
+
+absl::StatusOr<std::vector<ClaimedRow>> Claim(pg::Connection& conn, const std::string& owner,
+                                              absl::Duration lease, int limit) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kClaim, {pg::Text(owner), pg::Seconds(lease), pg::Int(limit)}));
+  std::vector<ClaimedRow> rows;
+  rows.reserve(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    rows.push_back(ClaimedRow{r.GetString(i, 0), r.GetString(i, 1), r.GetBytes(i, 2),
+                              r.GetInt64(i, 3), static_cast<int>(r.GetInt64(i, 4)),
+                              static_cast<int>(r.GetInt64(i, 5)), r.GetTime(i, 6)});
+  }
+  return rows;
+}
+
+absl::StatusOr<int64_t> MarkPublished(pg::Connection& conn, const std::vector<Published>& rows) {
+  if (rows.empty()) return 0;
+  std::vector<std::string> ids, tokens, entries;
+  for (const auto& p : rows) {
+    ids.push_back(p.event_id);
+    tokens.push_back(absl::StrCat(p.fencing_token));
+    entries.push_back(p.stream_entry_id);
+  }
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kMarkPublished, {pg::TextArray(ids), pg::TextArray(tokens),
+                                                 pg::TextArray(entries)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> Reschedule(pg::Connection& conn, const std::vector<Retry>& rows,
+                                   const std::string& error) {
+  if (rows.empty()) return 0;
+  std::vector<std::string> ids, tokens, delays;
+  for (const auto& p : rows) {
+    ids.push_back(p.event_id);
+    tokens.push_back(absl::StrCat(p.fencing_token));
+    delays.push_back(absl::StrCat(absl::ToDoubleSeconds(p.delay)));
+  }
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kReschedule, {pg::TextArray(ids), pg::TextArray(tokens),
+                                              pg::TextArray(delays), pg::Text(Truncated(error))}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_id,
+                                 int64_t fencing_token, const std::string& reason) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kMarkDead, {pg::Text(event_id), pg::Int(fencing_token),
+                                                          pg::Text(Truncated(reason))}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedRow>& rows) {
+  if (rows.empty()) return 0;
+  std::vector<std::string> ids, tokens;
+  for (const auto& p : rows) {
+    ids.push_back(p.event_id);
+    tokens.push_back(absl::StrCat(p.fencing_token));
+  }
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kRelease, {pg::TextArray(ids), pg::TextArray(tokens)}));
+  return r.affected_rows();
+}
+
+}  // namespace ulticode::outbox

@@ -1,0 +1,78 @@
+// The audit outbox table (see migrations/10001_audit_outbox.sql): the only
+// code that reads or writes it.
+//
+// Append() is the write side of a business transaction: it takes the open
+// transaction, so no code path can write an outbox row outside one. The rest
+// is the dispatcher's side: claim due rows under a lease with a fresh fencing
+// token, then settle them (published, rescheduled, dead, released); every
+// settle statement only touches rows still held with the caller's token, so
+// a dispatcher whose claim expired cannot overwrite a newer claim.
+//
+// Functions are stateless; the connection decides the thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/audit/event.h"
+#include "common/migrations/migrations.h"
+#include "common/pg/connection.h"
+
+namespace ulticode::outbox {
+
+// Schema of the outbox (versions 10001+), applied with the service's own.
+const std::vector<migrations::Migration>& Migrations();
+
+// LISTEN channel notified on every commit that appended rows.
+inline constexpr char kNotifyChannel[] = "audit_outbox";
+
+// Validates and appends `event` inside `tx`. INVALID_ARGUMENT when the
+// event breaks the contract (a bug in the caller, never the client's fault).
+absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event);
+
+struct ClaimedRow {
+  std::string event_id;
+  std::string event_type;
+  std::string payload;  // serialized AuditEvent
+  int64_t fencing_token = 0;
+  int attempts = 0;  // including this claim
+  int failures = 0;  // consecutive failures before this claim
+  absl::Time created_at;
+};
+
+// Claims up to `limit` due PENDING rows (FOR UPDATE SKIP LOCKED): their
+// next_attempt_at moves one `lease` ahead, claim_owner is set and each gets
+// a new fencing token.
+absl::StatusOr<std::vector<ClaimedRow>> Claim(pg::Connection& conn, const std::string& owner,
+                                              absl::Duration lease, int limit);
+
+struct Published {
+  std::string event_id;
+  int64_t fencing_token;
+  std::string stream_entry_id;
+};
+// Marks rows PUBLISHED in one statement; returns how many were still held
+// with their token (the rest were fenced off by a newer claim).
+absl::StatusOr<int64_t> MarkPublished(pg::Connection& conn, const std::vector<Published>& rows);
+
+struct Retry {
+  std::string event_id;
+  int64_t fencing_token;
+  absl::Duration delay;
+};
+// A transient failure: back to PENDING after `delay`, failures+1, error kept.
+absl::StatusOr<int64_t> Reschedule(pg::Connection& conn, const std::vector<Retry>& rows,
+                                   const std::string& error);
+
+// A permanent failure: DEAD at once with its reason.
+absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_id,
+                                 int64_t fencing_token, const std::string& reason);
+
+// Gives claimed rows back untouched (shutdown): due again immediately.
+absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedRow>& rows);
+
+}  // namespace ulticode::outbox

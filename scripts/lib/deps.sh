@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# shellcheck shell=bash
+# Dependency installation and build helpers for UltiCode Audit Mesh.
+# Source this file; it defines functions only and changes no shell options.
+#
+#   ulticode_install_deps          install missing Debian 12 packages (apt-get)
+#   ulticode_build [Release|Debug] configure (if needed) and build with Ninja
+#
+# Environment:
+#   ULTICODE_BUILD_DIR   build directory (default: <repo>/build)
+#   ULTICODE_JOBS        parallel build jobs (default: 2)
+#   ULTICODE_SKIP_DEPS   if 1, ulticode_install_deps does nothing
+
+if [[ -n "${_ULTICODE_DEPS_SH:-}" ]]; then
+  return 0
+fi
+_ULTICODE_DEPS_SH=1
+
+ULTICODE_REPO_ROOT="${ULTICODE_REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)}"
+
+ULTICODE_DEB_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config g++
+  libgrpc++-dev protobuf-compiler-grpc grpc-proto libprotobuf-dev protobuf-compiler
+  libpq-dev libhiredis-dev libabsl-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev googletest
+  postgresql-15 postgresql-client-15 redis-server
+  prometheus
+  python3-grpcio python3-protobuf
+  procps iproute2 curl
+)
+
+_ulticode_log() { printf '[ulticode] %s\n' "$*" >&2; }
+
+# Prints the packages of ULTICODE_DEB_PACKAGES that are not installed, one a line.
+ulticode_missing_deps() {
+  local status pkg
+  # One dpkg-query call for all packages; unknown packages only print to stderr.
+  status="$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${ULTICODE_DEB_PACKAGES[@]}" 2>/dev/null || true)"
+  for pkg in "${ULTICODE_DEB_PACKAGES[@]}"; do
+    if ! grep -Eq "^${pkg//+/\\+} ii" <<<"${status}"; then
+      printf '%s\n' "${pkg}"
+    fi
+  done
+}
+
+ulticode_install_deps() {
+  if [[ "${ULTICODE_SKIP_DEPS:-0}" == 1 ]]; then
+    _ulticode_log "ULTICODE_SKIP_DEPS=1: not checking packages"
+    return 0
+  fi
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    _ulticode_log "dpkg-query not found (not Debian?): skipping package check"
+    return 0
+  fi
+  local -a missing=() sudo_cmd=()
+  mapfile -t missing < <(ulticode_missing_deps)
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  if ((EUID != 0)); then
+    if ! command -v sudo >/dev/null 2>&1; then
+      _ulticode_log "missing packages (${missing[*]}) and not root and no sudo"
+      return 1
+    fi
+    sudo_cmd=(sudo)
+  fi
+  _ulticode_log "installing missing packages: ${missing[*]}"
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+ulticode_build_dir() {
+  printf '%s\n' "${ULTICODE_BUILD_DIR:-${ULTICODE_REPO_ROOT}/build}"
+}
+
+# ulticode_build [Release|Debug]   (default: Release)
+ulticode_build() {
+  local type="${1:-Release}" dir cache current generator
+  case "${type}" in
+    Release | Debug | RelWithDebInfo | MinSizeRel) ;;
+    *)
+      _ulticode_log "unknown build type: ${type}"
+      return 2
+      ;;
+  esac
+  dir="$(ulticode_build_dir)"
+  cache="${dir}/CMakeCache.txt"
+  current=""
+  generator=""
+  if [[ -f "${cache}" ]]; then
+    current="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "${cache}")"
+    generator="$(sed -n 's/^CMAKE_GENERATOR:[A-Z]*=//p' "${cache}")"
+    if [[ "${generator}" != "Ninja" ]]; then
+      _ulticode_log "${dir} was configured with generator '${generator}', not Ninja; remove it or set ULTICODE_BUILD_DIR"
+      return 1
+    fi
+  fi
+  if [[ ! -f "${cache}" || ! -f "${dir}/build.ninja" || "${current}" != "${type}" ]]; then
+    _ulticode_log "configuring ${dir} (${type})"
+    cmake -S "${ULTICODE_REPO_ROOT}" -B "${dir}" -G Ninja -DCMAKE_BUILD_TYPE="${type}"
+  fi
+  cmake --build "${dir}" -j "${ULTICODE_JOBS:-2}"
+}

@@ -1,0 +1,391 @@
+#!/usr/bin/env bash
+# shellcheck shell=bash
+# Private PostgreSQL 15 and Redis 7 instances on 127.0.0.1 for tests and local runs.
+# Source this file; it defines functions only and changes no shell options.
+# It never touches a system-wide cluster: every instance lives in a directory
+# the caller chooses and listens on a port the caller chooses.
+#
+#   ulticode_free_port                          print a free TCP port on 127.0.0.1
+#   ulticode_pg_start <datadir> <port> <on|off> initdb if needed, start (or reuse); arg 3 = fsync
+#   ulticode_pg_stop <datadir>                  pg_ctl stop -m fast (no-op if not running)
+#   ulticode_pg_wait <port> [timeout_s]         wait until pg_isready succeeds
+#   ulticode_pg_createdb <port> <name...>       create databases that do not exist yet
+#   ulticode_redis_start <dir> <port> <yes|no>  start daemonized redis-server (or reuse); arg 3 = AOF
+#   ulticode_redis_stop <dir>                   SIGTERM, wait (SIGKILL after 15 s)
+#   ulticode_pid_alive <pid>                    process exists and is not a zombie
+#
+# Files: next to <datadir> go postgres.log and pg-socket/ (unix socket dir);
+# in the redis <dir> go redis.pid, redis.log and the RDB/AOF files.
+#
+# Running as root: initdb/postgres refuse root, so PostgreSQL runs as the
+# `postgres` user via runuser, and every directory above <datadir> must be
+# traversable (o+x) by it. Directories inside ULTICODE_PG_CHMOD_WITHIN (a
+# colon-separated list, default: the repository root) are chmod o+x'ed when
+# needed; anything else (e.g. /root with mode 700) is never changed: the start
+# fails with a message instead (fix: chmod o+x it yourself, or put the state
+# somewhere else, e.g. ULTICODE_STATE_DIR for scripts/run-local.sh).
+#
+# Environment:
+#   ULTICODE_PG_BIN          PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
+#   ULTICODE_PYTHON          python used for ulticode_free_port (default /usr/bin/python3)
+#   ULTICODE_PG_CHMOD_WITHIN see above
+#   ULTICODE_START_TIMEOUT   seconds to wait for PG/Redis start-up (default 60)
+
+if [[ -n "${_ULTICODE_SERVERS_SH:-}" ]]; then
+  return 0
+fi
+_ULTICODE_SERVERS_SH=1
+
+ULTICODE_REPO_ROOT="${ULTICODE_REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)}"
+ULTICODE_PG_BIN="${ULTICODE_PG_BIN:-/usr/lib/postgresql/15/bin}"
+ULTICODE_PYTHON="${ULTICODE_PYTHON:-/usr/bin/python3}"
+
+_ulticode_log() { printf '[ulticode] %s\n' "$*" >&2; }
+
+_ulticode_is_port() {
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && (($1 > 0 && $1 < 65536))
+}
+
+# True if pid $1 exists and is not a zombie (an orphaned daemon may stay a
+# zombie for a while when PID 1 is slow to reap).
+ulticode_pid_alive() {
+  local state
+  [[ "${1:-}" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$1" 2>/dev/null || return 1
+  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null || true)"
+  [[ "${state}" != Z ]]
+}
+
+# ---------------------------------------------------------------- ports
+
+ulticode_free_port() {
+  if [[ -x "${ULTICODE_PYTHON}" ]]; then
+    "${ULTICODE_PYTHON}" -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+    return
+  fi
+  # Fallback: random port not listed by ss as listening.
+  local port i
+  for ((i = 0; i < 200; i++)); do
+    port=$((20000 + RANDOM % 40000))
+    if [[ -z "$(ss -Htln "sport = :${port}" 2>/dev/null)" ]]; then
+      printf '%s\n' "${port}"
+      return 0
+    fi
+  done
+  _ulticode_log "could not find a free port"
+  return 1
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+# Runs a PostgreSQL binary as the postgres user when we are root, from / so
+# that an unreadable current directory does not produce warnings.
+_ulticode_pg_run() {
+  local bin="${ULTICODE_PG_BIN}/$1"
+  shift
+  if ((EUID == 0)); then
+    (cd / && runuser -u postgres -- "${bin}" "$@")
+  else
+    "${bin}" "$@"
+  fi
+}
+
+# True if $1 is one of the ULTICODE_PG_CHMOD_WITHIN directories or below one.
+_ulticode_chmod_allowed() {
+  local dir="$1" root
+  local -a roots=()
+  IFS=: read -r -a roots <<<"${ULTICODE_PG_CHMOD_WITHIN:-${ULTICODE_REPO_ROOT}}"
+  for root in "${roots[@]}"; do
+    [[ -n "${root}" ]] || continue
+    root="$(realpath -m -- "${root}")"
+    if [[ "${dir}" == "${root}" || "${dir}" == "${root}/"* ]]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Makes sure the postgres user can traverse every directory above $1 (root only).
+_ulticode_pg_ensure_traversable() {
+  local target="$1" d
+  local -a chain=()
+  d="$(dirname -- "${target}")"
+  while [[ "${d}" != / ]]; do
+    chain=("${d}" "${chain[@]}")
+    d="$(dirname -- "${d}")"
+  done
+  # Top-down: the first directory postgres cannot reach is the culprit.
+  for d in "${chain[@]}"; do
+    if runuser -u postgres -- test -x "${d}" 2>/dev/null; then
+      continue
+    fi
+    if _ulticode_chmod_allowed "${d}"; then
+      _ulticode_log "chmod o+x ${d} (so that user postgres can reach its data directory)"
+      chmod o+x -- "${d}" || return 1
+    else
+      _ulticode_log "user postgres cannot traverse ${d} (mode $(stat -c %a -- "${d}")), needed for ${target}."
+      _ulticode_log "Not changing it (outside ULTICODE_PG_CHMOD_WITHIN). Either 'chmod o+x ${d}' or keep the state elsewhere (ULTICODE_STATE_DIR)."
+      return 1
+    fi
+  done
+}
+
+# Prints the port recorded in <datadir>/postmaster.pid (line 4).
+_ulticode_pg_running_port() {
+  sed -n '4p' "$1/postmaster.pid" 2>/dev/null
+}
+
+# True if the postmaster recorded in <datadir>/postmaster.pid is alive (not a
+# zombie: `pg_ctl status` would report a crashed, unreaped postmaster as running).
+_ulticode_pg_is_running() {
+  local pid comm
+  pid="$(sed -n '1p' "$1/postmaster.pid" 2>/dev/null)"
+  ulticode_pid_alive "${pid}" || return 1
+  comm="$(cat "/proc/${pid}/comm" 2>/dev/null || true)"
+  [[ "${comm}" == postgres || "${comm}" == postmaster ]]
+}
+
+# Prints live processes whose working directory is <datadir> (all PostgreSQL
+# processes chdir there).
+_ulticode_pg_procs_in() {
+  local proc pid
+  for proc in /proc/[0-9]*; do
+    pid="${proc#/proc/}"
+    if [[ "$(readlink "${proc}/cwd" 2>/dev/null)" == "$1" ]] && ulticode_pid_alive "${pid}"; then
+      printf '%s\n' "${pid}"
+    fi
+  done
+}
+
+# After a crash: wait until the dead postmaster has been reaped and its
+# children have exited, so that the postmaster.pid / shared-memory interlock
+# lets the new postmaster start. Never deletes postmaster.pid itself.
+_ulticode_pg_wait_for_crashed() {
+  local datadir="$1" pid deadline=$((SECONDS + 30))
+  [[ -f "${datadir}/postmaster.pid" ]] || return 0
+  pid="$(sed -n '1p' "${datadir}/postmaster.pid" 2>/dev/null)"
+  _ulticode_log "stale ${datadir}/postmaster.pid (pid ${pid:-?}); waiting for leftover processes to go away"
+  while { [[ "${pid}" =~ ^[0-9]+$ ]] && kill -0 "${pid}" 2>/dev/null; } ||
+    [[ -n "$(_ulticode_pg_procs_in "${datadir}")" ]]; do
+    if ((SECONDS >= deadline)); then
+      _ulticode_log "leftover PostgreSQL processes for ${datadir} still present; trying to start anyway"
+      return 0
+    fi
+    sleep 0.2
+  done
+}
+
+ulticode_pg_wait() {
+  local port="${1:?usage: ulticode_pg_wait <port> [timeout_s]}"
+  local timeout="${2:-${ULTICODE_START_TIMEOUT:-60}}"
+  local deadline=$((SECONDS + timeout))
+  until "${ULTICODE_PG_BIN}/pg_isready" -q -h 127.0.0.1 -p "${port}" -t 2; do
+    if ((SECONDS >= deadline)); then
+      _ulticode_log "PostgreSQL on 127.0.0.1:${port} not ready after ${timeout}s"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+ulticode_pg_start() {
+  local datadir="${1:?usage: ulticode_pg_start <datadir> <port> <fsync:on|off>}"
+  local port="${2:?usage: ulticode_pg_start <datadir> <port> <fsync:on|off>}"
+  local fsync="${3:?usage: ulticode_pg_start <datadir> <port> <fsync:on|off>}"
+  local statedir sockdir logfile locale running_port durable
+  local -a initdb_extra=()
+  _ulticode_is_port "${port}" || { _ulticode_log "bad port: ${port}"; return 2; }
+  case "${fsync}" in
+    on) durable=on ;;
+    off) durable=off ;;
+    *) _ulticode_log "fsync must be on or off, not ${fsync}"; return 2 ;;
+  esac
+  datadir="$(realpath -m -- "${datadir}")"
+  if [[ "${datadir}" == *"'"* || "${datadir}" =~ [[:space:]] ]]; then
+    _ulticode_log "PostgreSQL data directory path must not contain quotes or spaces: ${datadir}"
+    return 2
+  fi
+  statedir="$(dirname -- "${datadir}")"
+  sockdir="${statedir}/pg-socket"
+  logfile="${statedir}/postgres.log"
+
+  if _ulticode_pg_is_running "${datadir}"; then
+    running_port="$(_ulticode_pg_running_port "${datadir}")"
+    if [[ "${running_port}" == "${port}" ]]; then
+      _ulticode_log "PostgreSQL already running on 127.0.0.1:${port} (${datadir}); reusing it"
+      ulticode_pg_wait "${port}"
+      return
+    fi
+    _ulticode_log "PostgreSQL for ${datadir} is already running on port ${running_port}, not ${port}; stop it first (ulticode_pg_stop ${datadir})"
+    return 1
+  fi
+
+  _ulticode_pg_wait_for_crashed "${datadir}"
+  mkdir -p -- "${datadir}" "${sockdir}" || return 1
+  touch -- "${logfile}" || return 1
+  if ((EUID == 0)); then
+    if ! id -u postgres >/dev/null 2>&1; then
+      _ulticode_log "running as root but there is no 'postgres' user to run PostgreSQL as"
+      return 1
+    fi
+    chown postgres:postgres -- "${datadir}" "${sockdir}" "${logfile}" || return 1
+    _ulticode_pg_ensure_traversable "${datadir}" || return 1
+  fi
+  chmod 700 -- "${datadir}" || return 1
+
+  if [[ ! -f "${datadir}/PG_VERSION" ]]; then
+    if [[ -n "$(ls -A -- "${datadir}")" ]]; then
+      _ulticode_log "${datadir} is not empty but has no PG_VERSION; refusing to initdb over it"
+      return 1
+    fi
+    if locale -a 2>/dev/null | grep -qiE '^c\.utf-?8$'; then
+      locale=C.UTF-8
+    else
+      locale=C
+    fi
+    [[ "${fsync}" == off ]] && initdb_extra+=(--no-sync)
+    _ulticode_log "initdb ${datadir}"
+    if ! _ulticode_pg_run initdb -D "${datadir}" --auth=trust -U postgres \
+      --encoding=UTF8 --locale="${locale}" "${initdb_extra[@]}" >"${statedir}/initdb.log" 2>&1; then
+      cat -- "${statedir}/initdb.log" >&2
+      return 1
+    fi
+  fi
+
+  _ulticode_log "starting PostgreSQL on 127.0.0.1:${port} (fsync=${fsync}, data ${datadir}, log ${logfile})"
+  if ! _ulticode_pg_run pg_ctl start -D "${datadir}" -w -t "${ULTICODE_START_TIMEOUT:-60}" \
+    -l "${logfile}" -o "-p ${port} -k '${sockdir}' -c listen_addresses=127.0.0.1 \
+-c fsync=${fsync} -c synchronous_commit=${durable} -c full_page_writes=${durable} \
+-c max_connections=300 -c shared_buffers=128MB" >/dev/null; then
+    _ulticode_log "PostgreSQL failed to start; last lines of ${logfile}:"
+    tail -n 30 -- "${logfile}" >&2
+    return 1
+  fi
+  ulticode_pg_wait "${port}"
+}
+
+ulticode_pg_stop() {
+  local datadir="${1:?usage: ulticode_pg_stop <datadir>}"
+  datadir="$(realpath -m -- "${datadir}")"
+  if ! _ulticode_pg_is_running "${datadir}"; then
+    return 0
+  fi
+  _ulticode_log "stopping PostgreSQL (${datadir})"
+  if ! _ulticode_pg_run pg_ctl stop -D "${datadir}" -m fast -w -t 60 >/dev/null; then
+    _ulticode_log "fast shutdown failed; trying immediate"
+    _ulticode_pg_run pg_ctl stop -D "${datadir}" -m immediate -w -t 30 >/dev/null || return 1
+  fi
+}
+
+ulticode_pg_createdb() {
+  local port="${1:?usage: ulticode_pg_createdb <port> <name...>}"
+  shift
+  local name exists
+  local -a psql=("${ULTICODE_PG_BIN}/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${port}" -U postgres -d postgres)
+  for name in "$@"; do
+    if [[ ! "${name}" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+      _ulticode_log "refusing database name: ${name}"
+      return 2
+    fi
+    exists="$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '${name}'")" || return 1
+    if [[ "${exists}" != 1 ]]; then
+      _ulticode_log "creating database ${name}"
+      if ! "${psql[@]}" -c "CREATE DATABASE \"${name}\""; then
+        # Lost a race with someone else creating it?
+        exists="$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '${name}'")" || return 1
+        [[ "${exists}" == 1 ]] || return 1
+      fi
+    fi
+  done
+}
+
+# ---------------------------------------------------------------- Redis
+
+# Prints the pid from <dir>/redis.pid if that process is a live redis-server.
+_ulticode_redis_pid() {
+  local pidfile="$1/redis.pid" pid comm
+  [[ -f "${pidfile}" ]] || return 1
+  pid="$(tr -dc '0-9' <"${pidfile}")"
+  [[ -n "${pid}" ]] || return 1
+  ulticode_pid_alive "${pid}" || return 1
+  comm="$(cat "/proc/${pid}/comm" 2>/dev/null || true)"
+  [[ "${comm}" == redis-server* ]] || return 1
+  printf '%s\n' "${pid}"
+}
+
+_ulticode_redis_ping() {
+  [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == PONG ]]
+}
+
+ulticode_redis_start() {
+  local dir="${1:?usage: ulticode_redis_start <dir> <port> <aof:yes|no>}"
+  local port="${2:?usage: ulticode_redis_start <dir> <port> <aof:yes|no>}"
+  local aof="${3:?usage: ulticode_redis_start <dir> <port> <aof:yes|no>}"
+  local pid served_pid deadline
+  local -a args=()
+  _ulticode_is_port "${port}" || { _ulticode_log "bad port: ${port}"; return 2; }
+  case "${aof}" in
+    yes | no) ;;
+    *) _ulticode_log "aof must be yes or no, not ${aof}"; return 2 ;;
+  esac
+  dir="$(realpath -m -- "${dir}")"
+  mkdir -p -- "${dir}" || return 1
+
+  if pid="$(_ulticode_redis_pid "${dir}")"; then
+    served_pid="$(redis-cli -h 127.0.0.1 -p "${port}" info server 2>/dev/null | sed -n 's/^process_id:\([0-9]*\).*/\1/p')"
+    if [[ "${served_pid}" == "${pid}" ]]; then
+      _ulticode_log "Redis already running on 127.0.0.1:${port} (pid ${pid}, ${dir}); reusing it"
+      return 0
+    fi
+    _ulticode_log "Redis for ${dir} is running (pid ${pid}) but not on port ${port}; stop it first (ulticode_redis_stop ${dir})"
+    return 1
+  fi
+  rm -f -- "${dir}/redis.pid"
+
+  args=(--daemonize yes --bind 127.0.0.1 --port "${port}" --dir "${dir}"
+    --pidfile "${dir}/redis.pid" --logfile "${dir}/redis.log" --appendonly "${aof}")
+  if [[ "${aof}" == no ]]; then
+    args+=(--save '')
+  fi
+  _ulticode_log "starting Redis on 127.0.0.1:${port} (appendonly=${aof}, dir ${dir})"
+  redis-server "${args[@]}" || return 1
+
+  deadline=$((SECONDS + ${ULTICODE_START_TIMEOUT:-60}))
+  until _ulticode_redis_ping "${port}" && _ulticode_redis_pid "${dir}" >/dev/null; do
+    if ((SECONDS >= deadline)); then
+      _ulticode_log "Redis on 127.0.0.1:${port} did not answer PING; last lines of ${dir}/redis.log:"
+      tail -n 30 -- "${dir}/redis.log" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+ulticode_redis_stop() {
+  local dir="${1:?usage: ulticode_redis_stop <dir>}"
+  local pid deadline
+  dir="$(realpath -m -- "${dir}")"
+  if ! pid="$(_ulticode_redis_pid "${dir}")"; then
+    return 0
+  fi
+  _ulticode_log "stopping Redis (pid ${pid}, ${dir})"
+  # SIGTERM = orderly SHUTDOWN: flushes the AOF / writes the RDB if configured.
+  kill -TERM "${pid}" 2>/dev/null || true
+  deadline=$((SECONDS + 15))
+  while ulticode_pid_alive "${pid}"; do
+    if ((SECONDS >= deadline)); then
+      _ulticode_log "Redis (pid ${pid}) still running after 15s; sending SIGKILL"
+      kill -KILL "${pid}" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+  done
+  # Wait for the process to disappear (it is not our child, so poll).
+  while ulticode_pid_alive "${pid}"; do sleep 0.1; done
+  rm -f -- "${dir}/redis.pid"
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the project and runs the whole CTest suite against a throw-away
+# PostgreSQL 15 (fsync off) and Redis 7 (no persistence) on free loopback ports.
+#
+# Usage: scripts/test.sh [ctest args...]      e.g. scripts/test.sh -L unit
+#
+# Environment:
+#   ULTICODE_BUILD_TYPE  Release (default) or Debug
+#   ULTICODE_BUILD_DIR   build directory (default: <repo>/build)
+#   ULTICODE_SKIP_DEPS=1 skip the apt package check
+#   ULTICODE_NO_BUILD=1  skip the build step (use an existing build directory)
+# Exported to the tests: ULTICODE_TEST_PG_HOST/PORT/USER,
+#   ULTICODE_TEST_REDIS_HOST/PORT, ULTICODE_TEST_BIN_DIR.
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${repo}"
+ULTICODE_REPO_ROOT="${repo}"
+# shellcheck source=lib/deps.sh
+source "${repo}/scripts/lib/deps.sh"
+# shellcheck source=lib/servers.sh
+source "${repo}/scripts/lib/servers.sh"
+
+t_start=${SECONDS}
+ulticode_install_deps
+if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
+  ulticode_build "${ULTICODE_BUILD_TYPE:-Release}"
+fi
+build_dir="$(ulticode_build_dir)"
+t_built=${SECONDS}
+
+tmp=""
+# shellcheck disable=SC2317  # invoked via trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n "${tmp}" ]]; then
+    ulticode_redis_stop "${tmp}/redis" || true
+    ulticode_pg_stop "${tmp}/pg" || true
+    rm -rf -- "${tmp}"
+  fi
+  exit "${rc}"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/ulticode-test.XXXXXX")"
+# The temp dir is ours: let ulticode_pg_start make it traversable for postgres.
+ULTICODE_PG_CHMOD_WITHIN="${tmp}"
+
+pg_port="$(ulticode_free_port)"
+ulticode_pg_start "${tmp}/pg" "${pg_port}" off
+redis_port="$(ulticode_free_port)"
+ulticode_redis_start "${tmp}/redis" "${redis_port}" no
+
+export ULTICODE_TEST_PG_HOST=127.0.0.1
+export ULTICODE_TEST_PG_PORT="${pg_port}"
+export ULTICODE_TEST_PG_USER=postgres
+export ULTICODE_TEST_REDIS_HOST=127.0.0.1
+export ULTICODE_TEST_REDIS_PORT="${redis_port}"
+export ULTICODE_TEST_BIN_DIR="${build_dir}"
+
+echo "[ulticode] PostgreSQL 127.0.0.1:${pg_port}, Redis 127.0.0.1:${redis_port}, build ${build_dir}" >&2
+t_tests=${SECONDS}
+rc=0
+ctest --test-dir "${build_dir}" --output-on-failure -j "${ULTICODE_JOBS:-2}" "$@" || rc=$?
+t_end=${SECONDS}
+
+echo "[ulticode] test.sh: ctest exit ${rc}; total $((t_end - t_start))s (deps+build $((t_built - t_start))s, servers $((t_tests - t_built))s, tests $((t_end - t_tests))s)" >&2
+exit "${rc}"

@@ -1,0 +1,130 @@
+// A real service binary: flags, reflection (as grpcurl uses it), health,
+// /metrics that promtool accepts, graceful shutdown.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode {
+namespace {
+
+using ::ulticode::testing::BinDir;
+using ::ulticode::testing::ChildProcess;
+using ::ulticode::testing::FreePort;
+using ::ulticode::testing::PortOpen;
+using ::ulticode::testing::RunCommand;
+using ::ulticode::testing::SourceDir;
+using ::ulticode::testing::WaitFor;
+
+std::string AuthBinary() { return BinDir() + "/auth/ulticode-auth"; }
+
+// grpcurl syntax: flags come before the address.
+std::string Grpcurl(int port, const std::string& args, const std::string& flags = "") {
+  return absl::StrCat("/usr/bin/python3 ", SourceDir(), "/scripts/grpcurl.py -plaintext ", flags,
+                      " 127.0.0.1:", port, " ", args);
+}
+
+TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--grpc-listen=nope", "--grpc-listen: \"nope\" is not host:port"},
+           {"--pg-pool-size=0", "--pg-pool-size: 0 is outside"},
+           {"--shutdown-timeout=soon", "--shutdown-timeout: \"soon\" is not a duration"},
+           {"--log-level=loud", "log level must be one of"},
+           {"--no-such-flag", "unknown flag --no-such-flag"},
+       }) {
+    auto r = RunCommand(AuthBinary() + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
+  }
+  auto env = RunCommand("ULTICODE_GRPC_THREADS=1 " + AuthBinary());
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_NE(env.output.find("ULTICODE_GRPC_THREADS"), std::string::npos) << env.output;
+
+  auto help = RunCommand(AuthBinary() + " --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* f : {"--grpc-listen", "ULTICODE_GRPC_LISTEN", "--pg-dsn", "--redis-addr",
+                        "--metrics-listen", "--shutdown-timeout"}) {
+    EXPECT_NE(help.output.find(f), std::string::npos) << f;
+  }
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    const std::string db = ::ulticode::testing::CreateScratchDatabase(pg, "servertest");
+    grpc_port_ = FreePort();
+    metrics_port_ = FreePort();
+    ASSERT_TRUE(server_.Start({AuthBinary(), absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
+                               absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_),
+                               "--pg-dsn=" + pg.ConnInfo(db)}));
+    ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
+                        std::chrono::seconds(30)));
+    ASSERT_TRUE(server_.Running()) << server_.Output();
+  }
+
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  ChildProcess server_;
+};
+
+TEST_F(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
+  auto list = RunCommand(Grpcurl(grpc_port_, "list"));
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("grpc.health.v1.Health"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("grpc.reflection.v1alpha.ServerReflection"), std::string::npos);
+  EXPECT_NE(list.output.find("ulticode.auth.v1.AuthService"), std::string::npos);
+
+  auto methods = RunCommand(Grpcurl(grpc_port_, "list ulticode.auth.v1.AuthService"));
+  ASSERT_EQ(methods.exit_code, 0) << methods.output;
+  EXPECT_NE(methods.output.find("ulticode.auth.v1.AuthService.CreateUser"), std::string::npos)
+      << methods.output;
+
+  auto health = RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check"));
+  ASSERT_EQ(health.exit_code, 0) << health.output;
+  EXPECT_NE(health.output.find("SERVING"), std::string::npos) << health.output;
+
+  auto per_service =
+      RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check",
+                         "-d '{\"service\":\"ulticode.auth.v1.AuthService\"}'"));
+  ASSERT_EQ(per_service.exit_code, 0) << per_service.output;
+  EXPECT_NE(per_service.output.find("\"SERVING\""), std::string::npos) << per_service.output;
+
+  auto unknown = RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check",
+                                    "-d '{\"service\":\"no.such.Service\"}'"));
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.output.find("NotFound"), std::string::npos) << unknown.output;
+}
+
+TEST_F(ServerTest, MetricsPassPromtoolAndCountCalls) {
+  ASSERT_EQ(RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check")).exit_code, 0);
+  const std::string url = absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics");
+  auto scrape = RunCommand("curl -sf " + url);
+  ASSERT_EQ(scrape.exit_code, 0) << scrape.output;
+  EXPECT_NE(scrape.output.find("ulticode_grpc_server_handled_total{grpc_code=\"OK\",grpc_method="
+                               "\"Check\",grpc_service=\"grpc.health.v1.Health\"}"),
+            std::string::npos)
+      << scrape.output;
+  EXPECT_NE(scrape.output.find("ulticode_grpc_server_handling_seconds_bucket"), std::string::npos);
+  auto check = RunCommand("curl -sf " + url + " | promtool check metrics");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+TEST_F(ServerTest, SigtermStopsGracefullyWithExitZero) {
+  const int status = server_.Stop(SIGTERM, std::chrono::seconds(20));
+  ASSERT_NE(status, -1) << "did not exit in time\n" << server_.Output();
+  EXPECT_TRUE(WIFEXITED(status)) << server_.Output();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << server_.Output();
+  EXPECT_NE(server_.Output().find("\"message\":\"stopped\""), std::string::npos) << server_.Output();
+  EXPECT_FALSE(PortOpen(grpc_port_));
+}
+
+}  // namespace
+}  // namespace ulticode

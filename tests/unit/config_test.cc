@@ -1,0 +1,105 @@
+#include "common/config/flags.h"
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace ulticode::config {
+namespace {
+
+struct Settings {
+  std::string listen = "127.0.0.1:1";
+  int threads = 4;
+  absl::Duration lease = absl::Seconds(30);
+  bool notify = true;
+  std::string password;
+};
+
+Flags Make(Settings& s) {
+  Flags f("prog", "test program");
+  f.String("listen", &s.listen, "address", ValidateHostPort);
+  f.Int("threads", &s.threads, "threads", 1, 64);
+  f.Duration("lease", &s.lease, "lease", absl::Seconds(1), absl::Minutes(10));
+  f.Bool("notify", &s.notify, "notify");
+  f.Secret("password", &s.password, "secret");
+  return f;
+}
+
+absl::Status ParseArgs(Flags& f, std::vector<const char*> args) {
+  args.insert(args.begin(), "prog");
+  return f.Parse(static_cast<int>(args.size()), args.data());
+}
+
+TEST(FlagsTest, DefaultsFlagsAndBothSyntaxes) {
+  Settings s;
+  Flags f = Make(s);
+  ASSERT_TRUE(ParseArgs(f, {"--threads=8", "--lease", "2m", "--notify=false"}).ok());
+  EXPECT_EQ(s.threads, 8);
+  EXPECT_EQ(s.lease, absl::Minutes(2));
+  EXPECT_FALSE(s.notify);
+  EXPECT_EQ(s.listen, "127.0.0.1:1");
+}
+
+TEST(FlagsTest, EnvironmentAppliesAndFlagWins) {
+  Settings s;
+  Flags f = Make(s);
+  ::setenv("ULTICODE_THREADS", "16", 1);
+  ::setenv("ULTICODE_LISTEN", "10.0.0.1:99", 1);
+  ASSERT_TRUE(ParseArgs(f, {"--threads=2"}).ok());
+  ::unsetenv("ULTICODE_THREADS");
+  ::unsetenv("ULTICODE_LISTEN");
+  EXPECT_EQ(s.threads, 2);
+  EXPECT_EQ(s.listen, "10.0.0.1:99");
+}
+
+TEST(FlagsTest, BadValuesNameTheSetting) {
+  struct Case {
+    std::vector<const char*> args;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--threads=0"}, "--threads: 0 is outside 1..64"},
+           {{"--threads=abc"}, "--threads: \"abc\" is not an integer"},
+           {{"--lease=forever"}, "--lease: \"forever\" is not a duration"},
+           {{"--lease=1h"}, "--lease: 1h is outside"},
+           {{"--listen=nohost"}, "--listen: \"nohost\" is not host:port"},
+           {{"--listen=h:70000"}, "--listen: \"h:70000\" has no valid port"},
+           {{"--notify=maybe"}, "--notify: \"maybe\" is not a boolean"},
+           {{"--unknown=1"}, "unknown flag --unknown"},
+           {{"stray"}, "unexpected argument \"stray\""},
+           {{"--threads"}, "--threads needs a value"},
+       }) {
+    Settings s;
+    Flags f = Make(s);
+    absl::Status st = ParseArgs(f, c.args);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.args[0];
+    EXPECT_NE(st.message().find(c.expect), absl::string_view::npos)
+        << "got: " << st.message() << " want: " << c.expect;
+  }
+}
+
+TEST(FlagsTest, BadEnvironmentValueNamesTheVariable) {
+  Settings s;
+  Flags f = Make(s);
+  ::setenv("ULTICODE_LEASE", "x", 1);
+  absl::Status st = ParseArgs(f, {});
+  ::unsetenv("ULTICODE_LEASE");
+  EXPECT_NE(st.message().find("ULTICODE_LEASE"), absl::string_view::npos) << st;
+}
+
+TEST(FlagsTest, HelpListsEveryFlagAndHidesSecrets) {
+  Settings s;
+  s.password = "hunter2";
+  Flags f = Make(s);
+  ASSERT_TRUE(ParseArgs(f, {"--help"}).ok());
+  EXPECT_TRUE(f.help_requested());
+  const std::string usage = f.Usage();
+  for (const char* name : {"--listen", "--threads", "--lease", "--notify", "--password",
+                           "ULTICODE_LEASE"}) {
+    EXPECT_NE(usage.find(name), std::string::npos) << name;
+  }
+  EXPECT_EQ(usage.find("hunter2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ulticode::config

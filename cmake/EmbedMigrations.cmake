@@ -1,4 +1,5 @@
 # Script mode: writes OUT, a .cc defining NS::Migrations() from FILES.
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME_WE)

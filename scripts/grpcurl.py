@@ -1088,9 +1088,8 @@ def run(opts, args):
         except Failure as e:
             raise Failure('Error invoking method "%s": error getting request data: %s' % (symbol, e))
 
-    try:
-        import grpc  # noqa: F401  (fail early with a clear message)
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("grpc") is None:
         raise Failure("the grpc module is missing: run with /usr/bin/python3 "
                       "(Debian's python3-grpcio)")
 

@@ -1,0 +1,48 @@
+// Auth's gRPC service: users, roles and the login policy. Every mutating RPC
+// validates first, then commits its change, its audit outbox row and its
+// idempotency record in one transaction (outbox::RunMutation). Thread-safe.
+#pragma once
+
+#include "common/outbox/mutation.h"
+#include "common/pg/pool.h"
+#include "common/server/principal.h"
+#include "ulticode/auth/v1/auth.grpc.pb.h"
+
+namespace ulticode::auth {
+
+namespace v1 = ::ulticode::auth::v1;
+
+class AuthServiceImpl final : public v1::AuthService::Service {
+ public:
+  AuthServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
+                  outbox::MutationHooks hooks = {})
+      : pool_(pool), resolver_(resolver), hooks_(std::move(hooks)) {}
+
+  grpc::Status CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
+                          v1::CreateUserResponse* resp) override;
+  grpc::Status DisableUser(grpc::ServerContext* ctx, const v1::DisableUserRequest* req,
+                           v1::DisableUserResponse* resp) override;
+  grpc::Status AssignRole(grpc::ServerContext* ctx, const v1::AssignRoleRequest* req,
+                          v1::AssignRoleResponse* resp) override;
+  grpc::Status RevokeRole(grpc::ServerContext* ctx, const v1::RevokeRoleRequest* req,
+                          v1::RevokeRoleResponse* resp) override;
+  grpc::Status UpdateLoginPolicy(grpc::ServerContext* ctx, const v1::UpdateLoginPolicyRequest* req,
+                                 v1::UpdateLoginPolicyResponse* resp) override;
+  grpc::Status GetUser(grpc::ServerContext* ctx, const v1::GetUserRequest* req,
+                       v1::User* resp) override;
+  grpc::Status ListUserRoles(grpc::ServerContext* ctx, const v1::ListUserRolesRequest* req,
+                             v1::ListUserRolesResponse* resp) override;
+  grpc::Status GetLoginPolicy(grpc::ServerContext* ctx, const v1::GetLoginPolicyRequest* req,
+                              v1::LoginPolicy* resp) override;
+
+ private:
+  pg::Pool& pool_;
+  const server::PrincipalResolver& resolver_;
+  const outbox::MutationHooks hooks_;
+};
+
+// Request validation, exposed for unit tests. INVALID_ARGUMENT names the field.
+absl::Status ValidateCreateUser(const v1::CreateUserRequest& req);
+absl::Status ValidateLoginPolicy(const v1::LoginPolicy& policy);
+
+}  // namespace ulticode::auth

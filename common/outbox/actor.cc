@@ -1,0 +1,35 @@
+#include "common/outbox/actor.h"
+
+#include "common/base/status_macros.h"
+
+namespace ulticode::outbox {
+
+absl::StatusOr<audit::Actor> ActorFromCall(const server::PrincipalResolver& resolver,
+                                           const grpc::ServerContext& context,
+                                           const std::string& request_id) {
+  ASSIGN_OR_RETURN(server::Principal principal, resolver.Resolve(context));
+  const server::CallInfo call = server::GetCallInfo(context);
+  return audit::Actor{principal.id, call.client_ip, call.user_agent.substr(0, 512), request_id,
+                      call.trace_id};
+}
+
+Values& Values::Set(const std::string& key, const std::string& value) {
+  (*s_.mutable_fields())[key].set_string_value(value);
+  return *this;
+}
+Values& Values::Set(const std::string& key, int64_t value) {
+  // JSON numbers lose integers past 2^53; ids and versions stay far below.
+  (*s_.mutable_fields())[key].set_number_value(static_cast<double>(value));
+  return *this;
+}
+Values& Values::Set(const std::string& key, bool value) {
+  (*s_.mutable_fields())[key].set_bool_value(value);
+  return *this;
+}
+Values& Values::Set(const std::string& key, const std::vector<std::string>& list) {
+  auto* l = (*s_.mutable_fields())[key].mutable_list_value();
+  for (const auto& item : list) l->add_values()->set_string_value(item);
+  return *this;
+}
+
+}  // namespace ulticode::outbox

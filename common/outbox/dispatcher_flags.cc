@@ -1,0 +1,24 @@
+#include "common/outbox/dispatcher_flags.h"
+
+namespace ulticode::outbox {
+
+void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
+  flags.Int("dispatch-threads", &o->threads, "outbox dispatcher threads", 1, 64);
+  flags.Int("dispatch-batch-size", &o->batch_size, "outbox rows claimed and published per batch", 1,
+            10000);
+  flags.Duration("dispatch-poll-interval", &o->poll_interval,
+                 "outbox polling fallback when no NOTIFY arrives", absl::Milliseconds(10),
+                 absl::Hours(1));
+  flags.Bool("dispatch-notify", &o->use_notify, "wake dispatchers by LISTEN/NOTIFY on commit");
+  flags.Duration("dispatch-claim-lease", &o->claim_lease,
+                 "how long a claimed row stays with its dispatcher before others may take it",
+                 absl::Milliseconds(100), absl::Hours(1));
+  flags.Duration("dispatch-backoff-base", &o->backoff.base, "first retry delay after a failure",
+                 absl::Milliseconds(1), absl::Minutes(10));
+  flags.Duration("dispatch-backoff-max", &o->backoff.max, "cap on the retry delay",
+                 absl::Milliseconds(1), absl::Hours(24));
+  flags.String("dispatch-instance-id", &o->instance_id,
+               "claim owner name of this process (default: hostname-pid)");
+}
+
+}  // namespace ulticode::outbox

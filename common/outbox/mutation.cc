@@ -1,0 +1,101 @@
+#include "common/outbox/mutation.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/audit/event.h"
+#include "common/log/log.h"
+#include "common/pg/errors.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr int kMaxAttempts = 4;
+
+constexpr pg::Statement kLockKey{"idempotency.lock",
+                                 "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"};
+constexpr pg::Statement kFindKey{
+    "idempotency.find", "SELECT method, request, response FROM idempotency_keys WHERE request_id = $1"};
+constexpr pg::Statement kSaveKey{
+    "idempotency.save",
+    "INSERT INTO idempotency_keys (request_id, method, request, response) VALUES ($1, $2, $3, $4)"};
+
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream raw(&out);
+  google::protobuf::io::CodedOutputStream coded(&raw);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+absl::Status Attempt(pg::Pool& pool, absl::string_view method,
+                     const std::string& request_bytes, absl::string_view request_id,
+                     google::protobuf::Message& response,
+                     const std::function<absl::Status(pg::Transaction&)>& body,
+                     const MutationHooks& hooks) {
+  ASSIGN_OR_RETURN(pg::PooledConnection conn, pool.Acquire());
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
+  if (!request_id.empty()) {
+    // Serializes concurrent repeats of one key without aborting either.
+    RETURN_IF_ERROR(tx.Execute(kLockKey, {pg::Text(request_id)}).status());
+    ASSIGN_OR_RETURN(pg::Result found, tx.Execute(kFindKey, {pg::Text(request_id)}));
+    if (!found.empty()) {
+      if (found.Get(0, 0) != method || found.GetBytes(0, 1) != request_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "request_id \"", request_id, "\" was already used for a different request"));
+      }
+      if (!response.ParseFromString(found.GetBytes(0, 2))) {
+        return absl::InternalError("stored idempotent response does not parse");
+      }
+      return tx.Commit();
+    }
+  }
+  RETURN_IF_ERROR(body(tx));
+  if (!request_id.empty()) {
+    RETURN_IF_ERROR(tx.Execute(kSaveKey, {pg::Text(request_id), pg::Text(method),
+                                          pg::Bytes(request_bytes), pg::Bytes(Deterministic(response))})
+                        .status());
+  }
+  if (hooks.before_commit) RETURN_IF_ERROR(hooks.before_commit(method));
+  return tx.Commit();
+}
+
+}  // namespace
+
+absl::Status ValidateRequestId(absl::string_view request_id) {
+  if (request_id.size() > 128) {
+    return absl::InvalidArgumentError("request_id: longer than 128 characters");
+  }
+  for (char c : request_id) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError("request_id: only printable ASCII without spaces");
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace internal {
+
+absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
+                         const google::protobuf::Message& request, absl::string_view request_id,
+                         google::protobuf::Message& response,
+                         const std::function<absl::Status(pg::Transaction&)>& body,
+                         const MutationHooks& hooks) {
+  RETURN_IF_ERROR(ValidateRequestId(request_id));
+  const std::string request_bytes = request_id.empty() ? "" : Deterministic(request);
+  absl::Status status;
+  for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
+    response.Clear();
+    status = Attempt(pool, method, request_bytes, request_id, response, body, hooks);
+    if (status.ok() || !pg::IsRetryable(status)) return status;
+    log::Debug("mutation", "retrying transaction",
+               {{"method", std::string(method)}, {"attempt", absl::StrCat(attempt)},
+                {"error", status.ToString()}});
+  }
+  return status;
+}
+
+}  // namespace internal
+}  // namespace ulticode::outbox

@@ -1,0 +1,64 @@
+// The owner-side write path of a mutating RPC: ONE local transaction holds
+// the business change, its audit outbox row (outbox::Append) and the
+// idempotency record of the request.
+//
+//   RunMutation<Resp>(pool, "CreateUser", request, request.request_id(),
+//                     [&](pg::Transaction& tx) -> absl::StatusOr<Resp> {...});
+//
+// - With a request_id: a repeat of the same request returns the first
+//   response without running `body`; the same id with a different request is
+//   INVALID_ARGUMENT. Concurrent repeats serialize on the key.
+// - Serialization failures, deadlocks, racing inserts and lost connections
+//   retry the whole transaction (a few times); business errors do not.
+// - A connection lost during COMMIT surfaces as UNKNOWN (outcome unknown);
+//   the client resolves it by repeating the request_id.
+// Thread-safe (the pool is).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/base/status_macros.h"
+#include "common/pg/pool.h"
+#include "google/protobuf/message.h"
+
+namespace ulticode::outbox {
+
+// Test seam: runs after `body` (business change and outbox row written) and
+// before COMMIT. An error aborts the transaction there.
+struct MutationHooks {
+  std::function<absl::Status(absl::string_view method)> before_commit;
+};
+
+// Validates a client-supplied request id: empty, or 1..128 printable ASCII.
+absl::Status ValidateRequestId(absl::string_view request_id);
+
+namespace internal {
+// Type-erased core: `body` fills `response`.
+absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
+                         const google::protobuf::Message& request, absl::string_view request_id,
+                         google::protobuf::Message& response,
+                         const std::function<absl::Status(pg::Transaction&)>& body,
+                         const MutationHooks& hooks);
+}  // namespace internal
+
+template <typename Response>
+absl::StatusOr<Response> RunMutation(
+    pg::Pool& pool, absl::string_view method, const google::protobuf::Message& request,
+    absl::string_view request_id,
+    const std::function<absl::StatusOr<Response>(pg::Transaction&)>& body,
+    const MutationHooks& hooks = {}) {
+  Response response;
+  RETURN_IF_ERROR(internal::RunMutation(
+      pool, method, request, request_id, response,
+      [&](pg::Transaction& tx) -> absl::Status {
+        ASSIGN_OR_RETURN(response, body(tx));
+        return absl::OkStatus();
+      },
+      hooks));
+  return response;
+}
+
+}  // namespace ulticode::outbox

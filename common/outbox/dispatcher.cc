@@ -22,7 +22,7 @@ std::string DefaultInstanceId() {
 }  // namespace
 
 Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
-    : options_(std::move(options)), stream_(audit::StreamFor(options_.owner)), hooks_(std::move(hooks)) {
+    : options_(std::move(options)), stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream), hooks_(std::move(hooks)) {
   const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
   claimed_ = &prometheus::BuildCounter()
                   .Name("ulticode_outbox_claimed_total")

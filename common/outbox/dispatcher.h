@@ -44,6 +44,8 @@ namespace ulticode::outbox {
 
 struct DispatcherOptions {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
+  // Stream to publish to; empty means audit::StreamFor(owner).
+  std::string stream;
   // Claim owner prefix; unique per process (host-pid by default).
   std::string instance_id;
   int threads = 2;

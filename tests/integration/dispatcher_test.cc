@@ -1,0 +1,268 @@
+// The outbox dispatcher against real PostgreSQL and Redis: publication,
+// NOTIFY wake-up, Redis outages, crash windows, fencing, concurrency.
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/audit/event.h"
+#include "common/metrics/metrics.h"
+#include "common/migrations/migrations.h"
+#include "common/outbox/dispatcher.h"
+#include "common/outbox/outbox_store.h"
+#include "common/redis/redis_client.h"
+#include "gtest/gtest.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode::outbox {
+namespace {
+
+using ::ulticode::testing::WaitFor;
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    options_.pg.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "disptest"));
+    auto conn = pg::Connection::Connect(options_.pg);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_ = std::move(conn).value();
+    ASSERT_TRUE(migrations::Apply(*conn_, Migrations()).ok());
+    options_.owner = audit::v1::OWNER_AUTH;
+    options_.stream = "test:dispatch:" + ::ulticode::testing::RandomSuffix();
+    options_.redis.host = redis.host;
+    options_.redis.port = redis.port;
+    options_.claim_lease = absl::Seconds(30);
+    options_.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
+    metrics_ = metrics::Metrics::Unexposed("test");
+  }
+
+  std::vector<std::string> AppendEvents(int n) {
+    std::vector<std::string> ids;
+    auto tx = conn_->Begin();
+    EXPECT_TRUE(tx.ok());
+    for (int i = 0; i < n; ++i) {
+      auto e = audit::NewEvent(audit::v1::OWNER_AUTH, "auth.user.created",
+                               {"tester", "127.0.0.1", "ua", "", ""}, absl::Now());
+      e.mutable_record()->set_action("create_user");
+      e.mutable_record()->set_entity_type("user");
+      e.mutable_record()->set_entity_id(absl::StrCat("u", i));
+      EXPECT_TRUE(Append(*tx, e).ok());
+      ids.push_back(e.event_id());
+    }
+    EXPECT_TRUE(tx->Commit().ok());
+    return ids;
+  }
+
+  int64_t Scalar(const std::string& sql) {
+    pg::Statement st{"scalar", sql.c_str()};
+    auto r = conn_->Execute(st);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->GetInt64(0, 0) : -1;
+  }
+  int64_t CountState(const char* state) {
+    return Scalar(absl::StrCat("SELECT count(*) FROM audit_outbox WHERE state = '", state, "'"));
+  }
+
+  std::vector<redis::StreamEntry> StreamEntries(const redis::Options& ro) {
+    redis::Client c(ro);
+    auto r = c.Command({"XRANGE", options_.stream, "-", "+"});
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<redis::StreamEntry> out;
+    if (!r.ok()) return out;
+    for (const auto& e : r->elements()) {
+      redis::StreamEntry entry;
+      entry.id = e.elements()[0].str();
+      const auto& f = e.elements()[1].elements();
+      for (size_t i = 0; i + 1 < f.size(); i += 2) entry.fields.emplace_back(f[i].str(), f[i + 1].str());
+      out.push_back(entry);
+    }
+    return out;
+  }
+
+  static std::string Field(const redis::StreamEntry& e, const std::string& k) {
+    for (const auto& [key, value] : e.fields) if (key == k) return value;
+    return "";
+  }
+
+  DispatcherOptions options_;
+  std::unique_ptr<pg::Connection> conn_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+};
+
+TEST_F(DispatcherTest, PublishesEntriesWithRoutingFieldsAndTheExactEnvelope) {
+  auto ids = AppendEvents(3);
+  Dispatcher d(options_, metrics_->registry());
+  redis::Client client(options_.redis);
+  auto cycle = d.RunOnce(*conn_, client, "t");
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(cycle->claimed, 3);
+  EXPECT_EQ(cycle->published, 3);
+  EXPECT_EQ(CountState("PUBLISHED"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE stream_entry_id IS NULL"), 0);
+
+  auto entries = StreamEntries(options_.redis);
+  ASSERT_EQ(entries.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(Field(entries[i], "event_id"), ids[i]);
+    EXPECT_EQ(Field(entries[i], "owner"), "auth");
+    EXPECT_EQ(Field(entries[i], "event_type"), "auth.user.created");
+    EXPECT_EQ(Field(entries[i], "schema_version"), "1");
+    pg::Statement st{"payload", "SELECT payload FROM audit_outbox WHERE event_id = $1::uuid"};
+    auto r = conn_->Execute(st, {pg::Text(ids[i])});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Field(entries[i], "envelope"), r->GetBytes(0, 0));  // byte for byte
+  }
+}
+
+TEST_F(DispatcherTest, NotifyPublishesWithinSecondsDespiteAMinutePollInterval) {
+  options_.poll_interval = absl::Minutes(1);
+  options_.use_notify = true;
+  Dispatcher d(options_, metrics_->registry());
+  d.Start();
+  AppendEvents(1);
+  ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 1; }, std::chrono::seconds(5)));
+  // The system is idle now; only a NOTIFY can wake it before a minute passes.
+  const absl::Time start = absl::Now();
+  AppendEvents(1);
+  ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 2; }, std::chrono::seconds(5)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  d.Stop();
+}
+
+TEST_F(DispatcherTest, RedisDownRecordsRetriesThenPublishesEverythingWhenBack) {
+  ::ulticode::testing::RedisServer own;
+  ASSERT_TRUE(own.Start());
+  options_.redis.port = own.port();
+  own.Kill();
+  auto ids = AppendEvents(5);
+  Dispatcher d(options_, metrics_->registry());
+  redis::Client client(options_.redis);
+  auto cycle = d.RunOnce(*conn_, client, "t");
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(cycle->rescheduled, 5);
+  EXPECT_EQ(CountState("PENDING"), 5);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE failures = 1 AND attempts = 1 AND "
+                   "last_error LIKE '%publish to%' AND next_attempt_at > created_at"),
+            5);
+
+  ASSERT_TRUE(own.Start());
+  d.Start();
+  ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 5; }, std::chrono::seconds(15)));
+  d.Stop();
+  std::set<std::string> published;
+  for (const auto& e : StreamEntries(options_.redis)) published.insert(Field(e, "event_id"));
+  EXPECT_EQ(published, std::set<std::string>(ids.begin(), ids.end()));
+}
+
+TEST_F(DispatcherTest, CrashAfterXaddBeforeMarkRepublishesOnceTheClaimExpires) {
+  options_.claim_lease = absl::Milliseconds(300);
+  FaultHooks crash;
+  crash.after_publish = [](const std::vector<ClaimedRow>&) {
+    return absl::AbortedError("injected crash after XADD");
+  };
+  auto ids = AppendEvents(1);
+  redis::Client client(options_.redis);
+  {
+    Dispatcher crashing(options_, metrics_->registry(), crash);
+    auto cycle = crashing.RunOnce(*conn_, client, "crashing");
+    ASSERT_FALSE(cycle.ok());
+  }
+  EXPECT_EQ(StreamEntries(options_.redis).size(), 1u);
+  EXPECT_EQ(CountState("PENDING"), 1);
+  Dispatcher healthy(options_, metrics_->registry());
+  auto early = healthy.RunOnce(*conn_, client, "healthy");
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ(early->claimed, 0);  // still held by the crashed claim
+  ASSERT_TRUE(WaitFor([&] {
+    return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 1;
+  }, std::chrono::seconds(5)));
+  auto later = healthy.RunOnce(*conn_, client, "healthy");
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->published, 1);
+  auto entries = StreamEntries(options_.redis);
+  ASSERT_EQ(entries.size(), 2u);  // the expected duplicate; the inbox dedups
+  EXPECT_EQ(Field(entries[0], "event_id"), ids[0]);
+  EXPECT_EQ(Field(entries[1], "event_id"), ids[0]);
+  EXPECT_EQ(Scalar("SELECT attempts FROM audit_outbox"), 2);
+}
+
+TEST_F(DispatcherTest, StaleClaimCannotSettleRowsTakenOverByANewClaim) {
+  AppendEvents(2);
+  auto stale = Claim(*conn_, "A", absl::Milliseconds(200), 10);
+  ASSERT_TRUE(stale.ok());
+  ASSERT_EQ(stale->size(), 2u);
+  ASSERT_TRUE(WaitFor([&] {
+    return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 2;
+  }, std::chrono::seconds(5)));
+  auto fresh = Claim(*conn_, "B", absl::Seconds(30), 10);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_EQ(fresh->size(), 2u);
+
+  std::vector<Published> stale_marks, fresh_marks;
+  for (const auto& r : *stale) stale_marks.push_back({r.event_id, r.fencing_token, "1-1"});
+  for (const auto& r : *fresh) fresh_marks.push_back({r.event_id, r.fencing_token, "2-2"});
+  EXPECT_EQ(*MarkPublished(*conn_, stale_marks), 0);
+  EXPECT_EQ(*Reschedule(*conn_, {{(*stale)[0].event_id, (*stale)[0].fencing_token, absl::Seconds(1)}},
+                        "late"),
+            0);
+  EXPECT_EQ(*MarkDead(*conn_, (*stale)[0].event_id, (*stale)[0].fencing_token, "late"), 0);
+  EXPECT_EQ(*Release(*conn_, *stale), 0);
+  EXPECT_EQ(CountState("PUBLISHED"), 0);
+  EXPECT_EQ(*MarkPublished(*conn_, fresh_marks), 2);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE stream_entry_id = '2-2'"), 2);
+}
+
+TEST_F(DispatcherTest, TwoDispatchersOnSeparateConnectionsNeverPublishARowTwice) {
+  auto ids = AppendEvents(600);
+  options_.batch_size = 25;
+  options_.threads = 2;
+  Dispatcher a(options_, metrics_->registry());
+  Dispatcher b(options_, metrics_->registry());
+  a.Start();
+  b.Start();
+  ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 600; }, std::chrono::seconds(30)));
+  a.Stop();
+  b.Stop();
+  auto entries = StreamEntries(options_.redis);
+  std::set<std::string> unique;
+  for (const auto& e : entries) unique.insert(Field(e, "event_id"));
+  EXPECT_EQ(entries.size(), 600u);
+  EXPECT_EQ(unique.size(), 600u);
+}
+
+TEST_F(DispatcherTest, PermanentFailuresGoDeadAtOnceWithTheirReason) {
+  options_.max_event_bytes = 64;
+  AppendEvents(1);
+  ASSERT_TRUE(conn_->Execute({"garbage",
+                              "INSERT INTO audit_outbox (event_id, event_type, payload) VALUES "
+                              "(gen_random_uuid(), 'auth.user.created', '\\xff00ff'::bytea)"})
+                  .ok());
+  Dispatcher d(options_, metrics_->registry());
+  redis::Client client(options_.redis);
+  auto cycle = d.RunOnce(*conn_, client, "t");
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(cycle->dead, 2);
+  EXPECT_EQ(CountState("DEAD"), 2);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%over the limit of 64%' "
+                   "AND attempts = 1 AND failures = 0"),
+            1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%not a serialized%'"),
+            1);
+  EXPECT_TRUE(StreamEntries(options_.redis).empty());
+}
+
+TEST_F(DispatcherTest, StopReturnsPromptlyWhileIdle) {
+  options_.poll_interval = absl::Minutes(10);
+  Dispatcher d(options_, metrics_->registry());
+  d.Start();
+  AppendEvents(1);
+  ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 1; }, std::chrono::seconds(5)));
+  const absl::Time start = absl::Now();
+  d.Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+}  // namespace
+}  // namespace ulticode::outbox

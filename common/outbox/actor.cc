@@ -5,7 +5,7 @@
 namespace ulticode::outbox {
 
 absl::StatusOr<audit::Actor> ActorFromCall(const server::PrincipalResolver& resolver,
-                                           const grpc::ServerContext& context,
+                                           const grpc::ServerContextBase& context,
                                            const std::string& request_id) {
   ASSIGN_OR_RETURN(server::Principal principal, resolver.Resolve(context));
   const server::CallInfo call = server::GetCallInfo(context);

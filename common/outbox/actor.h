@@ -13,7 +13,7 @@
 namespace ulticode::outbox {
 
 absl::StatusOr<audit::Actor> ActorFromCall(const server::PrincipalResolver& resolver,
-                                           const grpc::ServerContext& context,
+                                           const grpc::ServerContextBase& context,
                                            const std::string& request_id);
 
 // Small builder for the structured old/new values of an audit record.

@@ -11,7 +11,7 @@ Param Bytes(absl::string_view v) { return Param{std::string(v), true}; }
 Param Int(int64_t v) { return Param{absl::StrCat(v), false}; }
 Param Bool(bool v) { return Param{v ? "t" : "f", false}; }
 Param Time(absl::Time t) {
-  return Param{absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", t, absl::UTCTimeZone()), false};
+  return Param{absl::FormatTime("%E4Y-%m-%d %H:%M:%E6S+00", t, absl::UTCTimeZone()), false};
 }
 Param Seconds(absl::Duration d) { return Param{absl::StrCat(absl::ToDoubleSeconds(d)), false}; }
 

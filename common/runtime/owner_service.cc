@@ -51,8 +51,9 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
 
   server::HeaderPrincipalResolver resolver;
   std::unique_ptr<grpc::Service> service = spec.make_service(pool, resolver);
-  server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log},
-                                 (*metrics)->registry());
+  server::GrpcServer grpc_server(
+      {common.grpc_listen, common.grpc_threads, common.access_log, &resolver},
+      (*metrics)->registry());
   grpc_server.AddService(service.get(), spec.service_name);
   if (auto s = grpc_server.Start(); !s.ok()) DieOnStartup(name.c_str(), s);
   grpc_server.SetServing(true);

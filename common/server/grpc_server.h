@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "common/server/principal.h"
 #include "prometheus/registry.h"
 
 namespace ulticode::server {
@@ -26,6 +27,8 @@ struct ServerOptions {
   // RESOURCE_EXHAUSTED instead of the process growing without bound.
   int max_threads = 32;
   bool access_log = true;
+  // Names the caller in the access log; null logs no principal.
+  const PrincipalResolver* principal_resolver = nullptr;
 };
 
 class GrpcServer {

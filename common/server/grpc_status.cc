@@ -3,13 +3,17 @@
 #include <string>
 
 #include "common/log/log.h"
+#include "common/pg/errors.h"
 
 namespace ulticode::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) {
   if (status.ok()) return grpc::Status::OK;
   const auto code = static_cast<grpc::StatusCode>(status.code());
-  switch (status.code()) {
+  // Errors raised by PostgreSQL carry its message and DETAIL (row contents):
+  // never forward those, whatever their code.
+  const bool from_database = status.GetPayload(pg::kSqlStatePayload).has_value();
+  switch (from_database ? absl::StatusCode::kInternal : status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kAlreadyExists:
@@ -29,6 +33,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
                                     {"detail", std::string(status.message())}});
   const char* message = "internal error";
   switch (status.code()) {
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+      message = "the database rejected the change";
+      break;
     case absl::StatusCode::kUnavailable:
       message = "a dependency is unavailable; retry with the same request_id";
       break;

@@ -4,6 +4,8 @@
 // as they are (they name the bad field). INTERNAL, UNKNOWN, UNAVAILABLE,
 // ABORTED, DEADLINE_EXCEEDED and DATA_LOSS may carry database detail, so the
 // client gets a generic message and the detail is logged with the method.
+// Any error that came from PostgreSQL (it carries a SQLSTATE) is treated the
+// same way, whatever its code: its text may quote row contents.
 #pragma once
 
 #include "absl/status/status.h"

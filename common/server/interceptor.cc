@@ -16,8 +16,13 @@ namespace {
 class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   CallMetricsInterceptor(grpc::experimental::ServerRpcInfo* info,
-                         const CallMetricsInterceptorFactory::Families& families, bool access_log)
-      : families_(families), access_log_(access_log), start_(absl::Now()) {
+                         const CallMetricsInterceptorFactory::Families& families, bool access_log,
+                         const PrincipalResolver* resolver)
+      : info_(info),
+        families_(families),
+        access_log_(access_log),
+        resolver_(resolver),
+        start_(absl::Now()) {
     // "/ulticode.auth.v1.AuthService/CreateUser"
     std::string full = info->method() == nullptr ? "" : info->method();
     if (!full.empty() && full[0] == '/') full.erase(0, 1);
@@ -34,6 +39,10 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
         if (auto it = md->find("x-request-id"); it != md->end()) {
           request_id_.assign(it->second.data(), std::min<size_t>(it->second.size(), 128));
         }
+      }
+      if (access_log_ && resolver_ != nullptr && info_->server_context() != nullptr) {
+        auto principal = resolver_->Resolve(*info_->server_context());
+        principal_ = principal.ok() ? principal->id : "anonymous";
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
@@ -53,6 +62,7 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
                            {"code", code},
                            {"duration_ms", absl::StrCat(seconds * 1000.0)}};
         if (!request_id_.empty()) fields.emplace_back("request_id", request_id_);
+        if (!principal_.empty()) fields.emplace_back("principal", principal_);
         log::Write(status.ok() ? log::Level::kInfo : log::Level::kWarn, "grpc.access", "call",
                    fields);
       }
@@ -61,19 +71,23 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
   }
 
  private:
+  grpc::experimental::ServerRpcInfo* info_;
   const CallMetricsInterceptorFactory::Families& families_;
   const bool access_log_;
+  const PrincipalResolver* resolver_;
   const absl::Time start_;
   std::string service_;
   std::string method_;
   std::string request_id_;
+  std::string principal_;
 };
 
 }  // namespace
 
 CallMetricsInterceptorFactory::CallMetricsInterceptorFactory(prometheus::Registry& registry,
-                                                             bool access_log)
-    : access_log_(access_log) {
+                                                             bool access_log,
+                                                             const PrincipalResolver* resolver)
+    : access_log_(access_log), resolver_(resolver) {
   families_.started = &prometheus::BuildCounter()
                            .Name("ulticode_grpc_server_started_total")
                            .Help("gRPC calls started on the server")
@@ -90,7 +104,7 @@ CallMetricsInterceptorFactory::CallMetricsInterceptorFactory(prometheus::Registr
 
 grpc::experimental::Interceptor* CallMetricsInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new CallMetricsInterceptor(info, families_, access_log_);
+  return new CallMetricsInterceptor(info, families_, access_log_, resolver_);
 }
 
 }  // namespace ulticode::server

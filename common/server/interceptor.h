@@ -2,8 +2,9 @@
 //   ulticode_grpc_server_handled_total{grpc_service,grpc_method,grpc_code}
 //   ulticode_grpc_server_handling_seconds{grpc_service,grpc_method} (histogram)
 //   ulticode_grpc_server_started_total{grpc_service,grpc_method}
-// and one access-log line per call (method, code, duration, peer, request id
-// from the `x-request-id` metadata). Thread-safe.
+// and one access-log line per call (method, code, duration, the caller's
+// principal as the PrincipalResolver sees it, and the `x-request-id`
+// metadata). Thread-safe.
 #pragma once
 
 #include <memory>
@@ -12,13 +13,17 @@
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "common/server/principal.h"
 
 namespace ulticode::server {
 
 class CallMetricsInterceptorFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  CallMetricsInterceptorFactory(prometheus::Registry& registry, bool access_log);
+  // `resolver` may be null (then no principal is logged); it must outlive
+  // the server.
+  CallMetricsInterceptorFactory(prometheus::Registry& registry, bool access_log,
+                                const PrincipalResolver* resolver);
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
 
@@ -31,6 +36,7 @@ class CallMetricsInterceptorFactory final
  private:
   Families families_;
   bool access_log_;
+  const PrincipalResolver* resolver_;
 };
 
 }  // namespace ulticode::server

@@ -7,7 +7,7 @@
 
 namespace ulticode::server {
 
-std::string Metadata(const grpc::ServerContext& context, const std::string& key) {
+std::string Metadata(const grpc::ServerContextBase& context, const std::string& key) {
   const auto& md = context.client_metadata();
   auto it = md.find(key);
   if (it == md.end()) return "";
@@ -15,7 +15,7 @@ std::string Metadata(const grpc::ServerContext& context, const std::string& key)
 }
 
 absl::StatusOr<Principal> HeaderPrincipalResolver::Resolve(
-    const grpc::ServerContext& context) const {
+    const grpc::ServerContextBase& context) const {
   std::string id = Metadata(context, kHeader);
   if (id.empty()) {
     return absl::UnauthenticatedError(
@@ -50,7 +50,7 @@ std::string PeerToIp(const std::string& peer) {
   return std::string(p);
 }
 
-CallInfo GetCallInfo(const grpc::ServerContext& context) {
+CallInfo GetCallInfo(const grpc::ServerContextBase& context) {
   CallInfo info;
   info.client_ip = PeerToIp(context.peer());
   info.user_agent = Metadata(context, "user-agent");

@@ -21,7 +21,7 @@ class PrincipalResolver {
  public:
   virtual ~PrincipalResolver() = default;
   // UNAUTHENTICATED when the caller cannot be identified. Thread-safe.
-  virtual absl::StatusOr<Principal> Resolve(const grpc::ServerContext& context) const = 0;
+  virtual absl::StatusOr<Principal> Resolve(const grpc::ServerContextBase& context) const = 0;
 };
 
 // Reads the principal id from the `x-ulticode-principal` metadata entry:
@@ -29,7 +29,7 @@ class PrincipalResolver {
 class HeaderPrincipalResolver final : public PrincipalResolver {
  public:
   static constexpr char kHeader[] = "x-ulticode-principal";
-  absl::StatusOr<Principal> Resolve(const grpc::ServerContext& context) const override;
+  absl::StatusOr<Principal> Resolve(const grpc::ServerContextBase& context) const override;
 };
 
 // Facts about the call that go into audit records.
@@ -38,12 +38,12 @@ struct CallInfo {
   std::string user_agent;  // the user-agent metadata
   std::string trace_id;    // from a W3C traceparent header, if any
 };
-CallInfo GetCallInfo(const grpc::ServerContext& context);
+CallInfo GetCallInfo(const grpc::ServerContextBase& context);
 
 // "ipv4:10.0.0.1:5000" -> "10.0.0.1"; "ipv6:[::1]:5000" -> "::1".
 std::string PeerToIp(const std::string& peer);
 
 // The first value of metadata `key`, or "".
-std::string Metadata(const grpc::ServerContext& context, const std::string& key);
+std::string Metadata(const grpc::ServerContextBase& context, const std::string& key);
 
 }  // namespace ulticode::server

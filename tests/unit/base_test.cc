@@ -65,3 +65,15 @@ TEST(PrincipalTest, PeerToIp) {
 
 }  // namespace
 }  // namespace ulticode
+
+namespace ulticode {
+namespace {
+TEST(GrpcStatusTest, DatabaseErrorsNeverReachTheClientVerbatim) {
+  absl::Status check = pg::StatusFromSqlState(
+      "23514", "new row violates check constraint; DETAIL: Failing row contains (secret)");
+  grpc::Status g = server::ToGrpcStatus(check);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(g.error_message().find("secret"), std::string::npos) << g.error_message();
+}
+}  // namespace
+}  // namespace ulticode

@@ -1,0 +1,70 @@
+// App's gRPC service: problems, contests and the problems a contest holds.
+// Every mutating RPC resolves the caller, validates, then commits its change,
+// its audit outbox row and its idempotency record in one transaction
+// (outbox::RunMutation). A call that would change nothing succeeds with
+// changed=false and writes no audit row. Thread-safe.
+//
+// Errors: INVALID_ARGUMENT names the field and the rule; NOT_FOUND for a
+// missing problem or contest; ALREADY_EXISTS for a taken slug or label;
+// FAILED_PRECONDITION when the contest's state forbids the change.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/outbox/mutation.h"
+#include "common/pg/pool.h"
+#include "common/server/principal.h"
+#include "ulticode/app/v1/app.grpc.pb.h"
+
+namespace ulticode::app {
+
+namespace v1 = ::ulticode::app::v1;
+
+class AppServiceImpl final : public v1::AppService::Service {
+ public:
+  AppServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
+                 outbox::MutationHooks hooks = {})
+      : pool_(pool), resolver_(resolver), hooks_(std::move(hooks)) {}
+
+  grpc::Status CreateProblem(grpc::ServerContext* ctx, const v1::CreateProblemRequest* req,
+                             v1::ProblemResponse* resp) override;
+  grpc::Status UpdateProblem(grpc::ServerContext* ctx, const v1::UpdateProblemRequest* req,
+                             v1::ProblemResponse* resp) override;
+  grpc::Status CreateContest(grpc::ServerContext* ctx, const v1::CreateContestRequest* req,
+                             v1::ContestResponse* resp) override;
+  grpc::Status AddProblemToContest(grpc::ServerContext* ctx,
+                                   const v1::AddProblemToContestRequest* req,
+                                   v1::ContestResponse* resp) override;
+  grpc::Status RemoveProblemFromContest(grpc::ServerContext* ctx,
+                                        const v1::RemoveProblemFromContestRequest* req,
+                                        v1::ContestResponse* resp) override;
+  grpc::Status PublishContest(grpc::ServerContext* ctx, const v1::PublishContestRequest* req,
+                              v1::ContestResponse* resp) override;
+  grpc::Status GetProblem(grpc::ServerContext* ctx, const v1::GetProblemRequest* req,
+                          v1::Problem* resp) override;
+  grpc::Status GetContest(grpc::ServerContext* ctx, const v1::GetContestRequest* req,
+                          v1::Contest* resp) override;
+
+ private:
+  pg::Pool& pool_;
+  const server::PrincipalResolver& resolver_;
+  const outbox::MutationHooks hooks_;
+};
+
+// Request validation, exposed for unit tests. INVALID_ARGUMENT names the
+// field and the rule; the ranges are those documented in app.proto. The
+// request_id is checked by outbox::RunMutation, not here.
+absl::Status ValidateSlug(const std::string& slug);
+absl::Status ValidateLabel(const std::string& label);
+// `field` names the id in the message ("problem_id", "contest_id").
+absl::Status ValidateId(const char* field, const std::string& id);
+absl::Status ValidateCreateProblem(const v1::CreateProblemRequest& req);
+// Checks the mask (known paths, at least one) and only the masked values.
+absl::Status ValidateUpdateProblem(const v1::UpdateProblemRequest& req);
+absl::Status ValidateCreateContest(const v1::CreateContestRequest& req);
+absl::Status ValidateAddProblemToContest(const v1::AddProblemToContestRequest& req);
+absl::Status ValidateRemoveProblemFromContest(const v1::RemoveProblemFromContestRequest& req);
+absl::Status ValidatePublishContest(const v1::PublishContestRequest& req);
+
+}  // namespace ulticode::app

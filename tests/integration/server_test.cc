@@ -55,16 +55,28 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   }
 }
 
-class ServerTest : public ::testing::Test {
+struct Service {
+  std::string binary;     // relative to the build directory
+  std::string grpc_name;  // fully-qualified service name
+};
+
+// Every service binary is started for real (auth, app, admin).
+class ServerTest : public ::testing::TestWithParam<Service> {
  protected:
   void SetUp() override {
     ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
     const std::string db = ::ulticode::testing::CreateScratchDatabase(pg, "servertest");
     grpc_port_ = FreePort();
     metrics_port_ = FreePort();
-    ASSERT_TRUE(server_.Start({AuthBinary(), absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
+    ASSERT_TRUE(server_.Start({BinDir() + "/" + GetParam().binary,
+                               absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
                                absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_),
-                               "--pg-dsn=" + pg.ConnInfo(db)}));
+                               "--pg-dsn=" + pg.ConnInfo(db),
+                               absl::StrCat("--redis-addr=", redis.host, ":", redis.port)},
+                              // Owners publish to a stream of this test's own.
+                              {"ULTICODE_DISPATCH_STREAM=test:server:" +
+                               ::ulticode::testing::RandomSuffix()}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));
     ASSERT_TRUE(server_.Running()) << server_.Output();
@@ -75,17 +87,17 @@ class ServerTest : public ::testing::Test {
   ChildProcess server_;
 };
 
-TEST_F(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
+TEST_P(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
+  const std::string name = GetParam().grpc_name;
   auto list = RunCommand(Grpcurl(grpc_port_, "list"));
   ASSERT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find("grpc.health.v1.Health"), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("grpc.reflection.v1alpha.ServerReflection"), std::string::npos);
-  EXPECT_NE(list.output.find("ulticode.auth.v1.AuthService"), std::string::npos);
+  EXPECT_NE(list.output.find(name), std::string::npos);
 
-  auto methods = RunCommand(Grpcurl(grpc_port_, "list ulticode.auth.v1.AuthService"));
+  auto methods = RunCommand(Grpcurl(grpc_port_, "list " + name));
   ASSERT_EQ(methods.exit_code, 0) << methods.output;
-  EXPECT_NE(methods.output.find("ulticode.auth.v1.AuthService.CreateUser"), std::string::npos)
-      << methods.output;
+  EXPECT_NE(methods.output.find(name + "."), std::string::npos) << methods.output;
 
   auto health = RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check"));
   ASSERT_EQ(health.exit_code, 0) << health.output;
@@ -93,7 +105,7 @@ TEST_F(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
 
   auto per_service =
       RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check",
-                         "-d '{\"service\":\"ulticode.auth.v1.AuthService\"}'"));
+                         "-d '{\"service\":\"" + name + "\"}'"));
   ASSERT_EQ(per_service.exit_code, 0) << per_service.output;
   EXPECT_NE(per_service.output.find("\"SERVING\""), std::string::npos) << per_service.output;
 
@@ -103,7 +115,7 @@ TEST_F(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
   EXPECT_NE(unknown.output.find("NotFound"), std::string::npos) << unknown.output;
 }
 
-TEST_F(ServerTest, MetricsPassPromtoolAndCountCalls) {
+TEST_P(ServerTest, MetricsPassPromtoolAndCountCalls) {
   ASSERT_EQ(RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check")).exit_code, 0);
   const std::string url = absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics");
   auto scrape = RunCommand("curl -sf " + url);
@@ -117,7 +129,7 @@ TEST_F(ServerTest, MetricsPassPromtoolAndCountCalls) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
-TEST_F(ServerTest, SigtermStopsGracefullyWithExitZero) {
+TEST_P(ServerTest, SigtermStopsGracefullyWithExitZero) {
   const int status = server_.Stop(SIGTERM, std::chrono::seconds(20));
   ASSERT_NE(status, -1) << "did not exit in time\n" << server_.Output();
   EXPECT_TRUE(WIFEXITED(status)) << server_.Output();
@@ -125,6 +137,15 @@ TEST_F(ServerTest, SigtermStopsGracefullyWithExitZero) {
   EXPECT_NE(server_.Output().find("\"message\":\"stopped\""), std::string::npos) << server_.Output();
   EXPECT_FALSE(PortOpen(grpc_port_));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Services, ServerTest,
+    ::testing::Values(Service{"auth/ulticode-auth", "ulticode.auth.v1.AuthService"},
+                      Service{"app/ulticode-app", "ulticode.app.v1.AppService"},
+                      Service{"admin/ulticode-admin", "ulticode.admin.v1.AdminService"}),
+    [](const ::testing::TestParamInfo<Service>& info) {
+      return info.param.grpc_name.substr(9, info.param.grpc_name.find('.', 9) - 9);
+    });
 
 }  // namespace
 }  // namespace ulticode

@@ -332,7 +332,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
   if (auto s = ValidateCreateProblem(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
 
   auto result = outbox::RunMutation<v1::ProblemResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::ProblemResponse> {
         // A racing insert of the same slug fails with a unique violation,
         // which retries the transaction; this check then reports it.
@@ -389,7 +389,7 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
   const std::set<std::string> mask(req->update_mask().begin(), req->update_mask().end());
 
   auto result = outbox::RunMutation<v1::ProblemResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::ProblemResponse> {
         ASSIGN_OR_RETURN(pg::Result cur, tx.Execute(kLockProblem, {pg::Text(req->problem_id())}));
         if (cur.empty()) return ProblemNotFound(req->problem_id());
@@ -471,7 +471,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
   if (auto s = ValidateCreateContest(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
 
   auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
         ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindContestSlug, {pg::Text(req->slug())}));
         if (!clash.empty()) {
@@ -524,7 +524,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
   const std::string& label = req->label();
 
   auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
         // The contest's row lock serializes every change to its problem set.
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
@@ -591,7 +591,7 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
   const std::string& problem_id = req->problem_id();
 
   auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
@@ -643,7 +643,7 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
   const std::string& contest_id = req->contest_id();
 
   auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);

@@ -245,7 +245,7 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx,
   const std::string display = req->display_name().empty() ? req->username() : req->display_name();
 
   auto result = outbox::RunMutation<v1::CreateUserResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::CreateUserResponse> {
         ASSIGN_OR_RETURN(pg::Result clash,
                          tx.Execute(kFindClash, {pg::Text(req->username()), pg::Text(req->email())}));
@@ -296,7 +296,7 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
   if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
 
   auto result = outbox::RunMutation<v1::DisableUserResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::DisableUserResponse> {
         ASSIGN_OR_RETURN(pg::Result user, tx.Execute(kLockUser, {pg::Text(req->user_id())}));
         if (user.empty()) {
@@ -347,7 +347,7 @@ grpc::Status AuthServiceImpl::AssignRole(grpc::ServerContext* ctx, const v1::Ass
   if (valid.ok()) valid = ValidateRoleName(req->role());
   if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
   auto result = outbox::RunMutation<v1::AssignRoleResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) {
         return ChangeRole<v1::AssignRoleResponse>(tx, *actor, req->user_id(), req->role(), true);
       },
@@ -366,7 +366,7 @@ grpc::Status AuthServiceImpl::RevokeRole(grpc::ServerContext* ctx, const v1::Rev
   if (valid.ok()) valid = ValidateRoleName(req->role());
   if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
   auto result = outbox::RunMutation<v1::RevokeRoleResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) {
         return ChangeRole<v1::RevokeRoleResponse>(tx, *actor, req->user_id(), req->role(), false);
       },
@@ -388,7 +388,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
   const v1::LoginPolicy& want = req->policy();
 
   auto result = outbox::RunMutation<v1::UpdateLoginPolicyResponse>(
-      pool_, kMethod, *req, req->request_id(),
+      pool_, kMethod, *req, actor->principal, req->request_id(),
       [&](pg::Transaction& tx) -> absl::StatusOr<v1::UpdateLoginPolicyResponse> {
         ASSIGN_OR_RETURN(pg::Result cur, tx.Execute(kLockPolicy));
         if (cur.empty()) return absl::InternalError("login_policy row is missing");

@@ -13,12 +13,14 @@ namespace {
 constexpr int kMaxAttempts = 4;
 
 constexpr pg::Statement kLockKey{"idempotency.lock",
-                                 "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"};
+                                 "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))"};
 constexpr pg::Statement kFindKey{
-    "idempotency.find", "SELECT method, request, response FROM idempotency_keys WHERE request_id = $1"};
+    "idempotency.find",
+    "SELECT method, request, response FROM idempotency_keys WHERE principal = $1 AND request_id = $2"};
 constexpr pg::Statement kSaveKey{
     "idempotency.save",
-    "INSERT INTO idempotency_keys (request_id, method, request, response) VALUES ($1, $2, $3, $4)"};
+    "INSERT INTO idempotency_keys (principal, request_id, method, request, response)"
+    " VALUES ($1, $2, $3, $4, $5)"};
 
 std::string Deterministic(const google::protobuf::Message& m) {
   std::string out;
@@ -31,7 +33,8 @@ std::string Deterministic(const google::protobuf::Message& m) {
 }
 
 absl::Status Attempt(pg::Pool& pool, absl::string_view method,
-                     const std::string& request_bytes, absl::string_view request_id,
+                     const std::string& request_bytes, absl::string_view principal,
+                     absl::string_view request_id,
                      google::protobuf::Message& response,
                      const std::function<absl::Status(pg::Transaction&)>& body,
                      const MutationHooks& hooks) {
@@ -39,8 +42,8 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method,
   ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
   if (!request_id.empty()) {
     // Serializes concurrent repeats of one key without aborting either.
-    RETURN_IF_ERROR(tx.Execute(kLockKey, {pg::Text(request_id)}).status());
-    ASSIGN_OR_RETURN(pg::Result found, tx.Execute(kFindKey, {pg::Text(request_id)}));
+    RETURN_IF_ERROR(tx.Execute(kLockKey, {pg::Text(principal), pg::Text(request_id)}).status());
+    ASSIGN_OR_RETURN(pg::Result found, tx.Execute(kFindKey, {pg::Text(principal), pg::Text(request_id)}));
     if (!found.empty()) {
       if (found.Get(0, 0) != method || found.GetBytes(0, 1) != request_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -54,7 +57,7 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method,
   }
   RETURN_IF_ERROR(body(tx));
   if (!request_id.empty()) {
-    RETURN_IF_ERROR(tx.Execute(kSaveKey, {pg::Text(request_id), pg::Text(method),
+    RETURN_IF_ERROR(tx.Execute(kSaveKey, {pg::Text(principal), pg::Text(request_id), pg::Text(method),
                                           pg::Bytes(request_bytes), pg::Bytes(Deterministic(response))})
                         .status());
   }
@@ -79,8 +82,8 @@ absl::Status ValidateRequestId(absl::string_view request_id) {
 namespace internal {
 
 absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
-                         const google::protobuf::Message& request, absl::string_view request_id,
-                         google::protobuf::Message& response,
+                         const google::protobuf::Message& request, absl::string_view principal,
+                         absl::string_view request_id, google::protobuf::Message& response,
                          const std::function<absl::Status(pg::Transaction&)>& body,
                          const MutationHooks& hooks) {
   RETURN_IF_ERROR(ValidateRequestId(request_id));
@@ -88,7 +91,7 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
   absl::Status status;
   for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
     response.Clear();
-    status = Attempt(pool, method, request_bytes, request_id, response, body, hooks);
+    status = Attempt(pool, method, request_bytes, principal, request_id, response, body, hooks);
     if (status.ok() || !pg::IsRetryable(status)) return status;
     log::Debug("mutation", "retrying transaction",
                {{"method", std::string(method)}, {"attempt", absl::StrCat(attempt)},

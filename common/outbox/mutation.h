@@ -2,10 +2,11 @@
 // the business change, its audit outbox row (outbox::Append) and the
 // idempotency record of the request.
 //
-//   RunMutation<Resp>(pool, "CreateUser", request, request.request_id(),
+//   RunMutation<Resp>(pool, "CreateUser", request, principal, request.request_id(),
 //                     [&](pg::Transaction& tx) -> absl::StatusOr<Resp> {...});
 //
-// - With a request_id: a repeat of the same request returns the first
+// - With a request_id (scoped to the calling principal): a repeat of the
+//   same request by the same principal returns the first
 //   response without running `body`; the same id with a different request is
 //   INVALID_ARGUMENT. Concurrent repeats serialize on the key.
 // - Serialization failures, deadlocks, racing inserts and lost connections
@@ -38,8 +39,8 @@ absl::Status ValidateRequestId(absl::string_view request_id);
 namespace internal {
 // Type-erased core: `body` fills `response`.
 absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
-                         const google::protobuf::Message& request, absl::string_view request_id,
-                         google::protobuf::Message& response,
+                         const google::protobuf::Message& request, absl::string_view principal,
+                         absl::string_view request_id, google::protobuf::Message& response,
                          const std::function<absl::Status(pg::Transaction&)>& body,
                          const MutationHooks& hooks);
 }  // namespace internal
@@ -47,12 +48,12 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
 template <typename Response>
 absl::StatusOr<Response> RunMutation(
     pg::Pool& pool, absl::string_view method, const google::protobuf::Message& request,
-    absl::string_view request_id,
+    absl::string_view principal, absl::string_view request_id,
     const std::function<absl::StatusOr<Response>(pg::Transaction&)>& body,
     const MutationHooks& hooks = {}) {
   Response response;
   RETURN_IF_ERROR(internal::RunMutation(
-      pool, method, request, request_id, response,
+      pool, method, request, principal, request_id, response,
       [&](pg::Transaction& tx) -> absl::Status {
         ASSIGN_OR_RETURN(response, body(tx));
         return absl::OkStatus();

@@ -332,6 +332,21 @@ TEST_F(AuthServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingM
   EXPECT_EQ(Scalar("SELECT authz_version FROM users"), 2);
 }
 
+TEST_F(AuthServiceTest, RequestIdsAreScopedToTheCallingPrincipal) {
+  v1::CreateUserRequest req;
+  req.set_username("kate");
+  req.set_email("kate@example.com");
+  req.set_request_id("shared-id");
+  v1::CreateUserResponse alice, mallory;
+  ASSERT_TRUE(stub_->CreateUser(Ctx("alice").get(), req, &alice).ok());
+  // Another caller with the same id does not get alice's stored response: its
+  // request runs for real (and here clashes on the username).
+  grpc::Status s = stub_->CreateUser(Ctx("mallory").get(), req, &mallory);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  EXPECT_TRUE(mallory.event_id().empty());
+  EXPECT_EQ(OutboxRows(), 1);
+}
+
 TEST_F(AuthServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNothing) {
   const v1::User u = CreateUser("gina");
   const int64_t rows = OutboxRows();

@@ -85,7 +85,7 @@ absl::Status Connection::LastError(absl::string_view name, PGresult* res, bool i
 
 absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
                                        const Params& params, absl::Duration timeout,
-                                       bool is_commit) {
+                                       bool is_commit, Protocol protocol) {
   if (broken()) {
     MarkBroken();
     if (is_commit) return CommitOutcomeUnknownError("connection already broken");
@@ -99,7 +99,7 @@ absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
     formats[i] = params[i].binary ? 1 : 0;
   }
   const int sent =
-      params.empty() && !is_commit && name == "script"
+      protocol == Protocol::kSimple
           ? PQsendQuery(conn_, sql)
           : PQsendQueryParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(),
                               lengths.data(), formats.data(), /*resultFormat=*/0);
@@ -179,11 +179,8 @@ absl::Status Connection::ExecuteScript(absl::string_view name, absl::string_view
                                        absl::Duration timeout) {
   RETURN_IF_ERROR(EnsureTimeout(timeout));
   const std::string text(sql);
-  auto r = Run("script", text.c_str(), {}, timeout, false);
-  if (!r.ok()) {
-    return absl::Status(r.status().code(), absl::StrCat(name, ": ", r.status().message()));
-  }
-  return absl::OkStatus();
+  auto r = Run(name, text.c_str(), {}, timeout, false, Protocol::kSimple);
+  return r.ok() ? absl::OkStatus() : r.status();
 }
 
 absl::StatusOr<Transaction> Connection::Begin(Isolation isolation) {

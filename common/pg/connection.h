@@ -75,8 +75,11 @@ class Connection {
   friend class Transaction;
   explicit Connection(PGconn* conn, ConnectOptions options);
 
+  enum class Protocol { kExtended, kSimple };
+  // kSimple (multi-statement, no parameters) only for trusted scripts.
   absl::StatusOr<Result> Run(absl::string_view name, const char* sql, const Params& params,
-                             absl::Duration timeout, bool is_commit);
+                             absl::Duration timeout, bool is_commit,
+                             Protocol protocol = Protocol::kExtended);
   absl::Status EnsureTimeout(absl::Duration timeout);
   absl::Status LastError(absl::string_view name, PGresult* res, bool is_commit);
   void MarkBroken() { broken_ = true; }

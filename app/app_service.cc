@@ -326,14 +326,9 @@ absl::Status ValidatePublishContest(const v1::PublishContestRequest& req) {
 grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                                            const v1::CreateProblemRequest* req,
                                            v1::ProblemResponse* resp) {
-  constexpr char kMethod[] = "CreateProblem";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidateCreateProblem(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
-
-  auto result = outbox::RunMutation<v1::ProblemResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::ProblemResponse> {
+  return mutations_.Handle(
+      *ctx, "CreateProblem", *req, [&] { return ValidateCreateProblem(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ProblemResponse> {
         // A racing insert of the same slug fails with a unique violation,
         // which retries the transaction; this check then reports it.
         ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindProblemSlug, {pg::Text(req->slug())}));
@@ -351,7 +346,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
         v1::ProblemResponse out;
         *out.mutable_problem() = ProblemFromRow(row, 0);
         auto event =
-            audit::NewEvent(audit::v1::OWNER_APP, "app.problem.created", *actor, absl::Now());
+            audit::NewEvent(audit::v1::OWNER_APP, "app.problem.created", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("create_problem");
         rec->set_subject(problem_id);
@@ -373,24 +368,16 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
                                            const v1::UpdateProblemRequest* req,
                                            v1::ProblemResponse* resp) {
-  constexpr char kMethod[] = "UpdateProblem";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidateUpdateProblem(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
   const std::set<std::string> mask(req->update_mask().begin(), req->update_mask().end());
-
-  auto result = outbox::RunMutation<v1::ProblemResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::ProblemResponse> {
+  return mutations_.Handle(
+      *ctx, "UpdateProblem", *req, [&] { return ValidateUpdateProblem(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ProblemResponse> {
         ASSIGN_OR_RETURN(pg::Result cur, tx.Execute(kLockProblem, {pg::Text(req->problem_id())}));
         if (cur.empty()) return ProblemNotFound(req->problem_id());
         const v1::Problem before = ProblemFromRow(cur, 0);
@@ -443,7 +430,7 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
                                                      time_limit, memory_limit, difficulty}));
         *out.mutable_problem() = ProblemFromRow(row, 0);
         auto event =
-            audit::NewEvent(audit::v1::OWNER_APP, "app.problem.updated", *actor, absl::Now());
+            audit::NewEvent(audit::v1::OWNER_APP, "app.problem.updated", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("update_problem");
         rec->set_subject(req->problem_id());
@@ -456,23 +443,15 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
                                            const v1::CreateContestRequest* req,
                                            v1::ContestResponse* resp) {
-  constexpr char kMethod[] = "CreateContest";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidateCreateContest(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
-
-  auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
+  return mutations_.Handle(
+      *ctx, "CreateContest", *req, [&] { return ValidateCreateContest(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
         ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindContestSlug, {pg::Text(req->slug())}));
         if (!clash.empty()) {
           return absl::AlreadyExistsError(
@@ -487,7 +466,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
         v1::ContestResponse out;
         *out.mutable_contest() = ContestFromRow(row, 0);
         auto event =
-            audit::NewEvent(audit::v1::OWNER_APP, "app.contest.created", *actor, absl::Now());
+            audit::NewEvent(audit::v1::OWNER_APP, "app.contest.created", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("create_contest");
         rec->set_subject(contest_id);
@@ -506,26 +485,18 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
                                                  const v1::AddProblemToContestRequest* req,
                                                  v1::ContestResponse* resp) {
-  constexpr char kMethod[] = "AddProblemToContest";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidateAddProblemToContest(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
   const std::string& contest_id = req->contest_id();
   const std::string& problem_id = req->problem_id();
   const std::string& label = req->label();
-
-  auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
+  return mutations_.Handle(
+      *ctx, "AddProblemToContest", *req, [&] { return ValidateAddProblemToContest(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
         // The contest's row lock serializes every change to its problem set.
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
@@ -559,7 +530,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
         RETURN_IF_ERROR(tx.Execute(kBumpContest, {pg::Text(contest_id)}).status());
         ASSIGN_OR_RETURN(*out.mutable_contest(), LoadContest(tx, contest_id));
         auto event =
-            audit::NewEvent(audit::v1::OWNER_APP, "app.contest.problem_added", *actor, absl::Now());
+            audit::NewEvent(audit::v1::OWNER_APP, "app.contest.problem_added", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("add_contest_problem");
         rec->set_subject(contest_id);
@@ -572,27 +543,18 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AppServiceImpl::RemoveProblemFromContest(
     grpc::ServerContext* ctx, const v1::RemoveProblemFromContestRequest* req,
     v1::ContestResponse* resp) {
-  constexpr char kMethod[] = "RemoveProblemFromContest";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidateRemoveProblemFromContest(*req); !s.ok()) {
-    return server::ToGrpcStatus(s, kMethod);
-  }
   const std::string& contest_id = req->contest_id();
   const std::string& problem_id = req->problem_id();
-
-  auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
+  return mutations_.Handle(
+      *ctx, "RemoveProblemFromContest", *req,
+      [&] { return ValidateRemoveProblemFromContest(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
         ASSIGN_OR_RETURN(pg::Result problem, tx.Execute(kProblemExists, {pg::Text(problem_id)}));
@@ -613,7 +575,7 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
         const std::string label = removed.GetString(0, 0);
         RETURN_IF_ERROR(tx.Execute(kBumpContest, {pg::Text(contest_id)}).status());
         ASSIGN_OR_RETURN(*out.mutable_contest(), LoadContest(tx, contest_id));
-        auto event = audit::NewEvent(audit::v1::OWNER_APP, "app.contest.problem_removed", *actor,
+        auto event = audit::NewEvent(audit::v1::OWNER_APP, "app.contest.problem_removed", actor,
                                      absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("remove_contest_problem");
@@ -627,24 +589,16 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
                                             const v1::PublishContestRequest* req,
                                             v1::ContestResponse* resp) {
-  constexpr char kMethod[] = "PublishContest";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidatePublishContest(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
   const std::string& contest_id = req->contest_id();
-
-  auto result = outbox::RunMutation<v1::ContestResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::ContestResponse> {
+  return mutations_.Handle(
+      *ctx, "PublishContest", *req, [&] { return ValidatePublishContest(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
         v1::ContestResponse out;
@@ -663,7 +617,7 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
         RETURN_IF_ERROR(tx.Execute(kPublishContest, {pg::Text(contest_id)}).status());
         ASSIGN_OR_RETURN(*out.mutable_contest(), LoadContest(tx, contest_id));
         auto event =
-            audit::NewEvent(audit::v1::OWNER_APP, "app.contest.published", *actor, absl::Now());
+            audit::NewEvent(audit::v1::OWNER_APP, "app.contest.published", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("publish_contest");
         rec->set_subject(contest_id);
@@ -676,10 +630,7 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AppServiceImpl::GetProblem(grpc::ServerContext* ctx, const v1::GetProblemRequest* req,

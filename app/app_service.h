@@ -25,7 +25,7 @@ class AppServiceImpl final : public v1::AppService::Service {
  public:
   AppServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
                  outbox::MutationHooks hooks = {})
-      : pool_(pool), resolver_(resolver), hooks_(std::move(hooks)) {}
+      : pool_(pool), mutations_(pool, resolver, std::move(hooks)) {}
 
   grpc::Status CreateProblem(grpc::ServerContext* ctx, const v1::CreateProblemRequest* req,
                              v1::ProblemResponse* resp) override;
@@ -47,9 +47,8 @@ class AppServiceImpl final : public v1::AppService::Service {
                           v1::Contest* resp) override;
 
  private:
-  pg::Pool& pool_;
-  const server::PrincipalResolver& resolver_;
-  const outbox::MutationHooks hooks_;
+  pg::Pool& pool_;  // read RPCs
+  const outbox::MutationHandler mutations_;
 };
 
 // Request validation, exposed for unit tests. INVALID_ARGUMENT names the

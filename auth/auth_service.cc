@@ -151,15 +151,16 @@ absl::StatusOr<Response> ChangeRole(pg::Transaction& tx, const audit::Actor& act
   ASSIGN_OR_RETURN(pg::Result user, tx.Execute(kLockUser, {pg::Text(user_id)}));
   if (user.empty()) return absl::NotFoundError(absl::StrCat("user ", user_id, " does not exist"));
   ASSIGN_OR_RETURN(pg::Result exists, tx.Execute(kRoleExists, {pg::Text(role)}));
-  if (exists.empty()) return absl::NotFoundError(absl::StrCat("role \"", role, "\" does not exist"));
+  if (exists.empty())
+    return absl::NotFoundError(absl::StrCat("role \"", role, "\" does not exist"));
   if (assign && user.Get(0, 4) != "ACTIVE") {
     return absl::FailedPreconditionError(absl::StrCat("user ", user_id, " is disabled"));
   }
   ASSIGN_OR_RETURN(std::vector<std::string> before, Roles(tx, user_id));
-  ASSIGN_OR_RETURN(pg::Result changed,
-                   assign ? tx.Execute(kGrant, {pg::Text(user_id), pg::Text(role),
-                                                pg::Text(actor.principal)})
-                          : tx.Execute(kRevoke, {pg::Text(user_id), pg::Text(role)}));
+  ASSIGN_OR_RETURN(
+      pg::Result changed,
+      assign ? tx.Execute(kGrant, {pg::Text(user_id), pg::Text(role), pg::Text(actor.principal)})
+             : tx.Execute(kRevoke, {pg::Text(user_id), pg::Text(role)}));
   Response resp;
   resp.set_authz_version(user.GetInt64(0, 5));
   if (changed.affected_rows() == 0) {
@@ -169,9 +170,9 @@ absl::StatusOr<Response> ChangeRole(pg::Transaction& tx, const audit::Actor& act
   }
   ASSIGN_OR_RETURN(pg::Result bumped, tx.Execute(kBumpAuthz, {pg::Text(user_id)}));
   ASSIGN_OR_RETURN(std::vector<std::string> after, Roles(tx, user_id));
-  auto event = audit::NewEvent(audit::v1::OWNER_AUTH,
-                               assign ? "auth.role.assigned" : "auth.role.revoked", actor,
-                               absl::Now());
+  auto event =
+      audit::NewEvent(audit::v1::OWNER_AUTH, assign ? "auth.role.assigned" : "auth.role.revoked",
+                      actor, absl::Now());
   auto* rec = event.mutable_record();
   rec->set_action(assign ? "assign_role" : "revoke_role");
   rec->set_subject(user_id);
@@ -222,6 +223,24 @@ absl::Status ValidateCreateUser(const v1::CreateUserRequest& req) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateDisableUser(const v1::DisableUserRequest& req) {
+  RETURN_IF_ERROR(ValidateUserId(req.user_id()));
+  if (req.reason().empty() || req.reason().size() > 512) {
+    return absl::InvalidArgumentError("reason: must be 1..512 characters");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRoleChange(const std::string& user_id, const std::string& role) {
+  RETURN_IF_ERROR(ValidateUserId(user_id));
+  return ValidateRoleName(role);
+}
+
+absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req) {
+  if (!req.has_policy()) return absl::InvalidArgumentError("policy: required");
+  return ValidateLoginPolicy(req.policy());
+}
+
 absl::Status ValidateLoginPolicy(const v1::LoginPolicy& p) {
   if (p.min_password_length() < 8 || p.min_password_length() > 128) {
     return absl::InvalidArgumentError("policy.min_password_length: must be 8..128");
@@ -235,24 +254,19 @@ absl::Status ValidateLoginPolicy(const v1::LoginPolicy& p) {
   return absl::OkStatus();
 }
 
-grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx,
-                                         const v1::CreateUserRequest* req,
+grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
                                          v1::CreateUserResponse* resp) {
-  constexpr char kMethod[] = "CreateUser";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  if (auto s = ValidateCreateUser(*req); !s.ok()) return server::ToGrpcStatus(s, kMethod);
   const std::string display = req->display_name().empty() ? req->username() : req->display_name();
-
-  auto result = outbox::RunMutation<v1::CreateUserResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::CreateUserResponse> {
-        ASSIGN_OR_RETURN(pg::Result clash,
-                         tx.Execute(kFindClash, {pg::Text(req->username()), pg::Text(req->email())}));
+  return mutations_.Handle(
+      *ctx, "CreateUser", *req, [&] { return ValidateCreateUser(*req); },
+      [&](pg::Transaction& tx,
+          const audit::Actor& actor) -> absl::StatusOr<v1::CreateUserResponse> {
+        ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindClash, {pg::Text(req->username()),
+                                                                   pg::Text(req->email())}));
         if (!clash.empty()) {
-          return absl::AlreadyExistsError(clash.GetBool(0, 0)
-                                              ? absl::StrCat("username \"", req->username(), "\" is taken")
-                                              : absl::StrCat("email \"", req->email(), "\" is taken"));
+          return absl::AlreadyExistsError(
+              clash.GetBool(0, 0) ? absl::StrCat("username \"", req->username(), "\" is taken")
+                                  : absl::StrCat("email \"", req->email(), "\" is taken"));
         }
         const std::string user_id = ids::NewUuidV7();
         ASSIGN_OR_RETURN(pg::Result row,
@@ -260,7 +274,8 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx,
                                                   pg::Text(req->email()), pg::Text(display)}));
         v1::CreateUserResponse out;
         *out.mutable_user() = UserFromRow(row, 0);
-        auto event = audit::NewEvent(audit::v1::OWNER_AUTH, "auth.user.created", *actor, absl::Now());
+        auto event =
+            audit::NewEvent(audit::v1::OWNER_AUTH, "auth.user.created", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("create_user");
         rec->set_subject(user_id);
@@ -277,27 +292,16 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
                                           const v1::DisableUserRequest* req,
                                           v1::DisableUserResponse* resp) {
-  constexpr char kMethod[] = "DisableUser";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  absl::Status valid = ValidateUserId(req->user_id());
-  if (valid.ok() && (req->reason().empty() || req->reason().size() > 512)) {
-    valid = absl::InvalidArgumentError("reason: must be 1..512 characters");
-  }
-  if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
-
-  auto result = outbox::RunMutation<v1::DisableUserResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::DisableUserResponse> {
+  return mutations_.Handle(
+      *ctx, "DisableUser", *req, [&] { return ValidateDisableUser(*req); },
+      [&](pg::Transaction& tx,
+          const audit::Actor& actor) -> absl::StatusOr<v1::DisableUserResponse> {
         ASSIGN_OR_RETURN(pg::Result user, tx.Execute(kLockUser, {pg::Text(req->user_id())}));
         if (user.empty()) {
           return absl::NotFoundError(absl::StrCat("user ", req->user_id(), " does not exist"));
@@ -309,10 +313,11 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
           out.set_changed(false);
           return out;
         }
-        ASSIGN_OR_RETURN(pg::Result row,
-                         tx.Execute(kDisableUser, {pg::Text(req->user_id()), pg::Text(req->reason())}));
+        ASSIGN_OR_RETURN(pg::Result row, tx.Execute(kDisableUser, {pg::Text(req->user_id()),
+                                                                   pg::Text(req->reason())}));
         *out.mutable_user() = UserFromRow(row, 0);
-        auto event = audit::NewEvent(audit::v1::OWNER_AUTH, "auth.user.disabled", *actor, absl::Now());
+        auto event =
+            audit::NewEvent(audit::v1::OWNER_AUTH, "auth.user.disabled", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("disable_user");
         rec->set_subject(req->user_id());
@@ -332,64 +337,37 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AuthServiceImpl::AssignRole(grpc::ServerContext* ctx, const v1::AssignRoleRequest* req,
                                          v1::AssignRoleResponse* resp) {
-  constexpr char kMethod[] = "AssignRole";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  absl::Status valid = ValidateUserId(req->user_id());
-  if (valid.ok()) valid = ValidateRoleName(req->role());
-  if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
-  auto result = outbox::RunMutation<v1::AssignRoleResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) {
-        return ChangeRole<v1::AssignRoleResponse>(tx, *actor, req->user_id(), req->role(), true);
+  return mutations_.Handle(
+      *ctx, "AssignRole", *req, [&] { return ValidateRoleChange(req->user_id(), req->role()); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) {
+        return ChangeRole<v1::AssignRoleResponse>(tx, actor, req->user_id(), req->role(), true);
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AuthServiceImpl::RevokeRole(grpc::ServerContext* ctx, const v1::RevokeRoleRequest* req,
                                          v1::RevokeRoleResponse* resp) {
-  constexpr char kMethod[] = "RevokeRole";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  absl::Status valid = ValidateUserId(req->user_id());
-  if (valid.ok()) valid = ValidateRoleName(req->role());
-  if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
-  auto result = outbox::RunMutation<v1::RevokeRoleResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) {
-        return ChangeRole<v1::RevokeRoleResponse>(tx, *actor, req->user_id(), req->role(), false);
+  return mutations_.Handle(
+      *ctx, "RevokeRole", *req, [&] { return ValidateRoleChange(req->user_id(), req->role()); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) {
+        return ChangeRole<v1::RevokeRoleResponse>(tx, actor, req->user_id(), req->role(), false);
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
                                                 const v1::UpdateLoginPolicyRequest* req,
                                                 v1::UpdateLoginPolicyResponse* resp) {
-  constexpr char kMethod[] = "UpdateLoginPolicy";
-  auto actor = outbox::ActorFromCall(resolver_, *ctx, req->request_id());
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), kMethod);
-  absl::Status valid = req->has_policy() ? ValidateLoginPolicy(req->policy())
-                                         : absl::InvalidArgumentError("policy: required");
-  if (!valid.ok()) return server::ToGrpcStatus(valid, kMethod);
   const v1::LoginPolicy& want = req->policy();
-
-  auto result = outbox::RunMutation<v1::UpdateLoginPolicyResponse>(
-      pool_, kMethod, *req, actor->principal, req->request_id(),
-      [&](pg::Transaction& tx) -> absl::StatusOr<v1::UpdateLoginPolicyResponse> {
+  return mutations_.Handle(
+      *ctx, "UpdateLoginPolicy", *req, [&] { return ValidateUpdateLoginPolicy(*req); },
+      [&](pg::Transaction& tx,
+          const audit::Actor& actor) -> absl::StatusOr<v1::UpdateLoginPolicyResponse> {
         ASSIGN_OR_RETURN(pg::Result cur, tx.Execute(kLockPolicy));
         if (cur.empty()) return absl::InternalError("login_policy row is missing");
         const v1::LoginPolicy before = PolicyFromRow(cur);
@@ -402,15 +380,15 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
           out.set_changed(false);
           return out;
         }
-        ASSIGN_OR_RETURN(pg::Result row,
-                         tx.Execute(kUpdatePolicy, {pg::Int(want.min_password_length()),
-                                                    pg::Int(want.lockout_threshold()),
-                                                    pg::Bool(want.mfa_required()),
-                                                    pg::Int(want.session_lifetime_seconds()),
-                                                    pg::Text(actor->principal)}));
+        ASSIGN_OR_RETURN(
+            pg::Result row,
+            tx.Execute(kUpdatePolicy,
+                       {pg::Int(want.min_password_length()), pg::Int(want.lockout_threshold()),
+                        pg::Bool(want.mfa_required()), pg::Int(want.session_lifetime_seconds()),
+                        pg::Text(actor.principal)}));
         *out.mutable_policy() = PolicyFromRow(row);
         auto event =
-            audit::NewEvent(audit::v1::OWNER_AUTH, "auth.login_policy.updated", *actor, absl::Now());
+            audit::NewEvent(audit::v1::OWNER_AUTH, "auth.login_policy.updated", actor, absl::Now());
         auto* rec = event.mutable_record();
         rec->set_action("update_login_policy");
         rec->set_subject("login_policy");
@@ -424,10 +402,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
         out.set_changed(true);
         return out;
       },
-      hooks_);
-  if (!result.ok()) return server::ToGrpcStatus(result.status(), kMethod);
-  *resp = std::move(result).value();
-  return grpc::Status::OK;
+      resp);
 }
 
 grpc::Status AuthServiceImpl::GetUser(grpc::ServerContext* ctx, const v1::GetUserRequest* req,
@@ -472,7 +447,8 @@ grpc::Status AuthServiceImpl::GetLoginPolicy(grpc::ServerContext* ctx,
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), "GetLoginPolicy");
   auto r = (*conn)->Execute(kGetPolicy);
   if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetLoginPolicy");
-  if (r->empty()) return server::ToGrpcStatus(absl::InternalError("no login policy"), "GetLoginPolicy");
+  if (r->empty())
+    return server::ToGrpcStatus(absl::InternalError("no login policy"), "GetLoginPolicy");
   *resp = PolicyFromRow(*r);
   return grpc::Status::OK;
 }

@@ -16,7 +16,7 @@ class AuthServiceImpl final : public v1::AuthService::Service {
  public:
   AuthServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
                   outbox::MutationHooks hooks = {})
-      : pool_(pool), resolver_(resolver), hooks_(std::move(hooks)) {}
+      : pool_(pool), mutations_(pool, resolver, std::move(hooks)) {}
 
   grpc::Status CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
                           v1::CreateUserResponse* resp) override;
@@ -36,13 +36,15 @@ class AuthServiceImpl final : public v1::AuthService::Service {
                               v1::LoginPolicy* resp) override;
 
  private:
-  pg::Pool& pool_;
-  const server::PrincipalResolver& resolver_;
-  const outbox::MutationHooks hooks_;
+  pg::Pool& pool_;  // read RPCs
+  const outbox::MutationHandler mutations_;
 };
 
 // Request validation, exposed for unit tests. INVALID_ARGUMENT names the field.
 absl::Status ValidateCreateUser(const v1::CreateUserRequest& req);
 absl::Status ValidateLoginPolicy(const v1::LoginPolicy& policy);
+absl::Status ValidateDisableUser(const v1::DisableUserRequest& req);
+absl::Status ValidateRoleChange(const std::string& user_id, const std::string& role);
+absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req);
 
 }  // namespace ulticode::auth

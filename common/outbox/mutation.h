@@ -21,9 +21,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/audit/event.h"
 #include "common/base/status_macros.h"
+#include "common/outbox/actor.h"
 #include "common/pg/pool.h"
+#include "common/server/grpc_status.h"
+#include "common/server/principal.h"
 #include "google/protobuf/message.h"
+#include "grpcpp/server_context.h"
 
 namespace ulticode::outbox {
 
@@ -61,5 +66,42 @@ absl::StatusOr<Response> RunMutation(
       hooks));
   return response;
 }
+
+// The shape every mutating handler shares, in this order: resolve the caller
+// (UNAUTHENTICATED), validate the request (INVALID_ARGUMENT, nothing
+// written), run `body` with the caller as the audit actor inside
+// RunMutation, map the outcome to gRPC. Thread-safe.
+//
+//   return mutations_.Handle(*ctx, "CreateUser", *req,
+//       [&] { return ValidateCreateUser(*req); },
+//       [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Resp> {...},
+//       resp);
+class MutationHandler {
+ public:
+  MutationHandler(pg::Pool& pool, const server::PrincipalResolver& resolver,
+                  MutationHooks hooks = {})
+      : pool_(pool), resolver_(resolver), hooks_(std::move(hooks)) {}
+
+  // `Request` has request_id(); `validate` returns absl::Status; `body`
+  // returns absl::StatusOr<Response>.
+  template <typename Request, typename Response, typename Validate, typename Body>
+  grpc::Status Handle(const grpc::ServerContextBase& ctx, absl::string_view method,
+                      const Request& req, Validate&& validate, Body&& body, Response* out) const {
+    absl::StatusOr<audit::Actor> actor = ActorFromCall(resolver_, ctx, req.request_id());
+    if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
+    if (absl::Status s = validate(); !s.ok()) return server::ToGrpcStatus(s, method);
+    absl::StatusOr<Response> result = RunMutation<Response>(
+        pool_, method, req, actor->principal, req.request_id(),
+        [&](pg::Transaction& tx) -> absl::StatusOr<Response> { return body(tx, *actor); }, hooks_);
+    if (!result.ok()) return server::ToGrpcStatus(result.status(), method);
+    *out = std::move(result).value();
+    return grpc::Status::OK;
+  }
+
+ private:
+  pg::Pool& pool_;
+  const server::PrincipalResolver& resolver_;
+  const MutationHooks hooks_;
+};
 
 }  // namespace ulticode::outbox

@@ -1,6 +1,8 @@
 // App's RPCs over real gRPC against a real PostgreSQL: atomicity of the
 // business change and its outbox row, contents of every event, no-ops,
 // idempotency keys, validation.
+#include "app/app_service.h"
+
 #include <cstdint>
 #include <map>
 #include <thread>
@@ -9,7 +11,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "app/app_service.h"
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -18,6 +19,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "tests/support/owner_service_fixture.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::app {
@@ -30,47 +32,10 @@ using google::protobuf::util::MessageDifferencer;
 constexpr int64_t kStart = 1893492000;
 constexpr char kUnknownId[] = "0190a8e4-7b5c-7d3e-8f00-0123456789ab";
 
-class AppServiceTest : public ::testing::Test {
+class AppServiceTest
+    : public ::ulticode::testing::OwnerServiceTest<AppServiceImpl, v1::AppService> {
  protected:
-  void SetUp() override {
-    ULTI_REQUIRE_PG(pg);
-    pg::PoolOptions po;
-    po.connect.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "apptest"));
-    auto conn = pg::Connection::Connect(po.connect);
-    ASSERT_TRUE(conn.ok());
-    conn_ = std::move(conn).value();
-    std::vector<migrations::Migration> all = Migrations();
-    for (const auto& m : outbox::Migrations()) all.push_back(m);
-    ASSERT_TRUE(migrations::Apply(*conn_, all).ok());
-    pool_ = std::make_unique<pg::Pool>(po);
-    outbox::MutationHooks hooks;
-    hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
-    service_ = std::make_unique<AppServiceImpl>(*pool_, resolver_, hooks);
-    metrics_ = metrics::Metrics::Unexposed("test");
-    server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
-                                                   metrics_->registry());
-    server_->AddService(service_.get(), "ulticode.app.v1.AppService");
-    ASSERT_TRUE(server_->Start().ok());
-    stub_ = v1::AppService::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(absl::Seconds(1));
-  }
-
-  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& principal = "alice") {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    if (!principal.empty()) ctx->AddMetadata("x-ulticode-principal", principal);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    return ctx;
-  }
-
-  int64_t Scalar(const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
-  }
+  void SetUp() override { StartOwner(Migrations(), "ulticode.app.v1.AppService", "apptest"); }
   // Every column of every row, "|" between columns, ";" between rows.
   std::string Rows(const std::string& sql) {
     pg::Statement st{"rows", sql.c_str()};
@@ -87,7 +52,6 @@ class AppServiceTest : public ::testing::Test {
     }
     return absl::StrJoin(rows, ";");
   }
-  int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
   std::map<std::string, int64_t> Counts() {
     std::map<std::string, int64_t> out;
     for (const char* t :
@@ -95,18 +59,6 @@ class AppServiceTest : public ::testing::Test {
       out[t] = Scalar(absl::StrCat("SELECT count(*) FROM ", t));
     }
     return out;
-  }
-
-  audit::AuditEvent Event(const std::string& event_id) {
-    pg::Statement st{"event", "SELECT payload, event_type FROM audit_outbox WHERE event_id = $1::uuid"};
-    auto r = conn_->Execute(st, {pg::Text(event_id)});
-    EXPECT_TRUE(r.ok() && r->rows() == 1) << event_id;
-    audit::AuditEvent e;
-    if (r.ok() && r->rows() == 1) {
-      EXPECT_TRUE(e.ParseFromString(r->GetBytes(0, 0)));
-      EXPECT_EQ(r->GetString(0, 1), e.event_type());
-    }
-    return e;
   }
 
   static std::string Str(const google::protobuf::Struct& s, const std::string& k) {
@@ -175,8 +127,8 @@ class AppServiceTest : public ::testing::Test {
     return resp;
   }
 
-  void ExpectEnvelope(const audit::AuditEvent& e, const std::string& event_id, const std::string& type,
-                      const std::string& actor, const std::string& action,
+  void ExpectEnvelope(const audit::AuditEvent& e, const std::string& event_id,
+                      const std::string& type, const std::string& actor, const std::string& action,
                       const std::string& entity_type, const std::string& entity_id,
                       const std::string& subject, const std::string& request_id) {
     EXPECT_TRUE(audit::Validate(e).ok()) << audit::Validate(e);
@@ -196,17 +148,6 @@ class AppServiceTest : public ::testing::Test {
     EXPECT_NE(e.record().user_agent().find("grpc-c++"), std::string::npos);
     EXPECT_EQ(e.record().request_id(), request_id);
   }
-
-  std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
-    return absl::OkStatus();
-  };
-  server::HeaderPrincipalResolver resolver_;
-  std::unique_ptr<pg::Connection> conn_;
-  std::unique_ptr<pg::Pool> pool_;
-  std::unique_ptr<AppServiceImpl> service_;
-  std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<server::GrpcServer> server_;
-  std::unique_ptr<v1::AppService::Stub> stub_;
 };
 
 TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightContents) {
@@ -228,9 +169,11 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   EXPECT_EQ(OutboxRows(), 1);
   const std::string pid = created.problem().problem_id();
   EXPECT_EQ(created.problem().version(), 1);
-  EXPECT_EQ(Rows("SELECT slug, title, statement, time_limit_ms, memory_limit_mb, difficulty, version "
-                 "FROM problems WHERE problem_id = '" + pid + "'"),
-            "two-sum|Two Sum|" + statement + "|2000|256|3|1");
+  EXPECT_EQ(
+      Rows("SELECT slug, title, statement, time_limit_ms, memory_limit_mb, difficulty, version "
+           "FROM problems WHERE problem_id = '" +
+           pid + "'"),
+      "two-sum|Two Sum|" + statement + "|2000|256|3|1");
   auto e = Event(created.event_id());
   ExpectEnvelope(e, created.event_id(), "app.problem.created", kActor, "create_problem", "problem",
                  pid, pid, "req-create-problem");
@@ -264,9 +207,11 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   EXPECT_EQ(OutboxRows(), 2);
   EXPECT_EQ(updated.problem().version(), 2);
   EXPECT_EQ(updated.problem().memory_limit_mb(), 256);
-  EXPECT_EQ(Rows("SELECT slug, title, statement, time_limit_ms, memory_limit_mb, difficulty, version "
-                 "FROM problems WHERE problem_id = '" + pid + "'"),
-            "two-sum|Two Sum (easy)|" + statement2 + "|1000|256|3|2");
+  EXPECT_EQ(
+      Rows("SELECT slug, title, statement, time_limit_ms, memory_limit_mb, difficulty, version "
+           "FROM problems WHERE problem_id = '" +
+           pid + "'"),
+      "two-sum|Two Sum (easy)|" + statement2 + "|1000|256|3|2");
   e = Event(updated.event_id());
   ExpectEnvelope(e, updated.event_id(), "app.problem.updated", kActor, "update_problem", "problem",
                  pid, pid, "");
@@ -300,11 +245,12 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   const std::string contest_sql =
       "SELECT slug, title, status, version, published_at IS NULL, "
       "extract(epoch FROM starts_at)::bigint, extract(epoch FROM ends_at)::bigint "
-      "FROM contests WHERE contest_id = '" + cid + "'";
+      "FROM contests WHERE contest_id = '" +
+      cid + "'";
   EXPECT_EQ(Rows(contest_sql), "weekly-1|Weekly Round 1|DRAFT|1|t|1893492000|1893499200");
   e = Event(made.event_id());
-  ExpectEnvelope(e, made.event_id(), "app.contest.created", kActor, "create_contest", "contest", cid,
-                 cid, "req-create-contest");
+  ExpectEnvelope(e, made.event_id(), "app.contest.created", kActor, "create_contest", "contest",
+                 cid, cid, "req-create-contest");
   EXPECT_FALSE(e.record().has_old_value());
   EXPECT_EQ(e.record().new_value().fields_size(), 6);
   EXPECT_EQ(Str(e.record().new_value(), "slug"), "weekly-1");
@@ -544,12 +490,14 @@ TEST_F(AppServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
   const v1::Problem p = CreateProblem("gamma");
   const std::string problem_sql =
       "SELECT title, statement, time_limit_ms, memory_limit_mb, difficulty, version, updated_at "
-      "FROM problems WHERE problem_id = '" + p.problem_id() + "'";
+      "FROM problems WHERE problem_id = '" +
+      p.problem_id() + "'";
   const std::string problem_before = Rows(problem_sql);
 
   v1::UpdateProblemRequest same;
   same.set_problem_id(p.problem_id());
-  for (const char* path : {"title", "statement", "time_limit_ms", "memory_limit_mb", "difficulty"}) {
+  for (const char* path :
+       {"title", "statement", "time_limit_ms", "memory_limit_mb", "difficulty"}) {
     same.add_update_mask(path);
   }
   same.set_title(p.title());
@@ -582,7 +530,8 @@ TEST_F(AppServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
   ASSERT_TRUE(a1.changed());
   ASSERT_EQ(a1.contest().version(), 2);
   const std::string contest_sql =
-      "SELECT status, version, updated_at FROM contests WHERE contest_id = '" + c.contest_id() + "'";
+      "SELECT status, version, updated_at FROM contests WHERE contest_id = '" + c.contest_id() +
+      "'";
   const std::string contest_before = Rows(contest_sql);
 
   const v1::ContestResponse a2 = Add(c.contest_id(), p.problem_id(), "A");
@@ -698,7 +647,8 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
     std::function<grpc::Status()> call;
   };
   std::vector<Case> cases;
-  auto create_problem = [&](const std::string& field, std::function<void(v1::CreateProblemRequest&)> edit) {
+  auto create_problem = [&](const std::string& field,
+                            std::function<void(v1::CreateProblemRequest&)> edit) {
     v1::CreateProblemRequest req = ProblemReq("fresh-problem");
     edit(req);
     cases.push_back({"CreateProblem " + req.ShortDebugString().substr(0, 120), field, [this, req] {
@@ -706,7 +656,8 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
                        return stub_->CreateProblem(Ctx().get(), req, &r);
                      }});
   };
-  auto update_problem = [&](const std::string& field, std::function<void(v1::UpdateProblemRequest&)> edit) {
+  auto update_problem = [&](const std::string& field,
+                            std::function<void(v1::UpdateProblemRequest&)> edit) {
     v1::UpdateProblemRequest req;
     req.set_problem_id(pid);
     req.add_update_mask("title");
@@ -717,7 +668,8 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
                        return stub_->UpdateProblem(Ctx().get(), req, &r);
                      }});
   };
-  auto create_contest = [&](const std::string& field, std::function<void(v1::CreateContestRequest&)> edit) {
+  auto create_contest = [&](const std::string& field,
+                            std::function<void(v1::CreateContestRequest&)> edit) {
     v1::CreateContestRequest req = ContestReq("fresh-contest");
     edit(req);
     cases.push_back({"CreateContest " + req.ShortDebugString().substr(0, 120), field, [this, req] {
@@ -725,7 +677,8 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
                        return stub_->CreateContest(Ctx().get(), req, &r);
                      }});
   };
-  auto add_problem = [&](const std::string& field, std::function<void(v1::AddProblemToContestRequest&)> edit) {
+  auto add_problem = [&](const std::string& field,
+                         std::function<void(v1::AddProblemToContestRequest&)> edit) {
     v1::AddProblemToContestRequest req;
     req.set_contest_id(cid);
     req.set_problem_id(pid);
@@ -747,7 +700,8 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
                        return stub_->RemoveProblemFromContest(Ctx().get(), req, &r);
                      }});
   };
-  auto publish = [&](const std::string& field, std::function<void(v1::PublishContestRequest&)> edit) {
+  auto publish = [&](const std::string& field,
+                     std::function<void(v1::PublishContestRequest&)> edit) {
     v1::PublishContestRequest req;
     req.set_contest_id(cid);
     edit(req);
@@ -764,12 +718,14 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
   }
   const std::string statement_too_big(65537, 's');
   const std::string statement_nul("before\0after", 12);
-  const std::vector<std::string> bad_slugs = {"",    "ab",      std::string(65, 'a'), "9abc", "-abc",
-                                              "Abc", "ab_c",    "ab c",               "ab.c", "ab\xC3\xA7",
-                                              "abC", "abc/def"};
-  const std::vector<std::string> bad_titles = {"", title201, title201_multibyte, "tab\there",
-                                               "new\nline", "del\x7f"};
-  const std::vector<std::string> bad_ids = {"", "not-a-uuid", "0190a8e47b5c7d3e8f000123456789ab",
+  const std::vector<std::string> bad_slugs = {
+      "",     "ab",   std::string(65, 'a'), "9abc", "-abc",   "Abc", "ab_c",
+      "ab c", "ab.c", "ab\xC3\xA7",         "abC",  "abc/def"};
+  const std::vector<std::string> bad_titles = {"",          title201,    title201_multibyte,
+                                               "tab\there", "new\nline", "del\x7f"};
+  const std::vector<std::string> bad_ids = {"",
+                                            "not-a-uuid",
+                                            "0190a8e47b5c7d3e8f000123456789ab",
                                             std::string(kUnknownId) + "0",
                                             "0190a8e4-7b5c-7d3e-8f00-0123456789ag",
                                             "0190a8e4_7b5c_7d3e_8f00_0123456789ab"};
@@ -845,9 +801,10 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
   create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(253402300800); });
   create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(kStart, 1000000000); });
   create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(INT64_MIN); });
-  create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(kStart); });        // equal
-  create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(kStart - 60); });   // before
-  create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(kStart, 999); });   // < 1 µs later
+  create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(kStart); });       // equal
+  create_contest("ends_at", [&](auto& r) { *r.mutable_ends_at() = Ts(kStart - 60); });  // before
+  create_contest("ends_at",
+                 [&](auto& r) { *r.mutable_ends_at() = Ts(kStart, 999); });  // < 1 µs later
 
   for (const char* label : {"", "a", "ABC", "A1", "1", "Ab", " A", "A ", "\xC3\x89", "-"}) {
     add_problem("label", [&](auto& r) { r.set_label(label); });
@@ -881,7 +838,8 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
     grpc::Status s = c.call();
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.field << ": " << s.error_message();
     EXPECT_TRUE(absl::StartsWith(s.error_message(), c.field + ":"))
         << "want field " << c.field << ", got: " << s.error_message();
     EXPECT_EQ(Counts(), before);

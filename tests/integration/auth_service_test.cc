@@ -1,10 +1,11 @@
 // Auth's RPCs over real gRPC against a real PostgreSQL: atomicity of the
 // business change and its outbox row, contents of every event, no-ops,
 // idempotency keys, validation.
+#include "auth/auth_service.h"
+
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "auth/auth_service.h"
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -12,67 +13,17 @@
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "tests/support/owner_service_fixture.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::auth {
 const std::vector<migrations::Migration>& Migrations();
 namespace {
 
-class AuthServiceTest : public ::testing::Test {
+class AuthServiceTest
+    : public ::ulticode::testing::OwnerServiceTest<AuthServiceImpl, v1::AuthService> {
  protected:
-  void SetUp() override {
-    ULTI_REQUIRE_PG(pg);
-    pg::PoolOptions po;
-    po.connect.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "authtest"));
-    auto conn = pg::Connection::Connect(po.connect);
-    ASSERT_TRUE(conn.ok());
-    conn_ = std::move(conn).value();
-    std::vector<migrations::Migration> all = Migrations();
-    for (const auto& m : outbox::Migrations()) all.push_back(m);
-    ASSERT_TRUE(migrations::Apply(*conn_, all).ok());
-    pool_ = std::make_unique<pg::Pool>(po);
-    outbox::MutationHooks hooks;
-    hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
-    service_ = std::make_unique<AuthServiceImpl>(*pool_, resolver_, hooks);
-    metrics_ = metrics::Metrics::Unexposed("test");
-    server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
-                                                   metrics_->registry());
-    server_->AddService(service_.get(), "ulticode.auth.v1.AuthService");
-    ASSERT_TRUE(server_->Start().ok());
-    stub_ = v1::AuthService::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(absl::Seconds(1));
-  }
-
-  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& principal = "alice") {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    if (!principal.empty()) ctx->AddMetadata("x-ulticode-principal", principal);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    return ctx;
-  }
-
-  int64_t Scalar(const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
-  }
-  int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
-
-  audit::AuditEvent Event(const std::string& event_id) {
-    pg::Statement st{"event", "SELECT payload, event_type FROM audit_outbox WHERE event_id = $1::uuid"};
-    auto r = conn_->Execute(st, {pg::Text(event_id)});
-    EXPECT_TRUE(r.ok() && r->rows() == 1) << event_id;
-    audit::AuditEvent e;
-    if (r.ok() && r->rows() == 1) {
-      EXPECT_TRUE(e.ParseFromString(r->GetBytes(0, 0)));
-      EXPECT_EQ(r->GetString(0, 1), e.event_type());
-    }
-    return e;
-  }
-
+  void SetUp() override { StartOwner(Migrations(), "ulticode.auth.v1.AuthService", "authtest"); }
   static std::string Str(const google::protobuf::Struct& s, const std::string& k) {
     auto it = s.fields().find(k);
     return it == s.fields().end() ? "<absent>" : it->second.string_value();
@@ -92,9 +43,10 @@ class AuthServiceTest : public ::testing::Test {
     return resp.user();
   }
 
-  void ExpectEnvelope(const audit::AuditEvent& e, const std::string& event_id, const std::string& type,
-                      const std::string& action, const std::string& entity_type,
-                      const std::string& entity_id, const std::string& request_id) {
+  void ExpectEnvelope(const audit::AuditEvent& e, const std::string& event_id,
+                      const std::string& type, const std::string& action,
+                      const std::string& entity_type, const std::string& entity_id,
+                      const std::string& request_id) {
     EXPECT_TRUE(audit::Validate(e).ok()) << audit::Validate(e);
     EXPECT_EQ(e.event_id(), event_id);
     EXPECT_EQ(e.record().audit_id(), event_id);
@@ -110,17 +62,6 @@ class AuthServiceTest : public ::testing::Test {
     EXPECT_NE(e.record().user_agent().find("grpc-c++"), std::string::npos);
     EXPECT_EQ(e.record().request_id(), request_id);
   }
-
-  std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
-    return absl::OkStatus();
-  };
-  server::HeaderPrincipalResolver resolver_;
-  std::unique_ptr<pg::Connection> conn_;
-  std::unique_ptr<pg::Pool> pool_;
-  std::unique_ptr<AuthServiceImpl> service_;
-  std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<server::GrpcServer> server_;
-  std::unique_ptr<v1::AuthService::Stub> stub_;
 };
 
 TEST_F(AuthServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightContents) {
@@ -154,7 +95,8 @@ TEST_F(AuthServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCon
   ExpectEnvelope(e, assigned.event_id(), "auth.role.assigned", "assign_role", "user_role",
                  uid + "/judge", "");
   EXPECT_EQ(e.record().old_value().fields().at("roles").list_value().values_size(), 0);
-  EXPECT_EQ(e.record().new_value().fields().at("roles").list_value().values(0).string_value(), "judge");
+  EXPECT_EQ(e.record().new_value().fields().at("roles").list_value().values(0).string_value(),
+            "judge");
   EXPECT_EQ(Num(e.record().old_value(), "authz_version"), 1);
   EXPECT_EQ(Num(e.record().new_value(), "authz_version"), 2);
   EXPECT_EQ(assigned.authz_version(), 2);
@@ -232,10 +174,12 @@ TEST_F(AuthServiceTest, BusinessErrorsLeaveNoOutboxRow) {
   bad_role.set_user_id(u.user_id());
   bad_role.set_role("wizard");
   v1::AssignRoleResponse r2;
-  EXPECT_EQ(stub_->AssignRole(Ctx().get(), bad_role, &r2).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub_->AssignRole(Ctx().get(), bad_role, &r2).error_code(),
+            grpc::StatusCode::NOT_FOUND);
   bad_role.set_user_id("0190a8e4-7b5c-7d3e-8f00-0123456789ab");
   bad_role.set_role("judge");
-  EXPECT_EQ(stub_->AssignRole(Ctx().get(), bad_role, &r2).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub_->AssignRole(Ctx().get(), bad_role, &r2).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 
   v1::DisableUserRequest disable;
   disable.set_user_id(u.user_id());
@@ -351,10 +295,12 @@ TEST_F(AuthServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNo
   const v1::User u = CreateUser("gina");
   const int64_t rows = OutboxRows();
   auto expect_invalid = [&](grpc::Status s, const std::string& field) {
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << field << ": " << s.error_message();
     EXPECT_NE(s.error_message().find(field), std::string::npos) << s.error_message();
   };
-  for (auto [name, email, display, field] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+  for (auto [name, email, display, field] :
+       std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
            {"", "a@b.co", "", "username"},
            {"ab", "a@b.co", "", "username"},
            {"9abc", "a@b.co", "", "username"},

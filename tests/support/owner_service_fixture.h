@@ -1,0 +1,103 @@
+// A test fixture that runs one owner gRPC service (Auth or App) in process:
+// its own scratch database with the service's and the outbox's migrations, a
+// pool, the header principal resolver, a settable fault injected before
+// COMMIT, a real gRPC server on a free port and a generated stub.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/audit/event.h"
+#include "common/metrics/metrics.h"
+#include "common/migrations/migrations.h"
+#include "common/outbox/mutation.h"
+#include "common/outbox/outbox_store.h"
+#include "common/server/grpc_server.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode::testing {
+
+// `Impl` is the service implementation, `Service` the generated service
+// (e.g. auth::v1::AuthService, for its Stub).
+template <typename Impl, typename Service>
+class OwnerServiceTest : public ::testing::Test {
+ protected:
+  // Call as the whole of SetUp(): it may skip or fail the test.
+  void StartOwner(const std::vector<migrations::Migration>& service_migrations,
+                  const std::string& service_name, const std::string& db_prefix) {
+    ULTI_REQUIRE_PG(pg);
+    pg::PoolOptions po;
+    po.connect.conninfo = pg.ConnInfo(CreateScratchDatabase(pg, db_prefix));
+    auto conn = pg::Connection::Connect(po.connect);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_ = std::move(conn).value();
+    std::vector<migrations::Migration> all = service_migrations;
+    for (const auto& m : outbox::Migrations()) all.push_back(m);
+    ASSERT_TRUE(migrations::Apply(*conn_, all).ok());
+    pool_ = std::make_unique<pg::Pool>(po);
+    outbox::MutationHooks hooks;
+    hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
+    service_ = std::make_unique<Impl>(*pool_, resolver_, hooks);
+    metrics_ = metrics::Metrics::Unexposed("test");
+    server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
+                                                   metrics_->registry());
+    server_->AddService(service_.get(), service_name);
+    ASSERT_TRUE(server_->Start().ok());
+    stub_ = Service::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                                 grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown(absl::Seconds(1));
+  }
+
+  // A call context carrying `principal` (none when empty), 10 s deadline.
+  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& principal = "alice") {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    if (!principal.empty()) ctx->AddMetadata("x-ulticode-principal", principal);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return ctx;
+  }
+
+  int64_t Scalar(const std::string& sql) {
+    pg::Statement st{"scalar", sql.c_str()};
+    auto r = conn_->Execute(st);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->GetInt64(0, 0) : -1;
+  }
+  int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
+
+  // The event stored in the outbox under `event_id` (exactly one row).
+  audit::AuditEvent Event(const std::string& event_id) {
+    pg::Statement st{"event",
+                     "SELECT payload, event_type FROM audit_outbox WHERE event_id = $1::uuid"};
+    auto r = conn_->Execute(st, {pg::Text(event_id)});
+    EXPECT_TRUE(r.ok() && r->rows() == 1) << event_id;
+    audit::AuditEvent e;
+    if (r.ok() && r->rows() == 1) {
+      EXPECT_TRUE(e.ParseFromString(r->GetBytes(0, 0)));
+      EXPECT_EQ(r->GetString(0, 1), e.event_type());
+    }
+    return e;
+  }
+
+  // Injected between the outbox insert and COMMIT of every mutation.
+  std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
+    return absl::OkStatus();
+  };
+  server::HeaderPrincipalResolver resolver_;
+  std::unique_ptr<pg::Connection> conn_;
+  std::unique_ptr<pg::Pool> pool_;
+  std::unique_ptr<Impl> service_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<server::GrpcServer> server_;
+  std::unique_ptr<typename Service::Stub> stub_;
+};
+
+}  // namespace ulticode::testing

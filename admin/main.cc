@@ -1,15 +1,22 @@
-// Wiring only: config -> metrics -> database (migrate) -> workers -> gRPC ->
-// SERVING; stop in reverse on SIGTERM/SIGINT.
+// Wiring only: config -> metrics -> database (migrate) -> lease consumer ->
+// inbox bridge -> gRPC -> SERVING; stop in reverse on SIGTERM/SIGINT (the
+// bridge first, so nothing new is taken over while the workers drain).
+#include "absl/strings/str_cat.h"
+#include "admin/consumer/consumer_flags.h"
+#include "admin/consumer/lease_consumer.h"
+#include "admin/inbox/bridge.h"
+#include "admin/inbox/bridge_flags.h"
+#include "admin/query/audit_query_service.h"
 #include "common/config/flags.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/pg/pool.h"
+#include "common/redis/redis_client.h"
 #include "common/runtime/service_flags.h"
 #include "common/runtime/startup.h"
 #include "common/server/grpc_server.h"
 #include "common/server/signals.h"
-#include "ulticode/admin/v1/admin.grpc.pb.h"
 
 namespace ulticode::admin {
 const std::vector<migrations::Migration>& Migrations();
@@ -20,10 +27,16 @@ int main(int argc, char** argv) {
   server::BlockTerminationSignals();
 
   runtime::ServiceFlags common("127.0.0.1:50053", "127.0.0.1:9103", "ulticode_admin");
+  admin::inbox::BridgeOptions bridge_options;
+  std::string auth_stream, app_stream;
+  admin::consumer::ConsumerOptions consumer_options;
   config::Flags flags("ulticode-admin", "Admin: audit inbox, audit_logs and the audit query API.");
   common.Register(flags);
+  admin::inbox::RegisterBridgeFlags(flags, &bridge_options, &auth_stream, &app_stream);
+  admin::consumer::RegisterConsumerFlags(flags, &consumer_options);
   config::ParseOrExit(flags, argc, argv);
   common.ApplyLogging();
+  admin::inbox::FinishBridgeOptions(&bridge_options, auth_stream, app_stream);
 
   auto metrics = metrics::Metrics::Start(common.metrics_listen, "admin");
   if (!metrics.ok()) runtime::DieOnStartup("admin", metrics.status());
@@ -36,7 +49,30 @@ int main(int argc, char** argv) {
   }
   pg::Pool pool(pool_options);
 
-  ulticode::admin::v1::AdminService::Service service;
+  redis::Options redis_options;
+  redis_options.user = common.redis_user;
+  redis_options.password = common.redis_password;
+  if (auto s = redis::ParseAddress(common.redis_addr, &redis_options); !s.ok()) {
+    runtime::DieOnStartup("admin", s);
+  }
+
+  consumer_options.pg = pool_options.connect;
+  consumer_options.pg.application_name = "ulticode-admin-consumer";
+  admin::consumer::LeaseConsumer consumer(consumer_options, (*metrics)->registry());
+  consumer.Start();
+
+  bridge_options.pg = pool_options.connect;
+  bridge_options.pg.application_name = "ulticode-admin-bridge";
+  bridge_options.redis = redis_options;
+  admin::inbox::InboxBridge bridge(bridge_options, (*metrics)->registry());
+  bridge.Start();
+
+  admin::query::QueryServiceOptions query_options;
+  query_options.streams = bridge_options.streams;
+  query_options.group = bridge_options.group;
+  query_options.consumer = bridge_options.inbox_consumer;
+  query_options.redis = redis_options;
+  admin::query::AuditQueryService service(pool, query_options);
   server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log},
                                  (*metrics)->registry());
   grpc_server.AddService(&service, "ulticode.admin.v1.AdminService");
@@ -45,8 +81,10 @@ int main(int argc, char** argv) {
   log::Info("admin", "serving", {{"grpc", common.grpc_listen}, {"metrics", common.metrics_listen}});
 
   const int sig = server::WaitForTerminationSignal();
-  log::Info("admin", "shutting down", {{"signal", std::to_string(sig)}});
+  log::Info("admin", "shutting down", {{"signal", absl::StrCat(sig)}});
   grpc_server.Shutdown(common.shutdown_timeout);
+  bridge.Stop();
+  consumer.Stop();
   pool.Close();
   log::Info("admin", "stopped");
   return 0;

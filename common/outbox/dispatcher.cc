@@ -1,23 +1,17 @@
 #include "common/outbox/dispatcher.h"
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
+#include "common/worker/instance_id.h"
+#include "common/worker/notify_listener.h"
 
 namespace ulticode::outbox {
 namespace {
 
 constexpr char kComponent[] = "outbox.dispatcher";
-
-std::string DefaultInstanceId() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  return absl::StrCat(host, "-", ::getpid());
-}
 
 }  // namespace
 
@@ -64,12 +58,13 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
 Dispatcher::~Dispatcher() { Stop(); }
 
 void Dispatcher::Start() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = false;
-  }
+  waker_.Reset();
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
-  if (options_.use_notify) threads_.emplace_back([this] { ListenerLoop(); });
+  if (options_.use_notify) {
+    worker::NotifyListenerOptions listen{options_.pg, kNotifyChannel, kComponent, options_.backoff,
+                                         [this](size_t n) { notifications_->Increment(n); }};
+    threads_.emplace_back([this, listen] { worker::RunNotifyListener(listen, waker_); });
+  }
   log::Info(kComponent, "started",
             {{"owner", audit::OwnerName(options_.owner)},
              {"threads", absl::StrCat(options_.threads)},
@@ -79,32 +74,10 @@ void Dispatcher::Start() {
 }
 
 void Dispatcher::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_ && threads_.empty()) return;
-    stopping_ = true;
-  }
+  waker_.Stop();
   for (auto& t : threads_) t.join();
   if (!threads_.empty()) log::Info(kComponent, "stopped", {{"owner", audit::OwnerName(options_.owner)}});
   threads_.clear();
-}
-
-void Dispatcher::Wake() {
-  absl::MutexLock lock(&mu_);
-  ++wake_seq_;
-}
-
-uint64_t Dispatcher::WakeSeq() {
-  absl::MutexLock lock(&mu_);
-  return wake_seq_;
-}
-
-void Dispatcher::WaitForWork(absl::Duration timeout, std::optional<uint64_t> seen) {
-  absl::MutexLock lock(&mu_);
-  auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || (seen.has_value() && wake_seq_ != *seen);
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&woken), timeout);
 }
 
 absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) const {
@@ -199,76 +172,39 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
 
 void Dispatcher::WorkerLoop(int index) {
   const std::string claim_owner = absl::StrCat(
-      options_.instance_id.empty() ? DefaultInstanceId() : options_.instance_id, "/", index);
+      options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id, "/", index);
   std::unique_ptr<pg::Connection> conn;
   redis::Client client(options_.redis);
   int64_t failures = 0;
   while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-    }
+    if (waker_.stopping()) break;
     if (conn == nullptr || conn->broken()) {
       auto dialled = pg::Connection::Connect(options_.pg);
       if (!dialled.ok()) {
         ++failures;
         log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
-        WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+        waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
         continue;
       }
       conn = std::move(dialled).value();
     }
     // Taken before the cycle, so a NOTIFY that lands during it is not lost.
-    const uint64_t seen = WakeSeq();
+    const uint64_t seen = waker_.Seq();
     auto cycle = RunOnce(*conn, client, claim_owner);
     if (!cycle.ok()) {
       ++failures;
       log::Warn(kComponent, "cycle failed", {{"error", cycle.status().ToString()}});
-      WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
       continue;
     }
     if (cycle->rescheduled > 0 && cycle->published == 0) {
       ++failures;  // the broker is failing: back off this thread too
-      WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
       continue;
     }
     failures = 0;
     if (cycle->claimed >= options_.batch_size) continue;  // more may be due
-    WaitForWork(options_.poll_interval, seen);
-  }
-}
-
-void Dispatcher::ListenerLoop() {
-  std::unique_ptr<pg::Connection> conn;
-  int64_t failures = 0;
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-    }
-    if (conn == nullptr || conn->broken()) {
-      auto dialled = pg::Connection::Connect(options_.pg);
-      absl::Status s = dialled.ok() ? (*dialled)->Listen(kNotifyChannel) : dialled.status();
-      if (!s.ok()) {
-        ++failures;
-        conn.reset();
-        log::Warn(kComponent, "listener cannot LISTEN; polling meanwhile", {{"error", s.ToString()}});
-        WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
-        continue;
-      }
-      conn = std::move(dialled).value();
-      failures = 0;
-      Wake();  // anything committed while we were not listening
-    }
-    auto got = conn->WaitForNotifications(absl::Milliseconds(250));
-    if (!got.ok()) {
-      conn.reset();
-      continue;
-    }
-    if (!got->empty()) {
-      notifications_->Increment(static_cast<double>(got->size()));
-      Wake();
-    }
+    waker_.WaitForWork(options_.poll_interval, seen);
   }
 }
 

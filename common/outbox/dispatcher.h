@@ -27,15 +27,14 @@
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
 #include "common/backoff/backoff.h"
 #include "common/outbox/outbox_store.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
+#include "common/worker/waker.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -93,20 +92,12 @@ class Dispatcher {
 
  private:
   void WorkerLoop(int index);
-  void ListenerLoop();
-  uint64_t WakeSeq();
-  // Blocks until the timeout passes, Stop(), or (when `seen` is given) a
-  // wake-up newer than `seen`.
-  void WaitForWork(absl::Duration timeout, std::optional<uint64_t> seen);
-  void Wake();
 
   const DispatcherOptions options_;
   const std::string stream_;
   const FaultHooks hooks_;
 
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t wake_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  worker::Waker waker_;
   std::vector<std::thread> threads_;
 
   prometheus::Counter* claimed_;

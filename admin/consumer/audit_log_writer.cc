@@ -1,0 +1,67 @@
+#include "admin/consumer/audit_log_writer.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/time/time.h"
+#include "common/base/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace ulticode::admin::consumer {
+namespace {
+
+// Text arrays cannot carry NULL here: "" stands for an absent value.
+constexpr pg::Statement kInsert{
+    "audit_logs.insert",
+    "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action, entity_type,"
+    "   entity_id, old_value, new_value, client_ip, user_agent, request_id, trace_id,"
+    "   occurred_at, envelope)"
+    " SELECT t.id, t.owner, t.type, t.actor, t.subject, t.action, t.etype, t.eid,"
+    "   NULLIF(t.old, '')::jsonb, NULLIF(t.new, '')::jsonb, t.ip, t.ua, t.req, t.trace,"
+    "   t.at::timestamptz, decode(t.env, 'hex')"
+    " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
+    "   $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],"
+    "   $14::text[], $15::text[], $16::text[])"
+    "   AS t(id, owner, type, actor, subject, action, etype, eid, old, new, ip, ua, req, trace,"
+    "        at, env)"
+    " ON CONFLICT (event_id) DO NOTHING",
+    absl::Seconds(30)};
+
+absl::StatusOr<std::string> Json(const google::protobuf::Struct& s) {
+  std::string out;
+  auto status = google::protobuf::util::MessageToJsonString(s, &out);
+  if (!status.ok()) return absl::InvalidArgumentError(std::string(status.message()));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx, const std::vector<AuditLogInput>& logs) {
+  if (logs.empty()) return 0;
+  std::vector<std::string> cols[16];
+  for (const AuditLogInput& in : logs) {
+    const audit::AuditEvent& e = *in.event;
+    const auto& r = e.record();
+    std::string old_json, new_json;
+    if (r.has_old_value()) {
+      ASSIGN_OR_RETURN(old_json, Json(r.old_value()));
+    }
+    if (r.has_new_value()) {
+      ASSIGN_OR_RETURN(new_json, Json(r.new_value()));
+    }
+    const absl::Time at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
+                          absl::Nanoseconds(e.occurred_at().nanos());
+    const std::string values[16] = {
+        e.event_id(),      audit::OwnerName(e.owner()), e.event_type(),  r.actor(),
+        r.subject(),       r.action(),                  r.entity_type(), r.entity_id(),
+        old_json,          new_json,                    r.client_ip(),   r.user_agent(),
+        r.request_id(),    r.trace_id(),
+        absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
+        absl::BytesToHexString(*in.envelope)};
+    for (int i = 0; i < 16; ++i) cols[i].push_back(values[i]);
+  }
+  pg::Params params;
+  for (auto& c : cols) params.push_back(pg::TextArray(c));
+  ASSIGN_OR_RETURN(pg::Result res, tx.Execute(kInsert, params));
+  return res.affected_rows();
+}
+
+}  // namespace ulticode::admin::consumer

@@ -1,0 +1,244 @@
+#include "admin/inbox/bridge.h"
+
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+#include "common/metrics/metrics.h"
+#include "common/worker/instance_id.h"
+
+namespace ulticode::admin::inbox {
+namespace {
+
+constexpr char kComponent[] = "admin.inbox_bridge";
+
+}  // namespace
+
+InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, BridgeHooks hooks)
+    : options_(std::move(options)),
+      consumer_name_(options_.consumer_name.empty() ? worker::DefaultInstanceId()
+                                                    : options_.consumer_name),
+      hooks_(std::move(hooks)) {
+  entries_ = &prometheus::BuildCounter()
+                  .Name("ulticode_inbox_entries_total")
+                  .Help("Stream entries handled by the inbox bridge, by outcome "
+                        "(inserted, duplicate, poison)")
+                  .Register(registry);
+  poison_ = &prometheus::BuildCounter()
+                 .Name("ulticode_inbox_poison_total")
+                 .Help("Stream entries stored in the poison store, by reason")
+                 .Register(registry);
+  group_created_ = &prometheus::BuildCounter()
+                        .Name("ulticode_inbox_group_created_total")
+                        .Help("Consumer groups (re-)created, e.g. after Redis lost its data")
+                        .Register(registry);
+  autoclaimed_ = &prometheus::BuildCounter()
+                      .Name("ulticode_inbox_autoclaimed_total")
+                      .Help("Pending entries taken over from an idle consumer with XAUTOCLAIM")
+                      .Register(registry);
+  errors_ = &prometheus::BuildCounter()
+                 .Name("ulticode_inbox_bridge_errors_total")
+                 .Help("Bridge cycles that failed (Redis or PostgreSQL unavailable); retried")
+                 .Register(registry);
+  lag_ = &prometheus::BuildHistogram()
+              .Name("ulticode_inbox_arrival_lag_seconds")
+              .Help("Time from the owner's commit (occurred_at) to the event being durable "
+                    "in the inbox")
+              .Register(registry);
+}
+
+InboxBridge::~InboxBridge() { Stop(); }
+
+void InboxBridge::Start() {
+  waker_.Reset();
+  for (size_t i = 0; i < options_.streams.size(); ++i) {
+    threads_.emplace_back([this, i] { StreamLoop(i); });
+  }
+  log::Info(kComponent, "started",
+            {{"group", options_.group},
+             {"consumer", consumer_name_},
+             {"streams", absl::StrCat(options_.streams.size())},
+             {"batch_size", absl::StrCat(options_.batch_size)},
+             {"claim_idle", absl::FormatDuration(options_.claim_idle)}});
+}
+
+void InboxBridge::Stop() {
+  waker_.Stop();
+  for (auto& t : threads_) t.join();
+  if (!threads_.empty()) log::Info(kComponent, "stopped", {{"consumer", consumer_name_}});
+  threads_.clear();
+}
+
+absl::StatusOr<std::vector<redis::StreamEntry>> InboxBridge::Read(redis::Client& redis,
+                                                                  StreamCursor& cursor,
+                                                                  BridgeCycle& cycle) {
+  const prometheus::Labels labels{{"stream", cursor.stream}};
+  if (!cursor.group_ready) {
+    ASSIGN_OR_RETURN(bool created, redis.XGroupCreate(cursor.stream, options_.group, "0", true));
+    cursor.group_ready = true;
+    if (created) {
+      cycle.group_created = 1;
+      group_created_->Add(labels).Increment();
+      log::Warn(kComponent, "consumer group created; reading the stream from its start",
+                {{"stream", cursor.stream}, {"group", options_.group}});
+    }
+  }
+  if (cursor.read_own_pending) {
+    ASSIGN_OR_RETURN(auto reads, redis.XReadGroup(options_.group, consumer_name_, {cursor.stream},
+                                                  options_.batch_size, absl::ZeroDuration(), "0"));
+    if (!reads.empty() && !reads[0].entries.empty()) return std::move(reads[0].entries);
+    cursor.read_own_pending = false;
+  }
+  const absl::Time now = absl::Now();
+  if (now >= cursor.next_autoclaim) {
+    ASSIGN_OR_RETURN(redis::AutoClaimResult claimed,
+                     redis.XAutoClaim(cursor.stream, options_.group, consumer_name_,
+                                      options_.claim_idle, cursor.autoclaim_start,
+                                      options_.batch_size));
+    cursor.autoclaim_start = claimed.next_start;
+    if (claimed.next_start == "0-0") cursor.next_autoclaim = now + options_.claim_interval;
+    // Ids whose entries vanished while pending: Redis dropped them from the
+    // pending list; record them so the loss is visible.
+    for (const std::string& id : claimed.deleted_ids) {
+      claimed.entries.push_back(redis::StreamEntry{id, {}, true});
+    }
+    if (!claimed.entries.empty()) {
+      autoclaimed_->Add(labels).Increment(static_cast<double>(claimed.entries.size()));
+      log::Warn(kComponent, "took over entries left pending by another consumer",
+                {{"stream", cursor.stream}, {"entries", absl::StrCat(claimed.entries.size())}});
+      return std::move(claimed.entries);
+    }
+  }
+  ASSIGN_OR_RETURN(auto reads, redis.XReadGroup(options_.group, consumer_name_, {cursor.stream},
+                                                options_.batch_size, options_.block, ">"));
+  if (reads.empty()) return std::vector<redis::StreamEntry>{};
+  return std::move(reads[0].entries);
+}
+
+absl::StatusOr<BridgeCycle> InboxBridge::RunOnce(pg::Connection& pg, redis::Client& redis,
+                                                 StreamCursor& cursor) {
+  BridgeCycle cycle;
+  auto entries = Read(redis, cursor, cycle);
+  if (!entries.ok()) {
+    // NOGROUP, a deleted stream, a restarted Redis: make sure the group
+    // exists before the next read (cheap when it does).
+    cursor.group_ready = false;
+    return entries.status();
+  }
+  cycle.read = static_cast<int>(entries->size());
+  if (entries->empty()) return cycle;
+  auto done = TakeOverBatch(pg, redis, cursor, *entries, cycle);
+  // Whatever failed, the batch is still in this consumer's pending list:
+  // read it again before anything new.
+  if (!done.ok()) cursor.read_own_pending = true;
+  return done;
+}
+
+absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
+    pg::Connection& pg, redis::Client& redis, StreamCursor& cursor,
+    const std::vector<redis::StreamEntry>& entries, BridgeCycle cycle) {
+  const absl::Time now = absl::Now();
+  std::vector<Arrival> arrivals;
+  std::vector<const redis::StreamEntry*> arrival_entries;  // parallel to arrivals
+  std::vector<Poison> poison;
+  absl::flat_hash_map<std::string, size_t> first_arrival;
+  int repeats_in_batch = 0;
+  std::vector<std::string> ack_ids;
+  ack_ids.reserve(entries.size());
+  for (const redis::StreamEntry& e : entries) {
+    ack_ids.push_back(e.id);
+    Verdict verdict = ValidateEntry(cursor.owner, e, now, options_.limits);
+    if (auto* r = std::get_if<Rejection>(&verdict)) {
+      poison.push_back(Poison{cursor.stream, e.id, r->event_id, r->reason, r->detail, e.fields});
+      continue;
+    }
+    AcceptedEntry& a = std::get<AcceptedEntry>(verdict);
+    if (auto it = first_arrival.find(a.event_id); it != first_arrival.end()) {
+      if (arrivals[it->second].entry.envelope == a.envelope) {
+        ++repeats_in_batch;
+      } else {
+        poison.push_back(Poison{cursor.stream, e.id, a.event_id, PoisonReason::kConflict,
+                                "event id delivered twice in one batch with different bytes",
+                                e.fields});
+      }
+      continue;
+    }
+    first_arrival[a.event_id] = arrivals.size();
+    arrivals.push_back(Arrival{cursor.stream, e.id, std::move(a)});
+    arrival_entries.push_back(&e);
+  }
+  if (hooks_.before_insert) RETURN_IF_ERROR(hooks_.before_insert(entries));
+
+  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
+  ASSIGN_OR_RETURN(TakeOver take, InsertIfAbsent(tx, options_.inbox_consumer, arrivals));
+  for (const Arrival* a : take.conflicts) {
+    const redis::StreamEntry* e = arrival_entries[a - arrivals.data()];
+    poison.push_back(Poison{cursor.stream, e->id, a->entry.event_id, PoisonReason::kConflict,
+                            "event id already taken over with different bytes; kept the first",
+                            e->fields});
+  }
+  RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, poison).status());
+  RETURN_IF_ERROR(tx.Commit());
+  if (hooks_.after_commit) RETURN_IF_ERROR(hooks_.after_commit(entries));
+
+  ASSIGN_OR_RETURN(int64_t acked, redis.XAck(cursor.stream, options_.group, ack_ids));
+
+  cycle.inserted = static_cast<int>(take.inserted);
+  cycle.duplicates = static_cast<int>(take.duplicates.size()) + repeats_in_batch;
+  cycle.poison = static_cast<int>(poison.size());
+  cycle.acked = static_cast<int>(acked);
+  entries_->Add({{"stream", cursor.stream}, {"outcome", "inserted"}}).Increment(cycle.inserted);
+  entries_->Add({{"stream", cursor.stream}, {"outcome", "duplicate"}}).Increment(cycle.duplicates);
+  entries_->Add({{"stream", cursor.stream}, {"outcome", "poison"}}).Increment(cycle.poison);
+  for (const Poison& p : poison) {
+    poison_->Add({{"stream", cursor.stream}, {"reason", std::string(PoisonReasonName(p.reason))}})
+        .Increment();
+    log::Error(kComponent, "poison entry stored and acknowledged",
+               {{"stream", cursor.stream},
+                {"entry_id", p.entry_id},
+                {"event_id", p.event_id},
+                {"reason", std::string(PoisonReasonName(p.reason))},
+                {"detail", p.detail}});
+  }
+  auto& lag = lag_->Add({{"owner", audit::OwnerName(cursor.owner)}}, metrics::LatencyBuckets());
+  const absl::Time committed = absl::Now();
+  for (const Arrival& a : arrivals) lag.Observe(absl::ToDoubleSeconds(committed - a.entry.occurred_at));
+  return cycle;
+}
+
+void InboxBridge::StreamLoop(size_t index) {
+  StreamCursor cursor;
+  cursor.owner = options_.streams[index].first;
+  cursor.stream = options_.streams[index].second;
+  std::unique_ptr<pg::Connection> conn;
+  redis::Client client(options_.redis);
+  int64_t failures = 0;
+  while (!waker_.stopping()) {
+    if (conn == nullptr || conn->broken()) {
+      auto dialled = pg::Connection::Connect(options_.pg);
+      if (!dialled.ok()) {
+        ++failures;
+        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
+        waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+        continue;
+      }
+      conn = std::move(dialled).value();
+    }
+    auto cycle = RunOnce(*conn, client, cursor);
+    if (!cycle.ok()) {
+      ++failures;
+      errors_->Add({{"stream", cursor.stream}}).Increment();
+      log::Warn(kComponent, "cycle failed; nothing acknowledged, will re-read",
+                {{"stream", cursor.stream}, {"error", cycle.status().ToString()}});
+      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      continue;
+    }
+    failures = 0;
+    // No sleep: the next XREADGROUP blocks until entries arrive or `block` ends.
+  }
+}
+
+}  // namespace ulticode::admin::inbox

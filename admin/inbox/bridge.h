@@ -1,0 +1,128 @@
+// The inbox bridge: takes events over from the owner streams into
+// consumer_inbox, and only then acknowledges them.
+//
+// One thread per owner stream, each with its own Redis client and PostgreSQL
+// connection, reading as one consumer (unique per process) of group
+// `admin-audit`. A cycle reads a batch (XREADGROUP BLOCK + COUNT), validates
+// every entry, and in ONE transaction inserts the valid ones if absent and
+// stores the poison; after COMMIT it XACKs the whole batch. Hence:
+//  - crash before the commit: nothing was acknowledged; the entries stay in
+//    this consumer's pending list and another bridge takes them over with
+//    XAUTOCLAIM once idle for `claim_idle` (this process re-reads its own
+//    pending list first after any failure);
+//  - crash after the commit, before XACK: the re-delivery finds the event in
+//    the inbox with the same bytes, so it is acknowledged as a duplicate;
+//  - the same id with different bytes is a conflict: poison, never an overwrite.
+// A missing group (Redis lost its data, stream deleted) is re-created with
+// MKSTREAM from id 0; whatever is re-read is absorbed by the inbox.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "admin/inbox/entry_validation.h"
+#include "admin/inbox/inbox_store.h"
+#include "common/backoff/backoff.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "common/worker/waker.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace ulticode::admin::inbox {
+
+struct BridgeOptions {
+  // Owner -> stream key; one reader thread each.
+  std::vector<std::pair<audit::Owner, std::string>> streams;
+  std::string group = "admin-audit";
+  // Consumer name within the group; unique per process. Empty: host-pid.
+  std::string consumer_name;
+  // consumer_inbox.consumer of the rows this bridge writes.
+  std::string inbox_consumer = "audit_logs";
+  int batch_size = 256;
+  absl::Duration block = absl::Seconds(1);
+  // Entries pending this long with another consumer are taken over.
+  absl::Duration claim_idle = absl::Seconds(30);
+  // How often to scan the group's pending list for such entries.
+  absl::Duration claim_interval = absl::Seconds(5);
+  backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
+  ValidationLimits limits;
+  pg::ConnectOptions pg;
+  redis::Options redis;
+};
+
+// Test seams at the crash windows. An error abandons the batch there, as a
+// crash would: nothing after it runs.
+struct BridgeHooks {
+  // After validation, before the inbox transaction.
+  std::function<absl::Status(const std::vector<redis::StreamEntry>&)> before_insert;
+  // After COMMIT, before XACK.
+  std::function<absl::Status(const std::vector<redis::StreamEntry>&)> after_commit;
+};
+
+struct BridgeCycle {
+  int read = 0;
+  int inserted = 0;
+  int duplicates = 0;
+  int poison = 0;  // including conflicts
+  int acked = 0;
+  int group_created = 0;
+};
+
+// Per-stream reading state, owned by the stream's thread.
+struct StreamCursor {
+  audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
+  std::string stream;
+  bool group_ready = false;
+  // Re-read this consumer's own pending entries before new ones (at start and
+  // after a failed batch).
+  bool read_own_pending = true;
+  absl::Time next_autoclaim = absl::InfinitePast();
+  std::string autoclaim_start = "0-0";
+};
+
+class InboxBridge {
+ public:
+  InboxBridge(BridgeOptions options, prometheus::Registry& registry, BridgeHooks hooks = {});
+  ~InboxBridge();
+
+  void Start();
+  void Stop();
+
+  const std::string& consumer_name() const { return consumer_name_; }
+
+  // One read-validate-insert-ack cycle for one stream on the caller's
+  // connections (used by the threads and by tests).
+  absl::StatusOr<BridgeCycle> RunOnce(pg::Connection& pg, redis::Client& redis, StreamCursor& cursor);
+
+ private:
+  absl::StatusOr<std::vector<redis::StreamEntry>> Read(redis::Client& redis, StreamCursor& cursor,
+                                                       BridgeCycle& cycle);
+  absl::StatusOr<BridgeCycle> TakeOverBatch(pg::Connection& pg, redis::Client& redis,
+                                            StreamCursor& cursor,
+                                            const std::vector<redis::StreamEntry>& entries,
+                                            BridgeCycle cycle);
+  void StreamLoop(size_t index);
+
+  const BridgeOptions options_;
+  const std::string consumer_name_;
+  const BridgeHooks hooks_;
+  worker::Waker waker_;
+  std::vector<std::thread> threads_;
+
+  prometheus::Family<prometheus::Counter>* entries_;
+  prometheus::Family<prometheus::Counter>* poison_;
+  prometheus::Family<prometheus::Counter>* group_created_;
+  prometheus::Family<prometheus::Counter>* autoclaimed_;
+  prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Family<prometheus::Histogram>* lag_;
+};
+
+}  // namespace ulticode::admin::inbox

@@ -1,0 +1,149 @@
+#include "admin/inbox/inbox_store.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace ulticode::admin::inbox {
+namespace {
+
+// Payloads travel as hex text arrays (unnest of a text[]), decoded in SQL.
+constexpr pg::Statement kInsert{
+    "inbox.insert_if_absent",
+    "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload, payload_sha256,"
+    "   stream, stream_entry_id)"
+    " SELECT $1, t.id, t.owner, t.type, decode(t.p, 'hex'), sha256(decode(t.p, 'hex')),"
+    "   t.stream, t.entry"
+    " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
+    "   AS t(id, owner, type, p, stream, entry)"
+    " ON CONFLICT (consumer, event_id) DO NOTHING"
+    " RETURNING event_id::text",
+    absl::Seconds(30)};
+
+constexpr pg::Statement kCompare{
+    "inbox.compare_existing",
+    "SELECT i.event_id::text, i.payload_sha256 = sha256(decode(t.p, 'hex'))"
+    " FROM unnest($2::uuid[], $3::text[]) AS t(id, p)"
+    " JOIN consumer_inbox i ON i.consumer = $1 AND i.event_id = t.id",
+    absl::Seconds(30)};
+
+constexpr pg::Statement kPoison{
+    "inbox.store_poison",
+    "INSERT INTO poison_events (consumer, stream, stream_entry_id, event_id, reason, detail, fields)"
+    " SELECT $1, t.stream, t.entry, NULLIF(t.eid, ''), t.reason, t.detail, t.fields::jsonb"
+    " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
+    "   AS t(stream, entry, eid, reason, detail, fields)"
+    " ON CONFLICT (consumer, stream, stream_entry_id) DO NOTHING",
+    absl::Seconds(30)};
+
+// Larger values (an oversized entry) are recorded by size only.
+constexpr size_t kMaxStoredFieldBytes = 64 * 1024;
+
+bool Printable(absl::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+std::string JsonString(absl::string_view s) {
+  // Printable ASCII only reaches here: escape the two JSON specials.
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+}  // namespace
+
+std::string FieldsJson(const redis::StreamFields& fields) {
+  std::string out = "[";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto& [name, value] = fields[i];
+    if (i > 0) out += ",";
+    const std::string shown_name =
+        Printable(name) ? JsonString(name) : JsonString(absl::BytesToHexString(name));
+    if (value.size() > kMaxStoredFieldBytes) {
+      absl::StrAppend(&out, "{\"name\":", shown_name, ",\"omitted_bytes\":", value.size(), "}");
+    } else if (Printable(value)) {
+      absl::StrAppend(&out, "{\"name\":", shown_name, ",\"text\":", JsonString(value), "}");
+    } else {
+      absl::StrAppend(&out, "{\"name\":", shown_name, ",\"hex\":\"", absl::BytesToHexString(value),
+                      "\"}");
+    }
+  }
+  out += "]";
+  return out;
+}
+
+absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& consumer,
+                                        const std::vector<Arrival>& arrivals) {
+  TakeOver result;
+  if (arrivals.empty()) return result;
+  std::vector<std::string> ids, owners, types, payloads, streams, entries;
+  for (const Arrival& a : arrivals) {
+    ids.push_back(a.entry.event_id);
+    owners.push_back(audit::OwnerName(a.entry.owner));
+    types.push_back(a.entry.event_type);
+    payloads.push_back(absl::BytesToHexString(a.entry.envelope));
+    streams.push_back(a.stream);
+    entries.push_back(a.entry_id);
+  }
+  ASSIGN_OR_RETURN(pg::Result inserted,
+                   tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids),
+                                        pg::TextArray(owners), pg::TextArray(types),
+                                        pg::TextArray(payloads), pg::TextArray(streams),
+                                        pg::TextArray(entries)}));
+  result.inserted = inserted.rows();
+  if (result.inserted == static_cast<int64_t>(arrivals.size())) return result;
+
+  absl::flat_hash_map<std::string, bool> was_inserted;
+  for (int i = 0; i < inserted.rows(); ++i) was_inserted[inserted.GetString(i, 0)] = true;
+  std::vector<std::string> other_ids, other_payloads;
+  absl::flat_hash_map<std::string, const Arrival*> by_id;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    if (was_inserted.contains(ids[i])) continue;
+    other_ids.push_back(ids[i]);
+    other_payloads.push_back(payloads[i]);
+    by_id[ids[i]] = &arrivals[i];
+  }
+  ASSIGN_OR_RETURN(pg::Result same, tx.Execute(kCompare, {pg::Text(consumer), pg::TextArray(other_ids),
+                                                          pg::TextArray(other_payloads)}));
+  if (same.rows() != static_cast<int>(other_ids.size())) {
+    // ON CONFLICT skipped them, so they exist in this snapshot's successor;
+    // anything else is a bug worth failing the batch for (nothing is acked).
+    return absl::InternalError(absl::StrCat("inbox: ", other_ids.size() - same.rows(),
+                                            " skipped rows not found on re-read"));
+  }
+  for (int i = 0; i < same.rows(); ++i) {
+    const Arrival* a = by_id[same.GetString(i, 0)];
+    (same.GetBool(i, 1) ? result.duplicates : result.conflicts).push_back(a);
+  }
+  return result;
+}
+
+absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& consumer,
+                                    const std::vector<Poison>& poison) {
+  if (poison.empty()) return 0;
+  std::vector<std::string> streams, entries, event_ids, reasons, details, fields;
+  for (const Poison& p : poison) {
+    streams.push_back(p.stream);
+    entries.push_back(p.entry_id);
+    event_ids.push_back(p.event_id);
+    reasons.push_back(std::string(PoisonReasonName(p.reason)));
+    details.push_back(p.detail.substr(0, 1000));
+    fields.push_back(FieldsJson(p.fields));
+  }
+  ASSIGN_OR_RETURN(pg::Result r,
+                   tx.Execute(kPoison, {pg::Text(consumer), pg::TextArray(streams),
+                                        pg::TextArray(entries), pg::TextArray(event_ids),
+                                        pg::TextArray(reasons), pg::TextArray(details),
+                                        pg::TextArray(fields)}));
+  return r.affected_rows();
+}
+
+}  // namespace ulticode::admin::inbox

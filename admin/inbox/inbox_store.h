@@ -1,0 +1,60 @@
+// The bridge's side of Admin's database: consumer_inbox inserts and the
+// poison store (schema: admin/migrations/0001_audit_inbox.sql). Both take an
+// open transaction: the bridge makes a whole batch durable in one commit and
+// acknowledges the stream entries only after it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "admin/inbox/entry_validation.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+
+namespace ulticode::admin::inbox {
+
+// LISTEN channel notified on every commit that inserted inbox rows.
+inline constexpr char kNotifyChannel[] = "consumer_inbox";
+
+struct Arrival {
+  std::string stream;
+  std::string entry_id;
+  AcceptedEntry entry;
+};
+
+struct TakeOver {
+  int64_t inserted = 0;
+  // Already in the inbox with the same bytes (a re-delivery): acknowledge.
+  std::vector<const Arrival*> duplicates;
+  // Already in the inbox with DIFFERENT bytes: never overwritten; poison.
+  std::vector<const Arrival*> conflicts;
+};
+
+// Inserts each arrival into consumer_inbox for `consumer` unless its event id
+// is there already, then sorts the ones that were there into duplicates and
+// conflicts by comparing SHA-256 of the bytes. Arrivals must have distinct
+// event ids (the bridge collapses repeats within a batch first).
+absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& consumer,
+                                        const std::vector<Arrival>& arrivals);
+
+struct Poison {
+  std::string stream;
+  std::string entry_id;
+  std::string event_id;  // may be empty
+  PoisonReason reason;
+  std::string detail;
+  redis::StreamFields fields;
+};
+
+// Stores poison entries; a re-delivered entry (same stream and entry id) is
+// stored once. Returns how many rows were new.
+absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& consumer,
+                                    const std::vector<Poison>& poison);
+
+// The poison row's `fields` document: [{"name":..,"text":..} |
+// {"name":..,"hex":..} | {"name":..,"omitted_bytes":N}] (values over 64 KiB).
+std::string FieldsJson(const redis::StreamFields& fields);
+
+}  // namespace ulticode::admin::inbox

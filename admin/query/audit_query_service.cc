@@ -1,0 +1,378 @@
+#include "admin/query/audit_query_service.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "admin/query/page_token.h"
+#include "common/base/status_macros.h"
+#include "common/ids/uuid.h"
+#include "common/log/log.h"
+#include "common/pg/params.h"
+#include "common/redis/reply.h"
+#include "common/server/grpc_status.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace ulticode::admin::query {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr char kComponent[] = "admin.query";
+
+// Longest actor/action/entity filter accepted: far beyond any real value,
+// short enough that a request cannot ship megabytes into a query.
+constexpr size_t kMaxFilterBytes = 256;
+
+// The range of google.protobuf.Timestamp (0001-01-01 .. 9999-12-31).
+constexpr int64_t kMinTimestampSeconds = -62135596800LL;
+constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
+
+// The columns every audit log read returns, in AuditLogFromRow's order. The
+// envelope stays out: it is for signature checks, not for the query API.
+#define ULTI_AUDIT_LOG_COLUMNS                                                              \
+  "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, "   \
+  "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "       \
+  "occurred_at, ingested_at"
+
+constexpr pg::Statement kGetAuditLog{
+    "admin.audit_logs.get",
+    "SELECT " ULTI_AUDIT_LOG_COLUMNS " FROM audit_logs WHERE event_id = $1::uuid"};
+
+// The query's SQL is assembled per request from the filters present (see
+// BuildQuery); its name labels it in logs and errors like any statement.
+constexpr char kQueryName[] = "admin.audit_logs.query";
+constexpr absl::Duration kQueryTimeout = absl::Seconds(10);
+
+// One pass over the consumer's inbox rows, plus the poison count, in one
+// statement (one snapshot). Ages use the database clock, like the rows'
+// timestamps, so a skewed Admin host cannot distort them.
+constexpr pg::Statement kInboxStatus{
+    "admin.pipeline.inbox_status",
+    "SELECT count(*) FILTER (WHERE status = 'PENDING'), "
+    "count(*) FILTER (WHERE status = 'PROCESSING'), "
+    "count(*) FILTER (WHERE status = 'PROCESSED'), "
+    "count(*) FILTER (WHERE status = 'DEAD'), "
+    "COALESCE(GREATEST(EXTRACT(EPOCH FROM now() - min(received_at) "
+    "FILTER (WHERE status = 'PENDING')), 0), 0)::float8, "
+    "COALESCE(GREATEST(EXTRACT(EPOCH FROM now() - min(leased_at) "
+    "FILTER (WHERE status = 'PROCESSING')), 0), 0)::float8, "
+    "COALESCE(GREATEST(EXTRACT(EPOCH FROM now() - min(first_failed_at) "
+    "FILTER (WHERE status = 'PENDING' AND first_failed_at IS NOT NULL)), 0), 0)::float8, "
+    "(SELECT count(*) FROM poison_events), "
+    "now() "
+    "FROM consumer_inbox WHERE consumer = $1",
+    absl::Seconds(10)};
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
+}
+
+// Parses a jsonb column (as text) back into the Struct it was written from.
+// NULL (and a JSON null) leave the field absent.
+absl::Status ParseValue(const pg::Result& r, int row, int col, const std::string& event_id,
+                        const char* column, google::protobuf::Struct* out) {
+  if (r.IsNull(row, col) || r.Get(row, col) == "null") return absl::OkStatus();
+  const auto status = google::protobuf::util::JsonStringToMessage(r.GetString(row, col), out);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("audit log ", event_id, ": ", column,
+                                            " is not a JSON object: ", status.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row) {
+  v1::AuditLog log;
+  log.set_event_id(r.GetString(row, 0));
+  log.set_owner(audit::OwnerFromName(r.Get(row, 1)));
+  log.set_event_type(r.GetString(row, 2));
+  log.set_actor(r.GetString(row, 3));
+  log.set_subject(r.GetString(row, 4));
+  log.set_action(r.GetString(row, 5));
+  log.set_entity_type(r.GetString(row, 6));
+  log.set_entity_id(r.GetString(row, 7));
+  RETURN_IF_ERROR(ParseValue(r, row, 8, log.event_id(), "old_value", log.mutable_old_value()));
+  RETURN_IF_ERROR(ParseValue(r, row, 9, log.event_id(), "new_value", log.mutable_new_value()));
+  log.set_client_ip(r.GetString(row, 10));
+  log.set_user_agent(r.GetString(row, 11));
+  log.set_request_id(r.GetString(row, 12));
+  log.set_trace_id(r.GetString(row, 13));
+  *log.mutable_occurred_at() = ToProto(r.GetTime(row, 14));
+  *log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
+  return log;
+}
+
+absl::Status ValidateFilterString(const char* field, const std::string& value) {
+  if (value.size() > kMaxFilterBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": at most ", kMaxFilterBytes, " bytes"));
+  }
+  // PostgreSQL text cannot hold NUL; refuse it here rather than as a
+  // database error.
+  if (value.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must not contain NUL"));
+  }
+  return absl::OkStatus();
+}
+
+// A valid Timestamp as absl::Time, rounded UP to whole microseconds (the
+// column's precision): ">= from" and "< to" then select exactly the rows the
+// nanosecond bound would.
+absl::StatusOr<absl::Time> BoundFromProto(const char* field, const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() < kMinTimestampSeconds || ts.seconds() > kMaxTimestampSeconds ||
+      ts.nanos() < 0 || ts.nanos() > 999999999) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": not a valid timestamp"));
+  }
+  const absl::Time t = absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+  absl::Time micros = absl::FromUnixMicros(absl::ToUnixMicros(t));
+  if (micros < t) micros += absl::Microseconds(1);
+  return micros;
+}
+
+// A request, validated.
+struct AuditQuery {
+  AuditFilters filters;
+  uint64_t fingerprint = 0;
+  int page_size = 0;
+  std::optional<PageCursor> cursor;
+};
+
+absl::StatusOr<AuditQuery> ParseRequest(const v1::QueryAuditLogsRequest& req,
+                                        const QueryServiceOptions& options) {
+  AuditQuery q;
+  if (req.owner() != audit::v1::OWNER_UNSPECIFIED) {
+    if (!audit::v1::Owner_IsValid(req.owner())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("owner: unknown value ", static_cast<int>(req.owner())));
+    }
+    q.filters.owner = audit::OwnerName(req.owner());
+  }
+  RETURN_IF_ERROR(ValidateFilterString("actor", req.actor()));
+  RETURN_IF_ERROR(ValidateFilterString("action", req.action()));
+  RETURN_IF_ERROR(ValidateFilterString("entity_type", req.entity_type()));
+  RETURN_IF_ERROR(ValidateFilterString("entity_id", req.entity_id()));
+  // Entity ids are only unique within their type (the index leads with it).
+  if (!req.entity_id().empty() && req.entity_type().empty()) {
+    return absl::InvalidArgumentError("entity_id: requires entity_type");
+  }
+  q.filters.actor = req.actor();
+  q.filters.action = req.action();
+  q.filters.entity_type = req.entity_type();
+  q.filters.entity_id = req.entity_id();
+  if (req.has_from()) {
+    ASSIGN_OR_RETURN(q.filters.from, BoundFromProto("from", req.from()));
+  }
+  if (req.has_to()) {
+    ASSIGN_OR_RETURN(q.filters.to, BoundFromProto("to", req.to()));
+  }
+  if (q.filters.from && q.filters.to && *q.filters.from >= *q.filters.to) {
+    return absl::InvalidArgumentError("from: must be before to");
+  }
+  if (req.page_size() < 0 || req.page_size() > options.max_page_size) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size: must be 0..", options.max_page_size,
+                                                   " (0 means ", options.default_page_size, ")"));
+  }
+  q.page_size = req.page_size() == 0 ? options.default_page_size : req.page_size();
+  q.fingerprint = FilterFingerprint(q.filters);
+  if (!req.page_token().empty()) {
+    ASSIGN_OR_RETURN(q.cursor, DecodePageToken(req.page_token(), q.fingerprint));
+  }
+  return q;
+}
+
+// The query for one page: only the filters present, every value a numbered
+// parameter. Rows come newest first by (occurred_at, event_id), the order of
+// every audit_logs index, so the planner walks one index range; the keyset
+// condition starts right after the previous page's last row. One extra row
+// tells whether another page follows.
+struct SqlQuery {
+  std::string sql;
+  pg::Params params;
+};
+
+SqlQuery BuildQuery(const AuditQuery& q) {
+  SqlQuery out;
+  std::vector<std::string> where;
+  auto param = [&out](pg::Param p) {
+    out.params.push_back(std::move(p));
+    return absl::StrCat("$", out.params.size());
+  };
+  const AuditFilters& f = q.filters;
+  if (!f.owner.empty()) where.push_back(absl::StrCat("owner = ", param(pg::Text(f.owner))));
+  if (!f.actor.empty()) where.push_back(absl::StrCat("actor = ", param(pg::Text(f.actor))));
+  if (!f.action.empty()) where.push_back(absl::StrCat("action = ", param(pg::Text(f.action))));
+  if (!f.entity_type.empty()) {
+    where.push_back(absl::StrCat("entity_type = ", param(pg::Text(f.entity_type))));
+  }
+  if (!f.entity_id.empty()) {
+    where.push_back(absl::StrCat("entity_id = ", param(pg::Text(f.entity_id))));
+  }
+  if (f.from) {
+    where.push_back(absl::StrCat("occurred_at >= ", param(pg::Time(*f.from)), "::timestamptz"));
+  }
+  if (f.to) {
+    where.push_back(absl::StrCat("occurred_at < ", param(pg::Time(*f.to)), "::timestamptz"));
+  }
+  if (q.cursor) {
+    const std::string at = param(pg::Time(q.cursor->occurred_at));
+    const std::string id = param(pg::Text(q.cursor->event_id));
+    where.push_back(absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id,
+                                 "::uuid)"));
+  }
+  out.sql = "SELECT " ULTI_AUDIT_LOG_COLUMNS " FROM audit_logs";
+  if (!where.empty()) absl::StrAppend(&out.sql, " WHERE ", absl::StrJoin(where, " AND "));
+  absl::StrAppend(&out.sql, " ORDER BY occurred_at DESC, event_id DESC LIMIT ",
+                  param(pg::Int(q.page_size + 1)));
+  return out;
+}
+
+v1::StreamStatus UnknownStream(audit::Owner owner, const std::string& stream) {
+  v1::StreamStatus s;
+  s.set_stream(stream);
+  s.set_owner(owner);
+  s.set_group_lag(-1);
+  s.set_group_exists(false);
+  return s;
+}
+
+}  // namespace
+
+AuditQueryService::AuditQueryService(pg::Pool& pool, QueryServiceOptions options)
+    : pool_(pool), options_([&] {
+        options.max_page_size = std::max(options.max_page_size, 1);
+        options.default_page_size = std::clamp(options.default_page_size, 1, options.max_page_size);
+        return std::move(options);
+      }()) {}
+
+absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
+    const v1::QueryAuditLogsRequest& req) {
+  ASSIGN_OR_RETURN(const AuditQuery q, ParseRequest(req, options_));
+  const SqlQuery sql = BuildQuery(q);
+  ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn->Execute(pg::Statement{kQueryName, sql.sql.c_str(), kQueryTimeout},
+                                 sql.params));
+  v1::QueryAuditLogsResponse resp;
+  const int n = std::min(r.rows(), q.page_size);
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(*resp.add_logs(), AuditLogFromRow(r, i));
+  }
+  if (r.rows() > q.page_size) {
+    const PageCursor last{r.GetTime(n - 1, 14), r.GetString(n - 1, 0)};
+    ASSIGN_OR_RETURN(std::string token, EncodePageToken(last, q.fingerprint));
+    resp.set_next_page_token(std::move(token));
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::AuditLog> AuditQueryService::Get(const v1::GetAuditLogRequest& req) {
+  if (req.event_id().empty()) return absl::InvalidArgumentError("event_id: required");
+  if (!ids::IsValidUuid(req.event_id())) {
+    return absl::InvalidArgumentError("event_id: must be a UUID");
+  }
+  ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+  ASSIGN_OR_RETURN(pg::Result r, conn->Execute(kGetAuditLog, {pg::Text(req.event_id())}));
+  if (r.empty()) {
+    return absl::NotFoundError(absl::StrCat("audit log ", req.event_id(), " not found"));
+  }
+  return AuditLogFromRow(r, 0);
+}
+
+std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
+  std::vector<v1::StreamStatus> out;
+  redis::Client client(options_.redis);
+  // After a connection failure the remaining streams are reported unknown
+  // without dialling again: one timeout per call, not one per stream.
+  bool redis_down = false;
+  for (const auto& [owner, stream] : options_.streams) {
+    if (redis_down) {
+      out.push_back(UnknownStream(owner, stream));
+      continue;
+    }
+    v1::StreamStatus s;
+    s.set_stream(stream);
+    s.set_owner(owner);
+    absl::Status error;
+    auto info = client.XInfoStream(stream);
+    if (info.ok()) {
+      s.set_length(info->length);
+      auto groups = client.XInfoGroups(stream);
+      if (groups.ok()) {
+        for (const redis::GroupInfo& g : *groups) {
+          if (g.name != options_.group) continue;
+          s.set_group_exists(true);
+          s.set_group_lag(g.lag.value_or(-1));
+          s.set_pending(g.pending);
+          s.set_last_delivered_id(g.last_delivered_id);
+        }
+      } else if (!absl::IsNotFound(groups.status())) {  // NotFound: deleted in between
+        error = groups.status();
+      }
+    } else if (!absl::IsNotFound(info.status())) {
+      error = info.status();
+    }
+    // NotFound (no stream) and a missing group both leave group_exists false
+    // and the group's numbers zero: Redis answered, and there is nothing.
+    if (!error.ok()) {
+      log::Warn(kComponent, "pipeline status: cannot read stream; reporting it unknown",
+                {{"stream", stream}, {"error", error.ToString()}});
+      out.push_back(UnknownStream(owner, stream));
+      redis_down = redis::IsTransient(error);
+      continue;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::PipelineStatus> AuditQueryService::Pipeline() {
+  v1::PipelineStatus status;
+  {
+    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+    ASSIGN_OR_RETURN(pg::Result r, conn->Execute(kInboxStatus, {pg::Text(options_.consumer)}));
+    if (r.rows() != 1) return absl::InternalError("inbox status returned no row");
+    v1::InboxStatus* inbox = status.mutable_inbox();
+    inbox->set_pending(r.GetInt64(0, 0));
+    inbox->set_processing(r.GetInt64(0, 1));
+    inbox->set_processed(r.GetInt64(0, 2));
+    inbox->set_dead(r.GetInt64(0, 3));
+    inbox->set_oldest_pending_age_seconds(r.GetDouble(0, 4));
+    inbox->set_oldest_lease_age_seconds(r.GetDouble(0, 5));
+    inbox->set_oldest_retry_age_seconds(r.GetDouble(0, 6));
+    status.set_poison_count(r.GetInt64(0, 7));
+    *status.mutable_observed_at() = ToProto(r.GetTime(0, 8));
+  }  // the connection goes back before Redis is asked
+  for (v1::StreamStatus& s : StreamStatuses()) *status.add_streams() = std::move(s);
+  return status;
+}
+
+grpc::Status AuditQueryService::QueryAuditLogs(grpc::ServerContext* ctx,
+                                               const v1::QueryAuditLogsRequest* req,
+                                               v1::QueryAuditLogsResponse* resp) {
+  auto r = Query(*req);
+  if (!r.ok()) return server::ToGrpcStatus(r.status(), "QueryAuditLogs");
+  *resp = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
+                                            const v1::GetAuditLogRequest* req,
+                                            v1::AuditLog* resp) {
+  auto r = Get(*req);
+  if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetAuditLog");
+  *resp = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status AuditQueryService::GetPipelineStatus(grpc::ServerContext* ctx,
+                                                  const v1::GetPipelineStatusRequest* req,
+                                                  v1::PipelineStatus* resp) {
+  auto r = Pipeline();
+  if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetPipelineStatus");
+  *resp = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+}  // namespace ulticode::admin::query

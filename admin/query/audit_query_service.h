@@ -1,0 +1,69 @@
+// Admin's read side (ulticode.admin.v1.AdminService): the audit read model
+// (QueryAuditLogs, GetAuditLog) and the pipeline's health (GetPipelineStatus).
+//
+// Reads only: audit_logs, consumer_inbox and poison_events in Admin's own
+// database (through the pool), and XINFO on the configured owner streams.
+// Every request is validated in full first; INVALID_ARGUMENT names the field
+// and the rule. Other errors go through server::ToGrpcStatus, so database
+// detail never reaches a client.
+//
+// GetPipelineStatus never fails because of Redis: when Redis cannot be asked,
+// the inbox part is still returned, the streams are reported unknown
+// (group_exists false, group_lag -1) and a warning is logged. Each call dials
+// its own short-lived Redis connection, so a hung Redis cannot queue calls
+// behind one shared client.
+//
+// Thread-safe: handlers share only the pool and the immutable options.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/audit/event.h"
+#include "common/pg/pool.h"
+#include "common/redis/redis_client.h"
+#include "ulticode/admin/v1/admin.grpc.pb.h"
+
+namespace ulticode::admin::query {
+
+namespace v1 = ::ulticode::admin::v1;
+
+struct QueryServiceOptions {
+  // Owner -> stream key, e.g. {OWNER_AUTH, "audit:auth"}; reported in order.
+  std::vector<std::pair<audit::Owner, std::string>> streams;
+  // Admin's consumer group on those streams.
+  std::string group = "admin-audit";
+  // consumer_inbox.consumer whose rows the inbox status counts.
+  std::string consumer = "audit_logs";
+  redis::Options redis;
+  // page_size bounds: 1..max_page_size; 0 in a request means the default.
+  // The constructor clamps the default into 1..max_page_size.
+  int max_page_size = 1000;
+  int default_page_size = 100;
+};
+
+class AuditQueryService final : public v1::AdminService::Service {
+ public:
+  AuditQueryService(pg::Pool& pool, QueryServiceOptions options);
+
+  grpc::Status QueryAuditLogs(grpc::ServerContext* ctx, const v1::QueryAuditLogsRequest* req,
+                              v1::QueryAuditLogsResponse* resp) override;
+  grpc::Status GetAuditLog(grpc::ServerContext* ctx, const v1::GetAuditLogRequest* req,
+                           v1::AuditLog* resp) override;
+  grpc::Status GetPipelineStatus(grpc::ServerContext* ctx, const v1::GetPipelineStatusRequest* req,
+                                 v1::PipelineStatus* resp) override;
+
+ private:
+  absl::StatusOr<v1::QueryAuditLogsResponse> Query(const v1::QueryAuditLogsRequest& req);
+  absl::StatusOr<v1::AuditLog> Get(const v1::GetAuditLogRequest& req);
+  absl::StatusOr<v1::PipelineStatus> Pipeline();
+  // One entry per configured stream; unknown ones when Redis cannot be asked.
+  std::vector<v1::StreamStatus> StreamStatuses();
+
+  pg::Pool& pool_;
+  const QueryServiceOptions options_;
+};
+
+}  // namespace ulticode::admin::query

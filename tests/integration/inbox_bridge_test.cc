@@ -1,0 +1,376 @@
+// The Admin inbox bridge against real PostgreSQL and Redis: take-over then
+// ack, every crash window, poison, conflicts, concurrent re-delivery, and a
+// Redis that lost its data.
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "admin/consumer/lease_consumer.h"
+#include "admin/inbox/bridge.h"
+#include "common/metrics/metrics.h"
+#include "common/migrations/migrations.h"
+#include "common/redis/redis_client.h"
+#include "gtest/gtest.h"
+#include "tests/support/audit_events.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode::admin {
+const std::vector<migrations::Migration>& Migrations();
+}
+
+namespace ulticode::admin::inbox {
+namespace {
+
+using ::ulticode::testing::EntryFields;
+using ::ulticode::testing::SampleEvent;
+using ::ulticode::testing::WaitFor;
+
+class InboxBridgeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    options_.pg.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "bridgetest"));
+    auto conn = pg::Connection::Connect(options_.pg);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_ = std::move(conn).value();
+    ASSERT_TRUE(migrations::Apply(*conn_, admin::Migrations()).ok());
+    stream_ = "test:audit:auth:" + ::ulticode::testing::RandomSuffix();
+    options_.streams = {{audit::v1::OWNER_AUTH, stream_}};
+    options_.group = "admin-audit";
+    options_.consumer_name = "bridge-a";
+    options_.block = absl::Milliseconds(50);
+    options_.claim_idle = absl::Seconds(30);
+    options_.redis.host = redis.host;
+    options_.redis.port = redis.port;
+    options_.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
+    metrics_ = metrics::Metrics::Unexposed("test");
+    redis_ = std::make_unique<redis::Client>(options_.redis);
+  }
+
+  StreamCursor Cursor() {
+    StreamCursor c;
+    c.owner = audit::v1::OWNER_AUTH;
+    c.stream = stream_;
+    return c;
+  }
+
+  std::string Add(const redis::StreamFields& fields) {
+    auto ids = redis_->XAddBatch(stream_, {fields});
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.ok() ? (*ids)[0] : "";
+  }
+
+  int64_t Scalar(const std::string& sql) {
+    pg::Statement st{"scalar", sql.c_str()};
+    auto r = conn_->Execute(st);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->GetInt64(0, 0) : -1;
+  }
+
+  int64_t Pending() {
+    auto p = redis_->XPendingSummary(stream_, options_.group);
+    return p.ok() ? p->count : -1;
+  }
+
+  // Runs cycles until `done` holds (each cycle blocks at most options_.block).
+  bool RunUntil(InboxBridge& bridge, StreamCursor& cursor, const std::function<bool()>& done) {
+    return WaitFor(
+        [&] {
+          auto c = bridge.RunOnce(*conn_, *redis_, cursor);
+          return done();
+        },
+        std::chrono::seconds(10));
+  }
+
+  BridgeOptions options_;
+  std::string stream_;
+  std::unique_ptr<pg::Connection> conn_;
+  std::unique_ptr<redis::Client> redis_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+};
+
+TEST_F(InboxBridgeTest, TakesOverValidEntriesIntoTheInboxThenAcknowledges) {
+  std::vector<audit::AuditEvent> events;
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
+    Add(EntryFields(events.back()));
+  }
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  auto cycle = bridge.RunOnce(*conn_, *redis_, cursor);  // own pending (none)
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 3; }));
+  EXPECT_EQ(Pending(), 0) << "acknowledged after the commit";
+  for (const auto& e : events) {
+    pg::Statement st{"row",
+                     "SELECT payload, payload_sha256 = sha256(payload), status, owner, event_type, "
+                     "stream, consumer FROM consumer_inbox WHERE event_id = $1::uuid"};
+    auto r = conn_->Execute(st, {pg::Text(e.event_id())});
+    ASSERT_TRUE(r.ok() && r->rows() == 1);
+    EXPECT_EQ(r->GetBytes(0, 0), audit::Serialize(e)) << "the owner's exact bytes";
+    EXPECT_TRUE(r->GetBool(0, 1));
+    EXPECT_EQ(r->GetString(0, 2), "PENDING");
+    EXPECT_EQ(r->GetString(0, 3), "auth");
+    EXPECT_EQ(r->GetString(0, 4), "auth.user.created");
+    EXPECT_EQ(r->GetString(0, 5), stream_);
+    EXPECT_EQ(r->GetString(0, 6), "audit_logs");
+  }
+}
+
+TEST_F(InboxBridgeTest, CrashBeforeTheInboxInsertLeavesEntriesPendingForAnotherBridge) {
+  for (int i = 0; i < 4; ++i) Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i))));
+  BridgeHooks crash;
+  crash.before_insert = [](const auto&) { return absl::AbortedError("crash before insert"); };
+  InboxBridge crashing(options_, metrics_->registry(), crash);
+  StreamCursor a = Cursor();
+  ASSERT_TRUE(WaitFor([&] { return !crashing.RunOnce(*conn_, *redis_, a).ok(); },
+                      std::chrono::seconds(10)));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 0);
+  EXPECT_EQ(Pending(), 4) << "nothing acknowledged";
+
+  auto metrics_b = metrics::Metrics::Unexposed("b");
+  BridgeOptions b_options = options_;
+  b_options.consumer_name = "bridge-b";
+  b_options.claim_idle = absl::Milliseconds(200);
+  b_options.claim_interval = absl::Milliseconds(50);
+  InboxBridge survivor(b_options, metrics_b->registry());
+  StreamCursor b = Cursor();
+  ASSERT_TRUE(RunUntil(survivor, b, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 4; }));
+  ASSERT_TRUE(WaitFor([&] { return Pending() == 0; }, std::chrono::seconds(5)));
+}
+
+TEST_F(InboxBridgeTest, CrashAfterCommitBeforeAckIsADuplicateOnRedeliveryAndOneAuditRow) {
+  std::vector<audit::AuditEvent> events;
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
+    Add(EntryFields(events.back()));
+  }
+  BridgeHooks crash;
+  crash.after_commit = [](const auto&) { return absl::AbortedError("crash before XACK"); };
+  InboxBridge crashing(options_, metrics_->registry(), crash);
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(WaitFor([&] { return !crashing.RunOnce(*conn_, *redis_, cursor).ok(); },
+                      std::chrono::seconds(10)));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 3) << "committed";
+  EXPECT_EQ(Pending(), 3) << "but not acknowledged";
+
+  // The restarted process (same consumer name) re-reads its pending list.
+  auto metrics2 = metrics::Metrics::Unexposed("restarted");
+  InboxBridge restarted(options_, metrics2->registry());
+  StreamCursor fresh = Cursor();
+  auto cycle = restarted.RunOnce(*conn_, *redis_, fresh);
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(cycle->read, 3);
+  EXPECT_EQ(cycle->inserted, 0);
+  EXPECT_EQ(cycle->duplicates, 3);
+  EXPECT_EQ(cycle->poison, 0);
+  EXPECT_EQ(cycle->acked, 3);
+  EXPECT_EQ(Pending(), 0);
+
+  consumer::ConsumerOptions co;
+  co.pg = options_.pg;
+  consumer::LeaseConsumer lease(co, metrics2->registry());
+  auto done = lease.RunOnce(*conn_, "w");
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 3);
+}
+
+TEST_F(InboxBridgeTest, EveryPoisonReasonIsStoredCountedAndAcknowledgedWithoutBlockingValidOnes) {
+  const absl::Time now = absl::Now();
+  auto base = [&](int i) { return SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("p", i), now); };
+  std::vector<std::pair<std::string, redis::StreamFields>> cases;
+  {
+    auto f = EntryFields(base(1));
+    f.erase(f.begin() + 2);  // event_type
+    cases.push_back({"missing_field", f});
+  }
+  {
+    auto f = EntryFields(base(2));
+    f[0].second = "not-a-uuid";
+    cases.push_back({"bad_event_id", f});
+  }
+  {
+    auto f = EntryFields(base(3));
+    f[1].second = "app";
+    cases.push_back({"owner_mismatch", f});
+  }
+  {
+    auto f = EntryFields(base(4));
+    f[2].second = "auth.user.exploded";
+    cases.push_back({"unknown_event_type", f});
+  }
+  {
+    auto f = EntryFields(base(5));
+    f[3].second = "2";
+    cases.push_back({"unsupported_schema_version", f});
+  }
+  {
+    auto f = EntryFields(base(6));
+    f[4].second = std::string("\xff\xff\xff garbage", 12);
+    cases.push_back({"envelope_unparseable", f});
+  }
+  {
+    auto e = base(7);
+    auto f = EntryFields(e);
+    f[0].second = SampleEvent(audit::v1::OWNER_AUTH, "other").event_id();
+    cases.push_back({"event_id_mismatch", f});
+  }
+  {
+    auto e = base(8);
+    e.mutable_record()->set_audit_id(SampleEvent(audit::v1::OWNER_AUTH, "x").event_id());
+    cases.push_back({"audit_id_mismatch", EntryFields(e)});
+  }
+  {
+    // An App event injected into Auth's stream with Auth's routing fields.
+    auto e = SampleEvent(audit::v1::OWNER_APP, "p9", now);
+    auto f = EntryFields(e);
+    f[1].second = "auth";
+    f[2].second = "auth.user.created";
+    cases.push_back({"envelope_owner_mismatch", f});
+  }
+  {
+    auto e = base(10);
+    e.mutable_occurred_at()->set_seconds(absl::ToUnixSeconds(now + absl::Hours(48)));
+    cases.push_back({"bad_timestamp", EntryFields(e)});
+  }
+  {
+    auto e = base(11);
+    e.mutable_record()->clear_actor();
+    cases.push_back({"invalid_record", EntryFields(e)});
+  }
+  std::map<std::string, std::string> reason_by_entry;
+  for (const auto& [reason, fields] : cases) reason_by_entry[Add(fields)] = reason;
+  auto good = base(99);
+  Add(EntryFields(good));
+
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] {
+    return Scalar("SELECT count(*) FROM poison_events") == static_cast<int64_t>(cases.size()) &&
+           Scalar("SELECT count(*) FROM consumer_inbox") == 1;
+  }));
+  EXPECT_EQ(Pending(), 0) << "poison is acknowledged, never left blocking";
+  pg::Statement st{"poison",
+                   "SELECT stream_entry_id, reason, detail, stream, jsonb_array_length(fields) "
+                   "FROM poison_events"};
+  auto r = conn_->Execute(st);
+  ASSERT_TRUE(r.ok());
+  std::set<std::string> reasons;
+  for (int i = 0; i < r->rows(); ++i) {
+    const std::string entry = r->GetString(i, 0);
+    EXPECT_EQ(r->GetString(i, 1), reason_by_entry[entry]) << "entry " << entry;
+    EXPECT_FALSE(r->GetString(i, 2).empty());
+    EXPECT_EQ(r->GetString(i, 3), stream_);
+    EXPECT_GE(r->GetInt64(i, 4), 4) << "raw fields kept";
+    reasons.insert(r->GetString(i, 1));
+  }
+  EXPECT_EQ(reasons.size(), cases.size()) << "each case has its own reason";
+  // The poison metric counts them by reason.
+  auto families = metrics_->registry().Collect();
+  double poison_total = 0;
+  for (const auto& f : families) {
+    if (f.name != "ulticode_inbox_poison_total") continue;
+    for (const auto& m : f.metric) poison_total += m.counter.value;
+  }
+  EXPECT_EQ(poison_total, static_cast<double>(cases.size()));
+}
+
+TEST_F(InboxBridgeTest, ADuplicateIdWithDifferentBytesIsAConflictAndNeverOverwrites) {
+  auto original = SampleEvent(audit::v1::OWNER_AUTH, "u1");
+  auto forged = original;
+  forged.mutable_record()->set_actor("mallory");
+  Add(EntryFields(original));
+  const std::string forged_entry = Add(EntryFields(forged));
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 1; }));
+  pg::Statement st{"payload", "SELECT payload FROM consumer_inbox WHERE event_id = $1::uuid"};
+  auto r = conn_->Execute(st, {pg::Text(original.event_id())});
+  ASSERT_TRUE(r.ok() && r->rows() == 1);
+  EXPECT_EQ(r->GetBytes(0, 0), audit::Serialize(original)) << "the first bytes are kept";
+  pg::Statement p{"poison", "SELECT reason, stream_entry_id, event_id FROM poison_events"};
+  auto pr = conn_->Execute(p);
+  ASSERT_TRUE(pr.ok() && pr->rows() == 1);
+  EXPECT_EQ(pr->GetString(0, 0), "conflict");
+  EXPECT_EQ(pr->GetString(0, 1), forged_entry);
+  EXPECT_EQ(pr->GetString(0, 2), original.event_id());
+
+  // Also across batches: the forgery arriving later is a conflict too.
+  const std::string later = Add(EntryFields(forged));
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 2; }));
+  EXPECT_EQ(Pending(), 0);
+}
+
+TEST_F(InboxBridgeTest, TheSameEventDeliveredManyTimesToTwoBridgesYieldsOneAuditRowEach) {
+  std::vector<audit::AuditEvent> events;
+  for (int i = 0; i < 20; ++i) events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
+  std::vector<redis::StreamFields> entries;
+  for (int copy = 0; copy < 10; ++copy) {
+    for (const auto& e : events) entries.push_back(EntryFields(e));
+  }
+  ASSERT_TRUE(redis_->XAddBatch(stream_, entries).ok());
+
+  std::atomic<int> inserted{0}, duplicates{0};
+  auto run = [&](const std::string& name) {
+    BridgeOptions o = options_;
+    o.consumer_name = name;
+    o.batch_size = 7;  // many small, interleaved batches
+    auto m = metrics::Metrics::Unexposed(name);
+    InboxBridge bridge(o, m->registry());
+    auto conn = pg::Connection::Connect(o.pg);
+    ASSERT_TRUE(conn.ok());
+    redis::Client client(o.redis);
+    StreamCursor cursor = Cursor();
+    for (int idle = 0; idle < 3;) {
+      auto c = bridge.RunOnce(**conn, client, cursor);
+      ASSERT_TRUE(c.ok()) << c.status();
+      inserted += c->inserted;
+      duplicates += c->duplicates;
+      idle = c->read == 0 ? idle + 1 : 0;
+    }
+  };
+  std::thread a(run, "bridge-a"), b(run, "bridge-b");
+  a.join();
+  b.join();
+  EXPECT_EQ(inserted.load(), 20);
+  EXPECT_EQ(duplicates.load(), 180);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 20);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM poison_events"), 0);
+  EXPECT_EQ(Pending(), 0);
+
+  consumer::ConsumerOptions co;
+  co.pg = options_.pg;
+  consumer::LeaseConsumer lease(co, metrics_->registry());
+  ASSERT_TRUE(lease.RunOnce(*conn_, "w").ok());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 20);
+}
+
+TEST_F(InboxBridgeTest, AGroupLostWithRedisDataIsRecreatedAndReadingResumes) {
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  auto first = bridge.RunOnce(*conn_, *redis_, cursor);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->group_created, 1) << "created with MKSTREAM at start";
+
+  ASSERT_TRUE(redis_->Command({"DEL", stream_}).ok());  // Redis lost the stream and its group
+  auto lost = bridge.RunOnce(*conn_, *redis_, cursor);
+  EXPECT_FALSE(lost.ok()) << "NOGROUP reported, not hidden";
+
+  auto again = bridge.RunOnce(*conn_, *redis_, cursor);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->group_created, 1) << "re-created with MKSTREAM";
+
+  auto e = SampleEvent(audit::v1::OWNER_AUTH, "after-loss");
+  Add(EntryFields(e));
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] {
+    return Scalar(absl::StrCat("SELECT count(*) FROM consumer_inbox WHERE event_id = '",
+                               e.event_id(), "'")) == 1;
+  }));
+  EXPECT_EQ(Pending(), 0);
+}
+
+}  // namespace
+}  // namespace ulticode::admin::inbox

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/ids/uuid.h"
@@ -18,6 +19,14 @@ std::string Shown(absl::string_view v) {
   for (char c : v.substr(0, 64)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
   return out;
 }
+
+// The contract's form: a lowercase, hyphenated UUID (what owners write and
+// PostgreSQL returns), so ids compare equal as text everywhere.
+bool IsCanonicalId(absl::string_view id) {
+  return ids::IsValidUuid(id) && absl::AsciiStrToLower(id) == id;
+}
+
+std::string Utc(absl::Time t) { return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone()); }
 
 Rejection Reject(PoisonReason reason, std::string detail, std::string event_id = "") {
   return Rejection{reason, std::move(detail), std::move(event_id)};
@@ -76,7 +85,7 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
     if (!fields[i].has_value()) {
       return Reject(PoisonReason::kMissingField,
                     absl::StrCat("required field ", kRequiredFields[i], " is missing"),
-                    ids::IsValidUuid(claimed_id) ? claimed_id : "");
+                    IsCanonicalId(claimed_id) ? claimed_id : "");
     }
   }
   const std::string& event_id = *fields[0];
@@ -85,7 +94,7 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   const std::string& schema_version = *fields[3];
   const std::string& envelope = *fields[4];
 
-  if (!ids::IsValidUuid(event_id)) {
+  if (!IsCanonicalId(event_id)) {
     return Reject(PoisonReason::kBadEventId,
                   absl::StrCat("event_id \"", Shown(event_id), "\" is not a lowercase UUID"));
   }
@@ -103,7 +112,8 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
                   event_id);
   }
   uint32_t version = 0;
-  if (!absl::SimpleAtoi(schema_version, &version) || version != audit::kSchemaVersion) {
+  if (!absl::SimpleAtoi(schema_version, &version) || version != audit::kSchemaVersion ||
+      schema_version != absl::StrCat(version)) {
     return Reject(PoisonReason::kUnsupportedSchemaVersion,
                   absl::StrCat("schema_version \"", Shown(schema_version), "\" is not supported (",
                                audit::kSchemaVersion, " is)"),
@@ -138,9 +148,17 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
                                "\" arrived on the ", stream_owner_name, " stream"),
                   event_id);
   }
-  if (event.event_type() != event_type || event.schema_version() != version) {
+  if (event.event_type() != event_type) {
     return Reject(PoisonReason::kFieldMismatch,
-                  "event_type or schema_version fields differ from the envelope's", event_id);
+                  absl::StrCat("event_type field \"", Shown(event_type), "\" differs from the envelope's \"",
+                               Shown(event.event_type()), "\""),
+                  event_id);
+  }
+  if (event.schema_version() != version) {
+    return Reject(PoisonReason::kFieldMismatch,
+                  absl::StrCat("schema_version field ", version, " differs from the envelope's ",
+                               event.schema_version()),
+                  event_id);
   }
   const auto& ts = event.occurred_at();
   if (!event.has_occurred_at() || ts.nanos() < 0 || ts.nanos() > 999999999) {
@@ -149,13 +167,13 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   const absl::Time occurred = absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
   if (occurred < limits.min_occurred_at) {
     return Reject(PoisonReason::kBadTimestamp,
-                  absl::StrCat("occurred_at ", absl::FormatTime(occurred), " is before ",
-                               absl::FormatTime(limits.min_occurred_at)),
+                  absl::StrCat("occurred_at ", Utc(occurred), " is before ",
+                               Utc(limits.min_occurred_at)),
                   event_id);
   }
   if (occurred > now + limits.max_future_skew) {
     return Reject(PoisonReason::kBadTimestamp,
-                  absl::StrCat("occurred_at ", absl::FormatTime(occurred), " is more than ",
+                  absl::StrCat("occurred_at ", Utc(occurred), " is more than ",
                                absl::FormatDuration(limits.max_future_skew), " in the future"),
                   event_id);
   }

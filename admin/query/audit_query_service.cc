@@ -32,14 +32,14 @@ constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
 
 // The columns every audit log read returns, in AuditLogFromRow's order. The
 // envelope stays out: it is for signature checks, not for the query API.
-#define ULTI_AUDIT_LOG_COLUMNS                                                              \
-  "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, "   \
-  "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "       \
+#define ULTI_AUDIT_LOG_COLUMNS                                                          \
+  "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, " \
+  "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "     \
   "occurred_at, ingested_at"
 
-constexpr pg::Statement kGetAuditLog{
-    "admin.audit_logs.get",
-    "SELECT " ULTI_AUDIT_LOG_COLUMNS " FROM audit_logs WHERE event_id = $1::uuid"};
+constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
+                                     "SELECT " ULTI_AUDIT_LOG_COLUMNS
+                                     " FROM audit_logs WHERE event_id = $1::uuid"};
 
 // The query's SQL is assembled per request from the filters present (see
 // BuildQuery); its name labels it in logs and errors like any statement.
@@ -71,11 +71,14 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
 }
 
 // Parses a jsonb column (as text) back into the Struct it was written from.
-// NULL (and a JSON null) leave the field absent.
+// NULL (and a JSON null) leave the field absent: `mutable` is only called,
+// and so the field only set, when there is a value.
+template <typename MutableFn>
 absl::Status ParseValue(const pg::Result& r, int row, int col, const std::string& event_id,
-                        const char* column, google::protobuf::Struct* out) {
+                        const char* column, MutableFn mutable_field) {
   if (r.IsNull(row, col) || r.Get(row, col) == "null") return absl::OkStatus();
-  const auto status = google::protobuf::util::JsonStringToMessage(r.GetString(row, col), out);
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(r.GetString(row, col), mutable_field());
   if (!status.ok()) {
     return absl::InternalError(absl::StrCat("audit log ", event_id, ": ", column,
                                             " is not a JSON object: ", status.ToString()));
@@ -93,8 +96,10 @@ absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row) {
   log.set_action(r.GetString(row, 5));
   log.set_entity_type(r.GetString(row, 6));
   log.set_entity_id(r.GetString(row, 7));
-  RETURN_IF_ERROR(ParseValue(r, row, 8, log.event_id(), "old_value", log.mutable_old_value()));
-  RETURN_IF_ERROR(ParseValue(r, row, 9, log.event_id(), "new_value", log.mutable_new_value()));
+  RETURN_IF_ERROR(
+      ParseValue(r, row, 8, log.event_id(), "old_value", [&] { return log.mutable_old_value(); }));
+  RETURN_IF_ERROR(
+      ParseValue(r, row, 9, log.event_id(), "new_value", [&] { return log.mutable_new_value(); }));
   log.set_client_ip(r.GetString(row, 10));
   log.set_user_agent(r.GetString(row, 11));
   log.set_request_id(r.GetString(row, 12));
@@ -106,8 +111,7 @@ absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row) {
 
 absl::Status ValidateFilterString(const char* field, const std::string& value) {
   if (value.size() > kMaxFilterBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": at most ", kMaxFilterBytes, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": at most ", kMaxFilterBytes, " bytes"));
   }
   // PostgreSQL text cannot hold NUL; refuse it here rather than as a
   // database error.
@@ -120,7 +124,8 @@ absl::Status ValidateFilterString(const char* field, const std::string& value) {
 // A valid Timestamp as absl::Time, rounded UP to whole microseconds (the
 // column's precision): ">= from" and "< to" then select exactly the rows the
 // nanosecond bound would.
-absl::StatusOr<absl::Time> BoundFromProto(const char* field, const google::protobuf::Timestamp& ts) {
+absl::StatusOr<absl::Time> BoundFromProto(const char* field,
+                                          const google::protobuf::Timestamp& ts) {
   if (ts.seconds() < kMinTimestampSeconds || ts.seconds() > kMaxTimestampSeconds ||
       ts.nanos() < 0 || ts.nanos() > 999999999) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": not a valid timestamp"));
@@ -167,7 +172,10 @@ absl::StatusOr<AuditQuery> ParseRequest(const v1::QueryAuditLogsRequest& req,
   if (req.has_to()) {
     ASSIGN_OR_RETURN(q.filters.to, BoundFromProto("to", req.to()));
   }
-  if (q.filters.from && q.filters.to && *q.filters.from >= *q.filters.to) {
+  // Compared as sent: a range inside one microsecond is valid (and empty).
+  if (req.has_from() && req.has_to() &&
+      (req.from().seconds() > req.to().seconds() ||
+       (req.from().seconds() == req.to().seconds() && req.from().nanos() >= req.to().nanos()))) {
     return absl::InvalidArgumentError("from: must be before to");
   }
   if (req.page_size() < 0 || req.page_size() > options.max_page_size) {
@@ -218,8 +226,8 @@ SqlQuery BuildQuery(const AuditQuery& q) {
   if (q.cursor) {
     const std::string at = param(pg::Time(q.cursor->occurred_at));
     const std::string id = param(pg::Text(q.cursor->event_id));
-    where.push_back(absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id,
-                                 "::uuid)"));
+    where.push_back(
+        absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)"));
   }
   out.sql = "SELECT " ULTI_AUDIT_LOG_COLUMNS " FROM audit_logs";
   if (!where.empty()) absl::StrAppend(&out.sql, " WHERE ", absl::StrJoin(where, " AND "));
@@ -251,9 +259,9 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   ASSIGN_OR_RETURN(const AuditQuery q, ParseRequest(req, options_));
   const SqlQuery sql = BuildQuery(q);
   ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn->Execute(pg::Statement{kQueryName, sql.sql.c_str(), kQueryTimeout},
-                                 sql.params));
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn->Execute(pg::Statement{kQueryName, sql.sql.c_str(), kQueryTimeout}, sql.params));
   v1::QueryAuditLogsResponse resp;
   const int n = std::min(r.rows(), q.page_size);
   for (int i = 0; i < n; ++i) {
@@ -358,8 +366,7 @@ grpc::Status AuditQueryService::QueryAuditLogs(grpc::ServerContext* ctx,
 }
 
 grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
-                                            const v1::GetAuditLogRequest* req,
-                                            v1::AuditLog* resp) {
+                                            const v1::GetAuditLogRequest* req, v1::AuditLog* resp) {
   auto r = Get(*req);
   if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetAuditLog");
   *resp = std::move(r).value();

@@ -103,8 +103,8 @@ absl::StatusOr<std::string> EncodePageToken(const PageCursor& cursor, uint64_t f
       ++i;
       continue;
     }
-    payload.push_back(static_cast<char>(HexValue(cursor.event_id[i]) << 4 |
-                                        HexValue(cursor.event_id[i + 1])));
+    payload.push_back(
+        static_cast<char>(HexValue(cursor.event_id[i]) << 4 | HexValue(cursor.event_id[i + 1])));
     i += 2;
   }
   PutU64(&payload, fingerprint);

@@ -1,0 +1,602 @@
+// Admin's arrival check: ValidateEntry accepts exactly what an owner's
+// dispatcher publishes (outbox::Dispatcher::EntryFor) and rejects everything
+// else with its own PoisonReason, a detail naming the offending field or
+// value, and the claimed event id when one was readable.
+#include "admin/inbox/entry_validation.h"
+
+#include <algorithm>
+#include <cctype>
+#include <random>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/audit/event.h"
+#include "common/ids/uuid.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/stubs/logging.h"
+#include "gtest/gtest.h"
+
+namespace ulticode::admin::inbox {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr audit::Owner kAuth = audit::v1::OWNER_AUTH;
+constexpr audit::Owner kApp = audit::v1::OWNER_APP;
+constexpr char kOtherUuid[] = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+
+// Admin's clock in every test (2025-06-15, with sub-second precision).
+const absl::Time kNow = absl::FromUnixMicros(1750000000123456);
+// When the owner committed: a little before Admin reads it.
+const absl::Time kOccurred = kNow - absl::Seconds(5);
+
+audit::Actor TestActor() {
+  return audit::Actor{"0190a1b2-0000-7000-8000-00000000a11c", "203.0.113.7", "ulticli/1.0",
+                      "req-42", "4bf92f3577b34da6a3ce929d0e0e4736"};
+}
+
+// A complete auth.user.created event that passes audit::Validate.
+audit::AuditEvent GoodEvent(absl::Time occurred_at = kOccurred) {
+  audit::AuditEvent event = audit::NewEvent(kAuth, "auth.user.created", TestActor(), occurred_at);
+  auto* r = event.mutable_record();
+  r->set_action("create_user");
+  r->set_entity_type("user");
+  r->set_entity_id("0190a1b2-1111-7000-8000-000000000001");
+  r->set_subject("0190a1b2-1111-7000-8000-000000000001");
+  (*r->mutable_new_value()->mutable_fields())["login"].set_string_value("alice");
+  return event;
+}
+
+audit::AuditEvent GoodAppEvent() {
+  audit::AuditEvent event = audit::NewEvent(kApp, "app.problem.created", TestActor(), kOccurred);
+  auto* r = event.mutable_record();
+  r->set_action("create_problem");
+  r->set_entity_type("problem");
+  r->set_entity_id("0190a1b2-2222-7000-8000-000000000002");
+  return event;
+}
+
+// The entry exactly as Dispatcher::EntryFor builds it from `envelope`'s bytes.
+redis::StreamEntry EntryFor(const audit::AuditEvent& event, const std::string& envelope) {
+  redis::StreamEntry entry;
+  entry.id = "1750000000000-0";
+  entry.fields = {{"event_id", event.event_id()},
+                  {"owner", audit::OwnerName(event.owner())},
+                  {"event_type", event.event_type()},
+                  {"schema_version", absl::StrCat(event.schema_version())},
+                  {"envelope", envelope}};
+  return entry;
+}
+redis::StreamEntry EntryFor(const audit::AuditEvent& event) {
+  return EntryFor(event, audit::Serialize(event));
+}
+
+// Replaces the value of the (single) field `name`.
+void SetField(redis::StreamEntry& entry, const std::string& name, const std::string& value) {
+  for (auto& [n, v] : entry.fields) {
+    if (n == name) {
+      v = value;
+      return;
+    }
+  }
+  ADD_FAILURE() << "no field " << name;
+}
+
+void RemoveField(redis::StreamEntry& entry, const std::string& name) {
+  std::erase_if(entry.fields, [&](const auto& f) { return f.first == name; });
+}
+
+size_t EntryBytes(const redis::StreamEntry& entry) {
+  size_t total = 0;
+  for (const auto& [n, v] : entry.fields) total += n.size() + v.size();
+  return total;
+}
+
+AcceptedEntry ExpectAccepted(const Verdict& verdict) {
+  if (const auto* r = std::get_if<Rejection>(&verdict)) {
+    ADD_FAILURE() << "rejected: " << PoisonReasonName(r->reason) << ": " << r->detail;
+    return {};
+  }
+  return std::get<AcceptedEntry>(verdict);
+}
+
+Rejection ExpectRejected(const Verdict& verdict, PoisonReason reason) {
+  if (std::holds_alternative<AcceptedEntry>(verdict)) {
+    ADD_FAILURE() << "accepted; expected " << PoisonReasonName(reason);
+    return Rejection{PoisonReason::kConflict, "", ""};
+  }
+  Rejection r = std::get<Rejection>(verdict);
+  EXPECT_EQ(PoisonReasonName(r.reason), PoisonReasonName(reason)) << r.detail;
+  return r;
+}
+
+Verdict Check(const redis::StreamEntry& entry, const ValidationLimits& limits = {}) {
+  return ValidateEntry(kAuth, entry, kNow, limits);
+}
+
+// --- accepted -------------------------------------------------------------
+
+TEST(EntryValidationTest, AcceptsWhatTheDispatcherPublishes) {
+  const audit::AuditEvent event = GoodEvent();
+  ASSERT_TRUE(audit::Validate(event).ok()) << audit::Validate(event);
+  const std::string bytes = audit::Serialize(event);
+  AcceptedEntry a = ExpectAccepted(Check(EntryFor(event, bytes)));
+  EXPECT_EQ(a.event_id, event.event_id());
+  EXPECT_TRUE(ids::IsValidUuid(a.event_id));
+  EXPECT_EQ(a.owner, kAuth);
+  EXPECT_EQ(a.event_type, "auth.user.created");
+  EXPECT_EQ(a.occurred_at, kOccurred);  // NewEvent keeps microseconds
+  EXPECT_EQ(a.envelope, bytes);         // the owner's exact bytes
+  EXPECT_EQ(a.envelope.size(), bytes.size());
+}
+
+TEST(EntryValidationTest, AcceptsAnAppEventOnTheAppStream) {
+  const audit::AuditEvent event = GoodAppEvent();
+  AcceptedEntry a = ExpectAccepted(ValidateEntry(kApp, EntryFor(event), kNow));
+  EXPECT_EQ(a.owner, kApp);
+  EXPECT_EQ(a.event_type, "app.problem.created");
+  EXPECT_EQ(a.event_id, event.event_id());
+}
+
+TEST(EntryValidationTest, ToleratesExtraFieldsAndAnyFieldOrder) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  std::reverse(entry.fields.begin(), entry.fields.end());
+  entry.fields.insert(entry.fields.begin() + 2, {"routing_hint", "shard-3"});
+  AcceptedEntry a = ExpectAccepted(Check(entry));
+  EXPECT_EQ(a.event_id, event.event_id());
+  EXPECT_EQ(a.envelope, audit::Serialize(event));
+}
+
+// Bytes that are not the deterministic re-serialization are still kept as is.
+TEST(EntryValidationTest, KeepsNonCanonicalEnvelopeBytes) {
+  const audit::AuditEvent event = GoodEvent();
+  // The same event with the record field first: still a valid AuditEvent.
+  audit::AuditEvent record_only;
+  *record_only.mutable_record() = event.record();
+  audit::AuditEvent head = event;
+  head.clear_record();
+  const std::string bytes = audit::Serialize(record_only) + audit::Serialize(head);
+  ASSERT_NE(bytes, audit::Serialize(event));
+  AcceptedEntry a = ExpectAccepted(Check(EntryFor(event, bytes)));
+  EXPECT_EQ(a.envelope, bytes);
+}
+
+// --- deleted / too large --------------------------------------------------
+
+TEST(EntryValidationTest, DeletedEntry) {
+  redis::StreamEntry entry;
+  entry.id = "1750000000000-0";
+  entry.deleted = true;
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kDeleted);
+  EXPECT_THAT(r.detail, HasSubstr("deleted"));
+  EXPECT_EQ(r.event_id, "");
+}
+
+TEST(EntryValidationTest, EntryOverTheSizeLimit) {
+  const redis::StreamEntry entry = EntryFor(GoodEvent());
+  const size_t total = EntryBytes(entry);
+  ValidationLimits limits;
+  limits.max_entry_bytes = total;  // exactly at the limit: fine
+  ExpectAccepted(Check(entry, limits));
+
+  limits.max_entry_bytes = total - 1;
+  Rejection r = ExpectRejected(Check(entry, limits), PoisonReason::kTooLarge);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("entry"), HasSubstr(absl::StrCat(total, " bytes")),
+                              HasSubstr(absl::StrCat(total - 1))));
+}
+
+TEST(EntryValidationTest, EnvelopeOverTheSizeLimit) {
+  const audit::AuditEvent event = GoodEvent();
+  const redis::StreamEntry entry = EntryFor(event);
+  const size_t size = audit::Serialize(event).size();
+  ValidationLimits limits;
+  limits.max_event_bytes = size;  // exactly at the limit: fine
+  ExpectAccepted(Check(entry, limits));
+
+  limits.max_event_bytes = size - 1;
+  Rejection r = ExpectRejected(Check(entry, limits), PoisonReason::kTooLarge);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope"), HasSubstr(absl::StrCat(size, " bytes")),
+                              HasSubstr(absl::StrCat(size - 1))));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+// --- field presence -------------------------------------------------------
+
+class MissingFieldTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MissingFieldTest, Rejected) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  RemoveField(entry, GetParam());
+  ASSERT_EQ(entry.fields.size(), 4u);
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("missing")));
+  // The claimed id travels with the rejection unless it is what is missing.
+  EXPECT_EQ(r.event_id, GetParam() == "event_id" ? "" : event.event_id());
+}
+
+INSTANTIATE_TEST_SUITE_P(EntryValidationTest, MissingFieldTest,
+                         ::testing::Values("event_id", "owner", "event_type", "schema_version",
+                                           "envelope"),
+                         [](const auto& info) { return info.param; });
+
+TEST(EntryValidationTest, MissingFieldWithABadEventIdCarriesNoId) {
+  redis::StreamEntry entry = EntryFor(GoodEvent());
+  SetField(entry, "event_id", "not-a-uuid");
+  RemoveField(entry, "envelope");
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
+  EXPECT_THAT(r.detail, HasSubstr("envelope"));
+  EXPECT_EQ(r.event_id, "");
+}
+
+TEST(EntryValidationTest, EmptyEntryIsMissingFields) {
+  redis::StreamEntry entry;
+  entry.id = "1750000000000-0";
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
+  EXPECT_THAT(r.detail, HasSubstr("event_id"));
+  EXPECT_EQ(r.event_id, "");
+}
+
+class DuplicateFieldTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DuplicateFieldTest, Rejected) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  // Even a second copy with the very same value is refused: which one to trust?
+  std::string value;
+  for (const auto& [n, v] : entry.fields)
+    if (n == GetParam()) value = v;
+  entry.fields.emplace_back(GetParam(), value);
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kDuplicateField);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("twice")));
+}
+
+INSTANTIATE_TEST_SUITE_P(EntryValidationTest, DuplicateFieldTest,
+                         ::testing::Values("event_id", "owner", "event_type", "schema_version",
+                                           "envelope"),
+                         [](const auto& info) { return info.param; });
+
+TEST(EntryValidationTest, DuplicateEventIdWithADifferentValue) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  entry.fields.emplace_back("event_id", kOtherUuid);
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kDuplicateField);
+  EXPECT_THAT(r.detail, HasSubstr("event_id"));
+  EXPECT_EQ(r.event_id, "");  // two ids claimed: none is trusted
+}
+
+// --- routing fields -------------------------------------------------------
+
+struct BadId {
+  std::string name;
+  std::string id;
+  std::string shown;  // how the detail echoes it
+};
+void PrintTo(const BadId& b, std::ostream* os) { *os << b.name; }
+
+class BadEventIdTest : public ::testing::TestWithParam<BadId> {};
+
+TEST_P(BadEventIdTest, Rejected) {
+  // The envelope agrees with the field, so only the id's form is wrong.
+  audit::AuditEvent event = GoodEvent();
+  event.set_event_id(GetParam().id);
+  event.mutable_record()->set_audit_id(GetParam().id);
+  Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kBadEventId);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("event_id"), HasSubstr("\"" + GetParam().shown + "\"")));
+  EXPECT_EQ(r.event_id, "");  // a bad id is never carried into the poison row
+}
+
+std::vector<BadId> BadIds() {
+  const std::string good = GoodEvent().event_id();
+  const std::string upper = absl::AsciiStrToUpper(good);
+  return {
+      {"Uppercase", upper, upper},
+      {"Garbage", "not-a-uuid", "not-a-uuid"},
+      {"Empty", "", ""},
+      {"Braced", "{" + good + "}", "{" + good + "}"},
+      {"NoHyphens", "0190a1b2c3d47e5f8a9b0c1d2e3f4a5b", "0190a1b2c3d47e5f8a9b0c1d2e3f4a5b"},
+      {"TrailingNewline", good + "\n", good + "?"},
+      {"Long", std::string(100, 'a'), std::string(64, 'a')},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(EntryValidationTest, BadEventIdTest, ::testing::ValuesIn(BadIds()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(EntryValidationTest, OwnerFieldOfAnotherOwner) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "owner", "app");
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kOwnerMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("owner"), HasSubstr("\"app\""), HasSubstr("auth stream")));
+  EXPECT_EQ(r.event_id, event.event_id());
+
+  // And the mirror image: an auth-claimed entry on the app stream.
+  const audit::AuditEvent app = GoodAppEvent();
+  redis::StreamEntry app_entry = EntryFor(app);
+  SetField(app_entry, "owner", "auth");
+  r = ExpectRejected(ValidateEntry(kApp, app_entry, kNow), PoisonReason::kOwnerMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("\"auth\""), HasSubstr("app stream")));
+  EXPECT_EQ(r.event_id, app.event_id());
+}
+
+TEST(EntryValidationTest, OwnerFieldNotExactlyTheOwnerName) {
+  for (const std::string owner : {"", "AUTH", "auth ", "OWNER_AUTH", "1"}) {
+    redis::StreamEntry entry = EntryFor(GoodEvent());
+    SetField(entry, "owner", owner);
+    Rejection r = ExpectRejected(Check(entry), PoisonReason::kOwnerMismatch);
+    EXPECT_THAT(r.detail, HasSubstr("\"" + owner + "\"")) << owner;
+  }
+}
+
+TEST(EntryValidationTest, UnknownEventType) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "event_type", "auth.user.exploded");
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnknownEventType);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("event_type"), HasSubstr("\"auth.user.exploded\""),
+                              HasSubstr("auth")));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+TEST(EntryValidationTest, AppEventTypeOnTheAuthStream) {
+  // Fields and envelope all say auth, but the type belongs to App.
+  audit::AuditEvent event = GoodEvent();
+  event.set_event_type("app.problem.created");
+  Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kUnknownEventType);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("\"app.problem.created\""), HasSubstr("owner auth")));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+TEST(EntryValidationTest, UnsupportedSchemaVersion) {
+  const audit::AuditEvent event = GoodEvent();
+  for (const std::string version : {"2", "0", "x", "", "1.0", "-1", "4294967297", "01", "+1", " 1"}) {
+    redis::StreamEntry entry = EntryFor(event);
+    SetField(entry, "schema_version", version);
+    Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnsupportedSchemaVersion);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr("schema_version"), HasSubstr("\"" + version + "\"")))
+        << version;
+    EXPECT_EQ(r.event_id, event.event_id()) << version;
+  }
+}
+
+// --- envelope -------------------------------------------------------------
+
+TEST(EntryValidationTest, UnparseableEnvelope) {
+  const audit::AuditEvent event = GoodEvent();
+  const std::string good = audit::Serialize(event);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"empty", ""},
+      {"text", "not a protobuf"},  // 'n' = field 13, wire type 6: invalid
+      {"overlong varint", std::string(12, '\xff')},
+      {"truncated", good.substr(0, good.size() - 1)},
+      {"json", R"({"event_id":"x"})"},
+  };
+  for (const auto& [what, bytes] : cases) {
+    audit::AuditEvent probe;
+    ASSERT_FALSE(!bytes.empty() && probe.ParseFromString(bytes)) << what << " parses";
+    Rejection r = ExpectRejected(Check(EntryFor(event, bytes)), PoisonReason::kEnvelopeUnparseable);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope"), HasSubstr("AuditEvent"))) << what;
+    EXPECT_EQ(r.event_id, event.event_id()) << what;
+  }
+}
+
+// Random bytes are never accepted; those protobuf cannot parse are
+// envelope_unparseable, the rest fail a later check.
+TEST(EntryValidationTest, RandomEnvelopesAreNeverAccepted) {
+  google::protobuf::LogSilencer quiet;  // invalid UTF-8 in string fields is logged
+  const audit::AuditEvent event = GoodEvent();
+  std::mt19937 rng(20250615);
+  std::uniform_int_distribution<int> len(1, 300), byte(0, 255);
+  int unparseable = 0;
+  for (int i = 0; i < 500; ++i) {
+    std::string bytes(len(rng), '\0');
+    for (char& c : bytes) c = static_cast<char>(byte(rng));
+    const Verdict v = Check(EntryFor(event, bytes));
+    ASSERT_TRUE(std::holds_alternative<Rejection>(v)) << i;
+    const Rejection& r = std::get<Rejection>(v);
+    EXPECT_EQ(r.event_id, event.event_id());
+    audit::AuditEvent probe;
+    if (!probe.ParseFromString(bytes)) {
+      ++unparseable;
+      EXPECT_EQ(PoisonReasonName(r.reason), "envelope_unparseable") << i;
+    }
+  }
+  EXPECT_GT(unparseable, 0);
+}
+
+TEST(EntryValidationTest, EnvelopeEventIdDiffersFromTheField) {
+  const audit::AuditEvent original = GoodEvent();
+  audit::AuditEvent event = original;
+  event.set_event_id(kOtherUuid);
+  event.mutable_record()->set_audit_id(kOtherUuid);  // the envelope is self-consistent
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "event_id", original.event_id());
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kEventIdMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("event_id"), HasSubstr(kOtherUuid)));
+  EXPECT_EQ(r.event_id, original.event_id());  // the field's id, as claimed
+}
+
+TEST(EntryValidationTest, RecordAuditIdDiffersFromTheEventId) {
+  audit::AuditEvent event = GoodEvent();
+  event.mutable_record()->set_audit_id(kOtherUuid);
+  Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kAuditIdMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("record.audit_id"), HasSubstr(kOtherUuid)));
+  EXPECT_EQ(r.event_id, event.event_id());
+  EXPECT_NE(PoisonReasonName(PoisonReason::kAuditIdMismatch),
+            PoisonReasonName(PoisonReason::kEventIdMismatch));
+
+  // A missing record has no audit id either.
+  event.clear_record();
+  r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kAuditIdMismatch);
+  EXPECT_THAT(r.detail, HasSubstr("record.audit_id \"\""));
+}
+
+TEST(EntryValidationTest, EnvelopeOwnerOfAnotherOwner) {
+  audit::AuditEvent event = GoodEvent();
+  event.set_owner(kApp);  // routing fields still say auth (EntryFor from a copy)
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "owner", "auth");
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope owner"), HasSubstr("\"app\""),
+                              HasSubstr("auth stream")));
+  EXPECT_EQ(r.event_id, event.event_id());
+
+  event.set_owner(audit::v1::OWNER_UNSPECIFIED);
+  entry = EntryFor(event);
+  SetField(entry, "owner", "auth");
+  r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
+  EXPECT_THAT(r.detail, HasSubstr("envelope owner \"\""));
+}
+
+TEST(EntryValidationTest, EventTypeFieldDiffersFromTheEnvelope) {
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "event_type", "auth.user.disabled");  // known, but not the envelope's
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kFieldMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("event_type"), HasSubstr("envelope")));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+TEST(EntryValidationTest, SchemaVersionFieldDiffersFromTheEnvelope) {
+  audit::AuditEvent event = GoodEvent();
+  event.set_schema_version(2);
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "schema_version", "1");
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kFieldMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("schema_version"), HasSubstr("envelope")));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+// --- occurred_at ----------------------------------------------------------
+
+TEST(EntryValidationTest, OccurredAtMissing) {
+  audit::AuditEvent event = GoodEvent();
+  event.clear_occurred_at();
+  Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kBadTimestamp);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("occurred_at"), HasSubstr("missing")));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+TEST(EntryValidationTest, OccurredAtMalformedNanos) {
+  for (int nanos : {-1, 1000000000}) {
+    audit::AuditEvent event = GoodEvent();
+    event.mutable_occurred_at()->set_nanos(nanos);
+    Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kBadTimestamp);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr("occurred_at"), HasSubstr("malformed"))) << nanos;
+  }
+}
+
+TEST(EntryValidationTest, OccurredAtBefore2020) {
+  const ValidationLimits limits;
+  ASSERT_EQ(limits.min_occurred_at, absl::FromUnixSeconds(1577836800));
+
+  // Exactly the floor is fine.
+  ExpectAccepted(Check(EntryFor(GoodEvent(limits.min_occurred_at))));
+
+  for (absl::Time t : {limits.min_occurred_at - absl::Microseconds(1),
+                       absl::FromUnixSeconds(1000000000), absl::FromUnixSeconds(1)}) {
+    const audit::AuditEvent event = GoodEvent(t);
+    Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kBadTimestamp);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr("occurred_at"), HasSubstr("is before")));
+    EXPECT_EQ(r.event_id, event.event_id());
+  }
+}
+
+TEST(EntryValidationTest, OccurredAtTooFarInTheFuture) {
+  const ValidationLimits limits;
+  ASSERT_EQ(limits.max_future_skew, absl::Minutes(10));
+  for (absl::Time t : {kNow + absl::Minutes(10) + absl::Microseconds(1), kNow + absl::Hours(1),
+                       absl::FromUnixSeconds(253402300799) /* 9999-12-31 */}) {
+    const audit::AuditEvent event = GoodEvent(t);
+    Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kBadTimestamp);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr("occurred_at"), HasSubstr("10m"),
+                                HasSubstr("in the future")));
+    EXPECT_EQ(r.event_id, event.event_id());
+  }
+}
+
+TEST(EntryValidationTest, OccurredAtWithinTheAllowedSkew) {
+  for (absl::Time t : {kNow, kNow + absl::Minutes(9), kNow + absl::Minutes(10) - absl::Seconds(1),
+                       kNow + absl::Minutes(10)}) {
+    AcceptedEntry a = ExpectAccepted(Check(EntryFor(GoodEvent(t))));
+    EXPECT_EQ(a.occurred_at, t);
+  }
+  // The skew is configurable.
+  ValidationLimits tight;
+  tight.max_future_skew = absl::Seconds(1);
+  Rejection r = ExpectRejected(Check(EntryFor(GoodEvent(kNow + absl::Seconds(2))), tight),
+                               PoisonReason::kBadTimestamp);
+  EXPECT_THAT(r.detail, HasSubstr("1s in the future"));
+}
+
+// --- the record -----------------------------------------------------------
+
+TEST(EntryValidationTest, RecordWithEmptyActor) {
+  audit::AuditEvent event = GoodEvent();
+  event.mutable_record()->clear_actor();
+  Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kInvalidRecord);
+  EXPECT_THAT(r.detail, HasSubstr("record.actor"));
+  EXPECT_EQ(r.event_id, event.event_id());
+}
+
+TEST(EntryValidationTest, RecordMissingWhatChanged) {
+  for (const std::string field : {"action", "entity_type", "entity_id"}) {
+    audit::AuditEvent event = GoodEvent();
+    auto* r = event.mutable_record();
+    if (field == "action") r->clear_action();
+    if (field == "entity_type") r->clear_entity_type();
+    if (field == "entity_id") r->clear_entity_id();
+    Rejection rej = ExpectRejected(Check(EntryFor(event)), PoisonReason::kInvalidRecord);
+    EXPECT_THAT(rej.detail, HasSubstr("record." + field)) << field;
+    EXPECT_EQ(rej.event_id, event.event_id()) << field;
+  }
+}
+
+// --- names ----------------------------------------------------------------
+
+TEST(EntryValidationTest, PoisonReasonNamesAreStableSnakeCase) {
+  const std::vector<std::pair<PoisonReason, std::string>> expected = {
+      {PoisonReason::kDeleted, "deleted"},
+      {PoisonReason::kTooLarge, "too_large"},
+      {PoisonReason::kMissingField, "missing_field"},
+      {PoisonReason::kDuplicateField, "duplicate_field"},
+      {PoisonReason::kBadEventId, "bad_event_id"},
+      {PoisonReason::kOwnerMismatch, "owner_mismatch"},
+      {PoisonReason::kUnknownEventType, "unknown_event_type"},
+      {PoisonReason::kUnsupportedSchemaVersion, "unsupported_schema_version"},
+      {PoisonReason::kEnvelopeUnparseable, "envelope_unparseable"},
+      {PoisonReason::kEventIdMismatch, "event_id_mismatch"},
+      {PoisonReason::kAuditIdMismatch, "audit_id_mismatch"},
+      {PoisonReason::kEnvelopeOwnerMismatch, "envelope_owner_mismatch"},
+      {PoisonReason::kFieldMismatch, "field_mismatch"},
+      {PoisonReason::kBadTimestamp, "bad_timestamp"},
+      {PoisonReason::kInvalidRecord, "invalid_record"},
+      {PoisonReason::kConflict, "conflict"},
+  };
+  // Every enumerator, in declaration order (kConflict is the last).
+  ASSERT_EQ(expected.size(), static_cast<size_t>(PoisonReason::kConflict) + 1);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [reason, name] = expected[i];
+    EXPECT_EQ(static_cast<size_t>(reason), i);
+    const std::string got(PoisonReasonName(reason));
+    EXPECT_EQ(got, name);
+    EXPECT_TRUE(seen.insert(got).second) << "duplicate name " << got;
+    ASSERT_FALSE(got.empty());
+    EXPECT_TRUE(std::islower(static_cast<unsigned char>(got.front()))) << got;
+    EXPECT_NE(got.back(), '_') << got;
+    EXPECT_EQ(got.find("__"), std::string::npos) << got;
+    for (char c : got) EXPECT_TRUE(std::islower(static_cast<unsigned char>(c)) || c == '_') << got;
+  }
+}
+
+}  // namespace
+}  // namespace ulticode::admin::inbox

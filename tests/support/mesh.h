@@ -1,0 +1,68 @@
+// The whole mesh as real processes for end-to-end and chaos tests: Auth, App
+// and Admin binaries (any number of replicas each) against the test
+// PostgreSQL (one scratch database per service) and Redis (streams named for
+// this test alone, so tests never see each other's entries).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "tests/support/process.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode::testing {
+
+enum class Service { kAuth, kApp, kAdmin };
+
+struct MeshOptions {
+  std::string prefix = "mesh";
+  // Extra "--flag=value" arguments per service, e.g. shorter intervals.
+  std::vector<std::string> auth_args, app_args, admin_args;
+  // Redis to point the services at (default: the test Redis).
+  std::string redis_addr;
+};
+
+class Mesh {
+ public:
+  Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options);
+  ~Mesh();
+
+  // Starts replica `replica` of `service` (ports are kept across restarts)
+  // and waits until it accepts gRPC connections. False with the process
+  // output in `error` if it died or did not come up.
+  bool Start(Service service, int replica, std::string* error);
+  // SIGKILL, no goodbye.
+  void Kill(Service service, int replica);
+  // SIGTERM and wait; returns the exit status (0 on a clean exit).
+  int Terminate(Service service, int replica);
+  bool Running(Service service, int replica);
+  std::string Output(Service service, int replica);
+
+  std::shared_ptr<grpc::Channel> Channel(Service service, int replica);
+  int grpc_port(Service service, int replica);
+  int metrics_port(Service service, int replica);
+
+  // libpq conninfo of each service's database.
+  std::string Dsn(Service service) const;
+  const std::string& auth_stream() const { return auth_stream_; }
+  const std::string& app_stream() const { return app_stream_; }
+
+ private:
+  struct Replica {
+    int grpc_port = 0;
+    int metrics_port = 0;
+    std::unique_ptr<ChildProcess> process;
+  };
+  Replica& Get(Service service, int replica);
+
+  PgEndpoint pg_;
+  RedisEndpoint redis_;
+  MeshOptions options_;
+  std::string auth_db_, app_db_, admin_db_;
+  std::string auth_stream_, app_stream_;
+  std::vector<Replica> replicas_[3];
+};
+
+}  // namespace ulticode::testing

@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # The scripted demo run by `scripts/run-local.sh --demo` against the running
 # mesh: drives real mutating RPCs of Auth and App through the reflection-only
-# client, then checks that each left exactly one audit event that reached its
-# owner's Redis stream. Exits 0 only if every step and check holds.
-# (Admin's audit_logs and query API join the demo with the Admin issue.)
+# client (grpcurl syntax), then asks Admin for the audit row of every change
+# and prints it (actor, action, entity, old -> new). Exits non-zero if any
+# row is missing or wrong, or if a read or a rejected call left one.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 auth="${ULTICODE_LOCAL_AUTH_GRPC:-127.0.0.1:50051}"
 app="${ULTICODE_LOCAL_APP_GRPC:-127.0.0.1:50052}"
-pg_port="${ULTICODE_LOCAL_PG_PORT:-55432}"
-redis_port="${ULTICODE_LOCAL_REDIS_PORT:-56379}"
+admin="${ULTICODE_LOCAL_ADMIN_GRPC:-127.0.0.1:50053}"
 run_id="demo$(date +%s)"
 
 call() {  # call TARGET METHOD JSON -> prints the JSON response
@@ -24,13 +23,15 @@ print(v)' "$1" "$2"
 }
 step() { printf '\n== %s\n' "$*"; }
 
-declare -a events=()
-remember() { events+=("$(field "$1" eventId)"); }
+declare -a events=() actions=() entity_types=()
+remember() {  # remember RESPONSE ACTION ENTITY_TYPE: the audit row we expect
+  events+=("$(field "$1" eventId)"); actions+=("$2"); entity_types+=("$3")
+}
 
 step "Auth: create user ${run_id}"
 r=$(call "${auth}" ulticode.auth.v1.AuthService/CreateUser \
   "{\"username\":\"${run_id}\",\"email\":\"${run_id}@example.com\",\"requestId\":\"${run_id}-create\"}")
-echo "${r}"; remember "${r}"; user_id=$(field "${r}" user.userId)
+echo "${r}"; remember "${r}" create_user user; user_id=$(field "${r}" user.userId)
 
 step "Auth: same request again (idempotent: same user, no new event)"
 again=$(call "${auth}" ulticode.auth.v1.AuthService/CreateUser \
@@ -39,19 +40,19 @@ again=$(call "${auth}" ulticode.auth.v1.AuthService/CreateUser \
 
 step "Auth: assign role judge, assign again (no-op), revoke"
 r=$(call "${auth}" ulticode.auth.v1.AuthService/AssignRole "{\"userId\":\"${user_id}\",\"role\":\"judge\"}")
-echo "${r}"; remember "${r}"
+echo "${r}"; remember "${r}" assign_role user_role
 r=$(call "${auth}" ulticode.auth.v1.AuthService/AssignRole "{\"userId\":\"${user_id}\",\"role\":\"judge\"}")
 echo "${r}"
 /usr/bin/python3 -c 'import json,sys; assert not json.loads(sys.argv[1]).get("changed", False)' "${r}"
 r=$(call "${auth}" ulticode.auth.v1.AuthService/RevokeRole "{\"userId\":\"${user_id}\",\"role\":\"judge\"}")
-echo "${r}"; remember "${r}"
+echo "${r}"; remember "${r}" revoke_role user_role
 
 step "Auth: update the login policy"
 current=$(call "${auth}" ulticode.auth.v1.AuthService/GetLoginPolicy '{}')
 len=$(( $(field "${current}" minPasswordLength) == 14 ? 15 : 14 ))
 r=$(call "${auth}" ulticode.auth.v1.AuthService/UpdateLoginPolicy \
   "{\"policy\":{\"minPasswordLength\":${len},\"lockoutThreshold\":5,\"mfaRequired\":true,\"sessionLifetimeSeconds\":3600}}")
-echo "${r}"; remember "${r}"
+echo "${r}"; remember "${r}" update_login_policy login_policy
 
 step "Auth: a bad request is rejected with INVALID_ARGUMENT"
 if out=$(call "${auth}" ulticode.auth.v1.AuthService/CreateUser '{"username":"x","email":"bad"}' 2>&1); then
@@ -63,36 +64,65 @@ echo "${out}"
 step "App: create problem, create contest, add problem"
 r=$(call "${app}" ulticode.app.v1.AppService/CreateProblem \
   "{\"slug\":\"${run_id}-sum\",\"title\":\"A + B\",\"statement\":\"Add two numbers.\",\"timeLimitMs\":1000,\"memoryLimitMb\":256,\"difficulty\":1}")
-echo "${r}"; remember "${r}"; problem_id=$(field "${r}" problem.problemId)
+echo "${r}"; remember "${r}" create_problem problem; problem_id=$(field "${r}" problem.problemId)
 r=$(call "${app}" ulticode.app.v1.AppService/CreateContest \
   "{\"slug\":\"${run_id}-cup\",\"title\":\"Demo Cup\",\"startsAt\":\"2027-01-01T10:00:00Z\",\"endsAt\":\"2027-01-01T13:00:00Z\"}")
-echo "${r}"; remember "${r}"; contest_id=$(field "${r}" contest.contestId)
+echo "${r}"; remember "${r}" create_contest contest; contest_id=$(field "${r}" contest.contestId)
 r=$(call "${app}" ulticode.app.v1.AppService/AddProblemToContest \
   "{\"contestId\":\"${contest_id}\",\"problemId\":\"${problem_id}\",\"label\":\"A\"}")
-echo "${r}"; remember "${r}"
+echo "${r}"; remember "${r}" add_contest_problem contest_problem
 
-step "Checking: ${#events[@]} events, each exactly once in its owner's outbox and stream"
+step "Reads leave no audit row"
+call "${auth}" ulticode.auth.v1.AuthService/GetUser "{\"userId\":\"${user_id}\"}" >/dev/null
+call "${app}" ulticode.app.v1.AppService/GetProblem "{\"problemId\":\"${problem_id}\"}" >/dev/null
+echo "GetUser, GetProblem: ok"
+
 want=${#events[@]}
-deadline=$((SECONDS + 30))
-while :; do
-  published=0
-  for id in "${events[@]}"; do
-    for db in ulticode_auth ulticode_app; do
-      n=$(psql -h 127.0.0.1 -p "${pg_port}" -U postgres -d "${db}" -tAc \
-        "SELECT count(*) FROM audit_outbox WHERE event_id = '${id}' AND state = 'PUBLISHED'")
-      published=$((published + n))
-    done
+step "Admin: the audit row of each of the ${want} changes (waiting up to 30 s for each)"
+admin_call() {  # admin_call METHOD JSON
+  /usr/bin/python3 "${repo}/scripts/grpcurl.py" -plaintext -d "$2" "${admin}" "ulticode.admin.v1.AdminService/$1"
+}
+printf '%-8s %-10s %-20s %-16s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"
+for i in "${!events[@]}"; do
+  id=${events[$i]}
+  deadline=$((SECONDS + 30))
+  until row=$(admin_call GetAuditLog "{\"eventId\":\"${id}\"}" 2>/dev/null); do
+    (( SECONDS < deadline )) || { echo "MISSING: no audit row for event ${id} (${actions[$i]})"; exit 1; }
+    sleep 0.2
   done
-  [[ ${published} -eq ${want} ]] && break
-  (( SECONDS < deadline )) || { echo "only ${published}/${want} events published"; exit 1; }
-  sleep 0.2
+  /usr/bin/python3 - "${row}" "${actions[$i]}" "${entity_types[$i]}" "demo-admin" <<'PY'
+import json, sys
+row, action, entity_type, actor = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+problems = [f"{k}={row.get(k)!r}, want {v!r}" for k, v in
+            (("action", action), ("entityType", entity_type), ("actor", actor)) if row.get(k) != v]
+if problems:
+    print("WRONG audit row", row.get("eventId"), "; ".join(problems)); sys.exit(1)
+compact = lambda v: json.dumps(v, separators=(",", ":"), sort_keys=True) if v is not None else "-"
+print(f"{row['owner'][6:].lower():<8} {row['actor']:<10} {row['action']:<20} "
+      f"{row['entityType'] + ':' + row['entityId'][:8]:<16} "
+      f"{compact(row.get('oldValue'))} -> {compact(row.get('newValue'))}")
+PY
 done
-for id in "${events[@]}"; do
-  for db in ulticode_auth ulticode_app; do
-    psql -h 127.0.0.1 -p "${pg_port}" -U postgres -d "${db}" -tAc \
-      "SELECT '${db#ulticode_}', event_id, event_type, state, stream_entry_id FROM audit_outbox WHERE event_id = '${id}'"
-  done
-done
-echo "stream lengths: audit:auth=$(redis-cli -p "${redis_port}" xlen audit:auth) audit:app=$(redis-cli -p "${redis_port}" xlen audit:app)"
+
+step "Admin: QueryAuditLogs, this run's rows only (newest first), and nothing else for them"
+since=$(/usr/bin/python3 - "${events[0]}" <<'PY'
+import sys, datetime
+ms = int(sys.argv[1].replace("-", "")[:12], 16)  # UUIDv7: the first 48 bits are Unix ms
+print(datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+PY
+)
+page=$(admin_call QueryAuditLogs "{\"actor\":\"demo-admin\",\"from\":\"${since}\",\"pageSize\":100}")
+/usr/bin/python3 - "${page}" "${events[@]}" <<'PY'
+import json, sys
+logs = json.loads(sys.argv[1]).get("logs", [])
+got, want = [l["eventId"] for l in logs], set(sys.argv[2:])
+for l in logs:
+    print(f"  {l['occurredAt']}  {l['eventType']:<28} {l['eventId']}")
+if sorted(got) != sorted(want):
+    print(f"query returned {len(got)} rows for this run, want exactly the {len(want)} changes"); sys.exit(1)
+PY
+
+step "Admin: pipeline status"
+admin_call GetPipelineStatus '{}'
 echo
-echo "demo: ${want} audited changes committed and published; Admin's side arrives with the Admin issue"
+echo "demo: ${want} audited changes, each exactly once in Admin's audit_logs"

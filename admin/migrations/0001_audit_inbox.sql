@@ -70,8 +70,8 @@ CREATE TABLE poison_events (
   -- Machine-readable reason (admin/inbox/entry_validation.h) and detail.
   reason          text NOT NULL,
   detail          text NOT NULL,
-  -- Every field of the entry, in order:
-  -- [{"name": ..., "text": ...}] or {"name": ..., "hex": ...} for binary.
+  -- Every field of the entry, in order: {"name": ..., "text": ...}, or
+  -- "hex" for binary values, or "omitted_bytes" for values over 64 KiB.
   fields          jsonb NOT NULL,
   received_at     timestamptz NOT NULL DEFAULT now(),
   -- A re-delivery of the same entry (crash before XACK) is stored once.

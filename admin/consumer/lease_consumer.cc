@@ -86,7 +86,10 @@ void LeaseConsumer::Track(const std::vector<LeasedRow>& rows) {
 
 void LeaseConsumer::Untrack(const std::vector<LeasedRow>& rows) {
   absl::MutexLock lock(&held_mu_);
-  for (const LeasedRow& r : rows) held_.erase(r.id);
+  for (const LeasedRow& r : rows) {
+    // Only our own lease: another thread may hold the row under a newer token.
+    if (auto it = held_.find(r.id); it != held_.end() && it->second == r.fencing_token) held_.erase(it);
+  }
 }
 
 absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& conn,
@@ -118,7 +121,8 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
                                                      const std::string& lease_owner) {
   ConsumerCycle cycle;
   ASSIGN_OR_RETURN(std::vector<LeasedRow> rows,
-                   Claim(conn, options_.consumer, lease_owner, options_.lease, options_.batch_size));
+                   Claim(conn, options_.consumer, lease_owner, options_.lease, options_.batch_size,
+                         options_.max_attempts));
   cycle.claimed = static_cast<int>(rows.size());
   if (rows.empty()) return cycle;
   claimed_->Increment(static_cast<double>(rows.size()));

@@ -15,12 +15,23 @@ constexpr pg::Statement kClaim{
     " expired AS ("
     "  SELECT id FROM consumer_inbox"
     "  WHERE consumer = $1 AND status = 'PROCESSING' AND lease_expires_at <= now()"
+    "    AND attempts < $5"
     "  ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED)"
     " UPDATE consumer_inbox c SET status = 'PROCESSING', lease_owner = $2,"
     "   lease_expires_at = now() + $3::float8 * interval '1 second', leased_at = now(),"
     "   fencing_token = nextval('consumer_inbox_fencing_token'), attempts = c.attempts + 1"
     " FROM (SELECT id FROM pending UNION SELECT id FROM expired) d WHERE c.id = d.id"
     " RETURNING c.id, c.event_id::text, c.payload, c.fencing_token, c.attempts"};
+
+constexpr pg::Statement kExpireAtLimit{
+    "inbox.expire_at_limit",
+    "UPDATE consumer_inbox SET status = 'DEAD',"
+    "   last_error = 'lease expired ' || attempts || ' times (worker crashed or stalled each time)',"
+    "   first_failed_at = coalesce(first_failed_at, now()),"
+    "   lease_owner = NULL, lease_expires_at = NULL, leased_at = NULL"
+    " WHERE id IN (SELECT id FROM consumer_inbox"
+    "   WHERE consumer = $1 AND status = 'PROCESSING' AND lease_expires_at <= now()"
+    "     AND attempts >= $2 FOR UPDATE SKIP LOCKED)"};
 
 constexpr pg::Statement kRenew{
     "inbox.renew_lease",
@@ -72,9 +83,12 @@ std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.su
 
 absl::StatusOr<std::vector<LeasedRow>> Claim(pg::Connection& conn, const std::string& consumer,
                                              const std::string& lease_owner, absl::Duration lease,
-                                             int limit) {
+                                             int limit, int max_attempts) {
+  RETURN_IF_ERROR(
+      conn.Execute(kExpireAtLimit, {pg::Text(consumer), pg::Int(max_attempts)}).status());
   ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kClaim, {pg::Text(consumer), pg::Text(lease_owner),
-                                                       pg::Seconds(lease), pg::Int(limit)}));
+                                                       pg::Seconds(lease), pg::Int(limit),
+                                                       pg::Int(max_attempts)}));
   std::vector<LeasedRow> rows;
   rows.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) {

@@ -30,10 +30,12 @@ struct HeldRow {
 // Claims up to `limit` rows of `consumer` that are PENDING and due, or
 // PROCESSING with an expired lease (a crashed or stalled worker), with
 // FOR UPDATE SKIP LOCKED: PROCESSING, lease owner and expiry set, a new
-// fencing token, attempts + 1.
+// fencing token, attempts + 1. An expired row that already had
+// `max_attempts` claims goes DEAD instead (a row that keeps killing its
+// worker must not crash-loop the consumer forever).
 absl::StatusOr<std::vector<LeasedRow>> Claim(pg::Connection& conn, const std::string& consumer,
                                              const std::string& lease_owner, absl::Duration lease,
-                                             int limit);
+                                             int limit, int max_attempts);
 
 // Pushes the lease of rows still held with their token `lease` ahead. Rows
 // locked by their worker's completing transaction are skipped (they are

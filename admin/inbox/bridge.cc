@@ -1,10 +1,12 @@
 #include "admin/inbox/bridge.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
@@ -43,6 +45,10 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
                  .Name("ulticode_inbox_bridge_errors_total")
                  .Help("Bridge cycles that failed (Redis or PostgreSQL unavailable); retried")
                  .Register(registry);
+  receipts_ = &prometheus::BuildCounter()
+                   .Name("ulticode_inbox_receipts_total")
+                   .Help("Event ids receipted back to their owner (outcome: sent, failed)")
+                   .Register(registry);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_inbox_arrival_lag_seconds")
               .Help("Time from the owner's commit (occurred_at) to the event being durable "
@@ -102,10 +108,8 @@ absl::StatusOr<std::vector<redis::StreamEntry>> InboxBridge::Read(redis::Client&
     if (claimed.next_start == "0-0") cursor.next_autoclaim = now + options_.claim_interval;
     // Ids whose entries vanished while pending: Redis dropped them from the
     // pending list; record them so the loss is visible.
-    for (const std::string& id : claimed.deleted_ids) {
-      claimed.entries.push_back(redis::StreamEntry{id, {}, true});
-    }
-    if (!claimed.entries.empty()) {
+    for (const std::string& id : claimed.deleted_ids) cursor.vanished.push_back(id);
+    if (!claimed.entries.empty() || !cursor.vanished.empty()) {
       autoclaimed_->Add(labels).Increment(static_cast<double>(claimed.entries.size()));
       log::Warn(kComponent, "took over entries left pending by another consumer",
                 {{"stream", cursor.stream}, {"entries", absl::StrCat(claimed.entries.size())}});
@@ -124,16 +128,23 @@ absl::StatusOr<BridgeCycle> InboxBridge::RunOnce(pg::Connection& pg, redis::Clie
   auto entries = Read(redis, cursor, cycle);
   if (!entries.ok()) {
     // NOGROUP, a deleted stream, a restarted Redis: make sure the group
-    // exists before the next read (cheap when it does).
+    // exists before the next read (cheap when it does). A read that timed
+    // out may still have delivered entries to us: re-read our pending list.
     cursor.group_ready = false;
+    cursor.read_own_pending = true;
     return entries.status();
   }
+  for (const std::string& id : cursor.vanished) entries->push_back(redis::StreamEntry{id, {}, true});
   cycle.read = static_cast<int>(entries->size());
   if (entries->empty()) return cycle;
   auto done = TakeOverBatch(pg, redis, cursor, *entries, cycle);
   // Whatever failed, the batch is still in this consumer's pending list:
   // read it again before anything new.
-  if (!done.ok()) cursor.read_own_pending = true;
+  if (!done.ok()) {
+    cursor.read_own_pending = true;
+  } else {
+    cursor.vanished.clear();
+  }
   return done;
 }
 
@@ -145,7 +156,8 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   std::vector<const redis::StreamEntry*> arrival_entries;  // parallel to arrivals
   std::vector<Poison> poison;
   absl::flat_hash_map<std::string, size_t> first_arrival;
-  int repeats_in_batch = 0;
+  // Later copies of an event within the batch: (entry, index of the first).
+  std::vector<std::pair<const redis::StreamEntry*, size_t>> repeats;
   std::vector<std::string> ack_ids;
   ack_ids.reserve(entries.size());
   for (const redis::StreamEntry& e : entries) {
@@ -158,7 +170,7 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
     AcceptedEntry& a = std::get<AcceptedEntry>(verdict);
     if (auto it = first_arrival.find(a.event_id); it != first_arrival.end()) {
       if (arrivals[it->second].entry.envelope == a.envelope) {
-        ++repeats_in_batch;
+        repeats.emplace_back(&e, it->second);
       } else {
         poison.push_back(Poison{cursor.stream, e.id, a.event_id, PoisonReason::kConflict,
                                 "event id delivered twice in one batch with different bytes",
@@ -170,6 +182,26 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
     arrivals.push_back(Arrival{cursor.stream, e.id, std::move(a)});
     arrival_entries.push_back(&e);
   }
+  // Insert in event id order: two bridges inserting overlapping batches then
+  // lock the same keys in the same order and cannot deadlock.
+  {
+    std::vector<size_t> order(arrivals.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return arrivals[x].entry.event_id < arrivals[y].entry.event_id;
+    });
+    std::vector<Arrival> sorted;
+    std::vector<const redis::StreamEntry*> sorted_entries;
+    std::vector<size_t> new_index(arrivals.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      new_index[order[i]] = i;
+      sorted.push_back(std::move(arrivals[order[i]]));
+      sorted_entries.push_back(arrival_entries[order[i]]);
+    }
+    arrivals = std::move(sorted);
+    arrival_entries = std::move(sorted_entries);
+    for (auto& r : repeats) r.second = new_index[r.second];
+  }
   if (hooks_.before_insert) RETURN_IF_ERROR(hooks_.before_insert(entries));
 
   ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
@@ -180,14 +212,61 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
                             "event id already taken over with different bytes; kept the first",
                             e->fields});
   }
+  absl::flat_hash_map<const Arrival*, bool> conflicted;
+  for (const Arrival* a : take.conflicts) conflicted[a] = true;
+  int repeats_of_duplicates = 0;
+  {
+    for (const auto& [e, first] : repeats) {
+      const Arrival* a = &arrivals[first];
+      if (conflicted.contains(a)) {
+        poison.push_back(Poison{cursor.stream, e->id, a->entry.event_id, PoisonReason::kConflict,
+                                "event id already taken over with different bytes; kept the first",
+                                e->fields});
+      } else {
+        ++repeats_of_duplicates;
+      }
+    }
+  }
   RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, poison).status());
   RETURN_IF_ERROR(tx.Commit());
   if (hooks_.after_commit) RETURN_IF_ERROR(hooks_.after_commit(entries));
 
-  ASSIGN_OR_RETURN(int64_t acked, redis.XAck(cursor.stream, options_.group, ack_ids));
+  // Receipt and XACK in one round trip, in this order. A failed receipt is
+  // not fatal: the owner re-sends, the inbox absorbs the duplicate.
+  std::vector<std::string> receipted;
+  for (const Arrival& a : arrivals) {
+    if (!conflicted.contains(&a)) receipted.push_back(a.entry.event_id);
+  }
+  std::vector<std::vector<std::string>> commands;
+  if (!receipted.empty()) {
+    std::vector<std::string> xadd = {"XADD", audit::ReceiptStreamFor(cursor.stream), "MAXLEN", "~",
+                                     absl::StrCat(options_.receipt_max_len), "*"};
+    for (auto& [name, value] : audit::EncodeReceipt(receipted)) {
+      xadd.push_back(name);
+      xadd.push_back(value);
+    }
+    commands.push_back(std::move(xadd));
+  }
+  std::vector<std::string> xack = {"XACK", cursor.stream, options_.group};
+  xack.insert(xack.end(), ack_ids.begin(), ack_ids.end());
+  commands.push_back(std::move(xack));
+  ASSIGN_OR_RETURN(auto replies, redis.Pipeline(commands));
+  if (!receipted.empty()) {
+    const bool sent = replies[0].ok();
+    receipts_->Add({{"stream", cursor.stream}, {"outcome", sent ? "sent" : "failed"}})
+        .Increment(static_cast<double>(receipted.size()));
+    if (sent) {
+      cycle.receipted = static_cast<int>(receipted.size());
+    } else {
+      log::Warn(kComponent, "receipt not sent; the owner will publish again",
+                {{"stream", cursor.stream}, {"error", replies[0].status().ToString()}});
+    }
+  }
+  ASSIGN_OR_RETURN(redis::Reply ack_reply, std::move(replies.back()));
+  ASSIGN_OR_RETURN(int64_t acked, ack_reply.AsInteger());
 
   cycle.inserted = static_cast<int>(take.inserted);
-  cycle.duplicates = static_cast<int>(take.duplicates.size()) + repeats_in_batch;
+  cycle.duplicates = static_cast<int>(take.duplicates.size()) + repeats_of_duplicates;
   cycle.poison = static_cast<int>(poison.size());
   cycle.acked = static_cast<int>(acked);
   entries_->Add({{"stream", cursor.stream}, {"outcome", "inserted"}}).Increment(cycle.inserted);

@@ -13,6 +13,10 @@
 //  - crash after the commit, before XACK: the re-delivery finds the event in
 //    the inbox with the same bytes, so it is acknowledged as a duplicate;
 //  - the same id with different bytes is a conflict: poison, never an overwrite.
+// With the XACK goes a receipt to the owner (`<stream>:receipts`, one entry
+// per batch listing every event now durably in the inbox), so the owner can
+// mark its outbox rows CONFIRMED; an owner that gets no receipt publishes
+// again, which is what makes a Redis that loses data harmless.
 // A missing group (Redis lost its data, stream deleted) is re-created with
 // MKSTREAM from id 0; whatever is re-read is absorbed by the inbox.
 #pragma once
@@ -53,6 +57,10 @@ struct BridgeOptions {
   // How often to scan the group's pending list for such entries.
   absl::Duration claim_interval = absl::Seconds(5);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
+  // Receipt streams (`<stream>:receipts`) are trimmed to about this many
+  // entries (XADD MAXLEN ~); a receipt trimmed before its owner read it only
+  // causes a re-send.
+  int64_t receipt_max_len = 100000;
   ValidationLimits limits;
   pg::ConnectOptions pg;
   redis::Options redis;
@@ -73,6 +81,7 @@ struct BridgeCycle {
   int duplicates = 0;
   int poison = 0;  // including conflicts
   int acked = 0;
+  int receipted = 0;  // event ids sent back in the receipt
   int group_created = 0;
 };
 
@@ -86,6 +95,10 @@ struct StreamCursor {
   bool read_own_pending = true;
   absl::Time next_autoclaim = absl::InfinitePast();
   std::string autoclaim_start = "0-0";
+  // Pending ids whose entries vanished (XAUTOCLAIM already dropped them from
+  // the pending list): carried into every batch until one commits, so their
+  // `deleted` poison rows cannot be lost with a failed batch.
+  std::vector<std::string> vanished;
 };
 
 class InboxBridge {
@@ -122,6 +135,7 @@ class InboxBridge {
   prometheus::Family<prometheus::Counter>* group_created_;
   prometheus::Family<prometheus::Counter>* autoclaimed_;
   prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Family<prometheus::Counter>* receipts_;
   prometheus::Family<prometheus::Histogram>* lag_;
 };
 

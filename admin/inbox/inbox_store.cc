@@ -37,8 +37,11 @@ constexpr pg::Statement kPoison{
     " ON CONFLICT (consumer, stream, stream_entry_id) DO NOTHING",
     absl::Seconds(30)};
 
-// Larger values (an oversized entry) are recorded by size only.
+// Larger values (an oversized entry) are recorded by size only, and so is
+// every value once a row's stored values reach kMaxStoredEntryBytes: a
+// poison row must always fit, or the poison would block its stream.
 constexpr size_t kMaxStoredFieldBytes = 64 * 1024;
+constexpr size_t kMaxStoredEntryBytes = 256 * 1024;
 
 bool Printable(absl::string_view s) {
   for (unsigned char c : s) {
@@ -62,12 +65,15 @@ std::string JsonString(absl::string_view s) {
 
 std::string FieldsJson(const redis::StreamFields& fields) {
   std::string out = "[";
+  size_t stored = 0;
   for (size_t i = 0; i < fields.size(); ++i) {
-    const auto& [name, value] = fields[i];
+    const auto& [raw_name, value] = fields[i];
     if (i > 0) out += ",";
+    const absl::string_view name = absl::string_view(raw_name).substr(0, 256);
     const std::string shown_name =
         Printable(name) ? JsonString(name) : JsonString(absl::BytesToHexString(name));
-    if (value.size() > kMaxStoredFieldBytes) {
+    stored += name.size() + value.size();
+    if (value.size() > kMaxStoredFieldBytes || stored > kMaxStoredEntryBytes) {
       absl::StrAppend(&out, "{\"name\":", shown_name, ",\"omitted_bytes\":", value.size(), "}");
     } else if (Printable(value)) {
       absl::StrAppend(&out, "{\"name\":", shown_name, ",\"text\":", JsonString(value), "}");
@@ -120,8 +126,12 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
                                             " skipped rows not found on re-read"));
   }
   for (int i = 0; i < same.rows(); ++i) {
-    const Arrival* a = by_id[same.GetString(i, 0)];
-    (same.GetBool(i, 1) ? result.duplicates : result.conflicts).push_back(a);
+    auto it = by_id.find(same.GetString(i, 0));
+    if (it == by_id.end()) {
+      return absl::InternalError(absl::StrCat("inbox: re-read returned unexpected event id ",
+                                              same.GetString(i, 0)));
+    }
+    (same.GetBool(i, 1) ? result.duplicates : result.conflicts).push_back(it->second);
   }
   return result;
 }

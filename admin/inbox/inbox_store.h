@@ -54,7 +54,8 @@ absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& cons
                                     const std::vector<Poison>& poison);
 
 // The poison row's `fields` document: [{"name":..,"text":..} |
-// {"name":..,"hex":..} | {"name":..,"omitted_bytes":N}] (values over 64 KiB).
+// {"name":..,"hex":..} | {"name":..,"omitted_bytes":N}] (values over 64 KiB,
+// and all values once 256 KiB are stored).
 std::string FieldsJson(const redis::StreamFields& fields);
 
 }  // namespace ulticode::admin::inbox

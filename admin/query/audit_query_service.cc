@@ -61,7 +61,7 @@ constexpr pg::Statement kInboxStatus{
     "FILTER (WHERE status = 'PROCESSING')), 0), 0)::float8, "
     "COALESCE(GREATEST(EXTRACT(EPOCH FROM now() - min(first_failed_at) "
     "FILTER (WHERE status = 'PENDING' AND first_failed_at IS NOT NULL)), 0), 0)::float8, "
-    "(SELECT count(*) FROM poison_events), "
+    "(SELECT count(*) FROM poison_events WHERE consumer = $1), "
     "now() "
     "FROM consumer_inbox WHERE consumer = $1",
     absl::Seconds(10)};

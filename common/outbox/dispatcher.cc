@@ -1,5 +1,7 @@
 #include "common/outbox/dispatcher.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
@@ -48,6 +50,11 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
                         .Help("NOTIFY wake-ups received by the dispatcher listener")
                         .Register(registry)
                         .Add(labels);
+  resends_ = &prometheus::BuildCounter()
+                  .Name("ulticode_outbox_resends_total")
+                  .Help("Rows published again because no receipt came within the resend timeout")
+                  .Register(registry)
+                  .Add(labels);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_outbox_publish_lag_seconds")
               .Help("Time from outbox insert to the row being marked PUBLISHED")
@@ -170,12 +177,33 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
   return result;
 }
 
+absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg) {
+  if (options_.resend_timeout <= absl::ZeroDuration()) return 0;
+  int64_t total = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(int64_t n, RequeueUnconfirmed(pg, options_.resend_timeout, options_.batch_size));
+    total += n;
+    if (n < options_.batch_size) break;
+  }
+  if (total > 0) {
+    resends_->Increment(static_cast<double>(total));
+    log::Warn(kComponent, "no receipt within the resend timeout; publishing again",
+              {{"rows", absl::StrCat(total)},
+               {"resend_timeout", absl::FormatDuration(options_.resend_timeout)}});
+  }
+  return total;
+}
+
 void Dispatcher::WorkerLoop(int index) {
   const std::string claim_owner = absl::StrCat(
       options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id, "/", index);
   std::unique_ptr<pg::Connection> conn;
   redis::Client client(options_.redis);
   int64_t failures = 0;
+  // Thread 0 also runs the resend sweep, a few times per resend timeout.
+  const absl::Duration sweep_every = std::clamp(options_.resend_timeout / 4, absl::Milliseconds(100),
+                                                absl::Seconds(10));
+  absl::Time next_sweep = absl::Now() + sweep_every;
   while (true) {
     if (waker_.stopping()) break;
     if (conn == nullptr || conn->broken()) {
@@ -187,6 +215,12 @@ void Dispatcher::WorkerLoop(int index) {
         continue;
       }
       conn = std::move(dialled).value();
+    }
+    if (index == 0 && absl::Now() >= next_sweep) {
+      next_sweep = absl::Now() + sweep_every;
+      if (auto swept = SweepUnconfirmed(*conn); !swept.ok()) {
+        log::Warn(kComponent, "resend sweep failed", {{"error", swept.status().ToString()}});
+      }
     }
     // Taken before the cycle, so a NOTIFY that lands during it is not lost.
     const uint64_t seen = waker_.Seq();

@@ -54,6 +54,9 @@ struct DispatcherOptions {
   absl::Duration claim_lease = absl::Seconds(30);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(30)};
   size_t max_event_bytes = audit::kMaxEventBytes;
+  // A row PUBLISHED this long without Admin's receipt is published again
+  // (Redis may have lost it). Zero turns re-sending off.
+  absl::Duration resend_timeout = absl::Seconds(60);
   pg::ConnectOptions pg;
   redis::Options redis;
 };
@@ -86,6 +89,10 @@ class Dispatcher {
   absl::StatusOr<CycleResult> RunOnce(pg::Connection& pg, redis::Client& redis,
                                       const std::string& claim_owner);
 
+  // Puts rows PUBLISHED longer than resend_timeout without a receipt back to
+  // PENDING (thread 0 runs it periodically). Returns how many.
+  absl::StatusOr<int64_t> SweepUnconfirmed(pg::Connection& pg);
+
   // Stream entry fields for a row (event_id, owner, event_type,
   // schema_version, envelope), or the reason it can never be published.
   absl::StatusOr<redis::StreamFields> EntryFor(const ClaimedRow& row) const;
@@ -106,6 +113,7 @@ class Dispatcher {
   prometheus::Counter* transient_failures_;
   prometheus::Counter* dead_;
   prometheus::Counter* notifications_;
+  prometheus::Counter* resends_;
   prometheus::Histogram* lag_;
 };
 

@@ -17,6 +17,9 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
                  absl::Milliseconds(1), absl::Minutes(10));
   flags.Duration("dispatch-backoff-max", &o->backoff.max, "cap on the retry delay",
                  absl::Milliseconds(1), absl::Hours(24));
+  flags.Duration("dispatch-resend-timeout", &o->resend_timeout,
+                 "publish a row again when Admin's receipt has not come within this (0 = never)",
+                 absl::ZeroDuration(), absl::Hours(24));
   flags.String("dispatch-stream", &o->stream,
                "Redis stream to publish to (default: audit:<owner>)");
   flags.String("dispatch-instance-id", &o->instance_id,

@@ -54,6 +54,20 @@ constexpr pg::Statement kRelease{
     " FROM unnest($1::uuid[], $2::bigint[]) AS t(id, token)"
     " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
 
+constexpr pg::Statement kConfirm{
+    "outbox.confirm",
+    "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now(), claim_owner = NULL,"
+    "   claim_expires_at = NULL, last_error = NULL"
+    " WHERE event_id = ANY($1::uuid[]) AND state IN ('PENDING', 'PUBLISHED')"};
+
+constexpr pg::Statement kRequeue{
+    "outbox.requeue_unconfirmed",
+    "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
+    " FROM (SELECT event_id FROM audit_outbox"
+    "       WHERE state = 'PUBLISHED' AND published_at <= now() - $1::float8 * interval '1 second'"
+    "       ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED) d"
+    " WHERE o.event_id = d.event_id"};
+
 std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.substr(0, 1000); }
 
 }  // namespace
@@ -124,6 +138,19 @@ absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedR
     tokens.push_back(absl::StrCat(p.fencing_token));
   }
   ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kRelease, {pg::TextArray(ids), pg::TextArray(tokens)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<std::string>& event_ids) {
+  if (event_ids.empty()) return 0;
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kConfirm, {pg::TextArray(event_ids)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,
+                                           int limit) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kRequeue, {pg::Seconds(resend_after), pg::Int(limit)}));
   return r.affected_rows();
 }
 

@@ -56,7 +56,8 @@ struct Published {
   std::string stream_entry_id;
 };
 // Marks rows PUBLISHED in one statement; returns how many were still held
-// with their token (the rest were fenced off by a newer claim).
+// with their token (the rest were fenced off by a newer claim, or confirmed
+// by a receipt in the meantime).
 absl::StatusOr<int64_t> MarkPublished(pg::Connection& conn, const std::vector<Published>& rows);
 
 struct Retry {
@@ -74,5 +75,17 @@ absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_
 
 // Gives claimed rows back untouched (shutdown): due again immediately.
 absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedRow>& rows);
+
+// Admin's receipts: the events are durably in its inbox. Marks those rows
+// CONFIRMED whatever their publication state (PENDING rows waiting for a
+// re-send included); unknown, DEAD or already CONFIRMED ids are ignored, so
+// receipts are idempotent. Ids must be canonical UUIDs (callers filter).
+// Returns how many rows changed.
+absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<std::string>& event_ids);
+
+// The resend sweep: up to `limit` rows PUBLISHED longer than `resend_after`
+// ago without a receipt go back to PENDING, due now, resends + 1.
+absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,
+                                           int limit);
 
 }  // namespace ulticode::outbox

@@ -394,9 +394,25 @@ absl::StatusOr<std::vector<StreamRead>> Client::XReadGroup(absl::string_view gro
                                                            const std::vector<std::string>& streams,
                                                            int64_t count, absl::Duration block,
                                                            absl::string_view start_id) {
-  if (streams.empty()) return absl::InvalidArgumentError("redis XREADGROUP: no streams");
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", std::string(group),
-                                   std::string(consumer)};
+  return ReadStreams({"XREADGROUP", "GROUP", std::string(group), std::string(consumer)}, streams,
+                     count, block, start_id);
+}
+
+absl::StatusOr<std::vector<StreamEntry>> Client::XRead(absl::string_view stream, int64_t count,
+                                                       absl::Duration block,
+                                                       absl::string_view start_id) {
+  ASSIGN_OR_RETURN(std::vector<StreamRead> reads,
+                   ReadStreams({"XREAD"}, {std::string(stream)}, count, block, start_id));
+  if (reads.empty()) return std::vector<StreamEntry>{};
+  return std::move(reads[0].entries);
+}
+
+absl::StatusOr<std::vector<StreamRead>> Client::ReadStreams(std::vector<std::string> args,
+                                                            const std::vector<std::string>& streams,
+                                                            int64_t count, absl::Duration block,
+                                                            absl::string_view start_id) {
+  const std::string command = args[0];
+  if (streams.empty()) return absl::InvalidArgumentError(absl::StrCat("redis ", command, ": no streams"));
   if (count > 0) {
     args.push_back("COUNT");
     args.push_back(absl::StrCat(count));
@@ -415,14 +431,14 @@ absl::StatusOr<std::vector<StreamRead>> Client::XReadGroup(absl::string_view gro
   ASSIGN_OR_RETURN(const Reply reply, Execute(args, timeout));
   std::vector<StreamRead> result;
   if (reply.is_nil()) return result;
-  if (!reply.is_array()) return ShapeError("XREADGROUP", reply);
+  if (!reply.is_array()) return ShapeError(command, reply);
   for (const Reply& per_stream : reply.elements()) {
     if (!per_stream.is_array() || per_stream.elements().size() != 2) {
-      return ShapeError("XREADGROUP", reply);
+      return ShapeError(command, reply);
     }
     StreamRead read;
-    ASSIGN_OR_RETURN(read.stream, String("XREADGROUP", per_stream.elements()[0]));
-    ASSIGN_OR_RETURN(read.entries, ParseEntries("XREADGROUP", per_stream.elements()[1]));
+    ASSIGN_OR_RETURN(read.stream, String(command, per_stream.elements()[0]));
+    ASSIGN_OR_RETURN(read.entries, ParseEntries(command, per_stream.elements()[1]));
     if (!read.entries.empty()) result.push_back(std::move(read));
   }
   return result;

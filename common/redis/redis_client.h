@@ -174,6 +174,11 @@ class Client {
                                                      int64_t count, absl::Duration block,
                                                      absl::string_view start_id = ">");
 
+  // XREAD [COUNT count] [BLOCK ms] STREAMS stream start_id: entries after
+  // `start_id` (no consumer group). Block and timeout as in XReadGroup.
+  absl::StatusOr<std::vector<StreamEntry>> XRead(absl::string_view stream, int64_t count,
+                                                 absl::Duration block, absl::string_view start_id);
+
   // XACK; returns how many were acknowledged (0 for an unknown group or ids).
   absl::StatusOr<int64_t> XAck(absl::string_view stream, absl::string_view group,
                                const std::vector<std::string>& ids);
@@ -205,6 +210,11 @@ class Client {
   absl::Status EnsureConnected();
   // Command() with the socket timeout set to `timeout` for this call only.
   absl::StatusOr<Reply> Execute(const std::vector<std::string>& args, absl::Duration timeout);
+  // Runs an XREAD/XREADGROUP whose arguments end just before BLOCK/STREAMS.
+  absl::StatusOr<std::vector<StreamRead>> ReadStreams(std::vector<std::string> args,
+                                                      const std::vector<std::string>& streams,
+                                                      int64_t count, absl::Duration block,
+                                                      absl::string_view start_id);
   // Builds the Status for ctx_->err and drops the context. `saved_errno` is
   // errno right after the failing hiredis call.
   absl::Status DropOnError(absl::string_view what, int saved_errno);

@@ -7,6 +7,8 @@
 #include "common/outbox/dispatcher.h"
 #include "common/outbox/dispatcher_flags.h"
 #include "common/outbox/outbox_store.h"
+#include "common/outbox/receipt_reader.h"
+#include "common/audit/receipt.h"
 #include "common/redis/redis_client.h"
 #include "common/runtime/service_flags.h"
 #include "common/runtime/startup.h"
@@ -49,6 +51,16 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   outbox::Dispatcher dispatcher(dispatch, (*metrics)->registry());
   dispatcher.Start();
 
+  outbox::ReceiptReaderOptions receipts;
+  receipts.owner = spec.owner;
+  receipts.stream = audit::ReceiptStreamFor(dispatch.stream.empty() ? audit::StreamFor(spec.owner)
+                                                                    : dispatch.stream);
+  receipts.pg = pool_options.connect;
+  receipts.pg.application_name = spec.program + "-receipts";
+  receipts.redis = dispatch.redis;
+  outbox::ReceiptReader receipt_reader(receipts, (*metrics)->registry());
+  receipt_reader.Start();
+
   server::HeaderPrincipalResolver resolver;
   std::unique_ptr<grpc::Service> service = spec.make_service(pool, resolver);
   server::GrpcServer grpc_server(
@@ -62,6 +74,7 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   const int sig = server::WaitForTerminationSignal();
   log::Info(name, "shutting down", {{"signal", absl::StrCat(sig)}});
   grpc_server.Shutdown(common.shutdown_timeout);
+  receipt_reader.Stop();
   dispatcher.Stop();
   pool.Close();
   log::Info(name, "stopped");

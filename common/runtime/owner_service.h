@@ -1,6 +1,6 @@
 // main() of a data owner (Auth, App): config -> metrics -> database
-// (service + outbox migrations) -> dispatcher -> gRPC -> SERVING; on
-// SIGTERM: NOT_SERVING, drain gRPC, stop the dispatcher, close the pool.
+// (service + outbox migrations) -> dispatcher + receipt reader -> gRPC ->
+// SERVING; on SIGTERM: NOT_SERVING, drain gRPC, stop the workers, close the pool.
 #pragma once
 
 #include <functional>

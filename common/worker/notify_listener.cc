@@ -27,7 +27,9 @@ void RunNotifyListener(const NotifyListenerOptions& options, Waker& waker) {
     }
     auto got = conn->WaitForNotifications(absl::Milliseconds(250));
     if (!got.ok()) {
+      ++failures;
       conn.reset();
+      waker.WaitForWork(backoff::Delay(options.backoff, failures), std::nullopt);
       continue;
     }
     if (!got->empty()) {

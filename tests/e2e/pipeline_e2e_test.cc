@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
+#include "common/pg/connection.h"
 #include "tests/support/mesh.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
@@ -209,6 +210,19 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     req.set_title("Anon");
     appv1::ProblemResponse out;
     EXPECT_EQ(app_->CreateProblem(&ctx, req, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+
+  // --- The owners committed exactly these events (the outbox row commits
+  // with the change, so this is exact at once): reads and failures made none.
+  for (auto [service, want] : {std::pair{Service::kAuth, 4}, std::pair{Service::kApp, 3}}) {
+    pg::ConnectOptions o;
+    o.conninfo = mesh_->Dsn(service);
+    auto conn = pg::Connection::Connect(o);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    pg::Statement st{"outbox.count", "SELECT count(*) FROM audit_outbox"};
+    auto r = (*conn)->Execute(st);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->GetInt64(0, 0), want);
   }
 
   // --- Admin has every row (with a deadline) ---

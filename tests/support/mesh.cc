@@ -135,8 +135,14 @@ std::string Mesh::Output(Service service, int replica) {
 }
 
 std::shared_ptr<grpc::Channel> Mesh::Channel(Service service, int replica) {
-  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", Get(service, replica).grpc_port),
-                             grpc::InsecureChannelCredentials());
+  // Replicas get killed and restarted: reconnect within a second, not after
+  // gRPC's default back-off of up to two minutes.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", Get(service, replica).grpc_port),
+                                   grpc::InsecureChannelCredentials(), args);
 }
 
 int Mesh::grpc_port(Service service, int replica) { return Get(service, replica).grpc_port; }

@@ -31,4 +31,12 @@ void RedisServer::Kill() {
   child_.reset();
 }
 
+void RedisServer::Freeze() {
+  if (child_) ::kill(child_->pid(), SIGSTOP);
+}
+
+void RedisServer::Thaw() {
+  if (child_) ::kill(child_->pid(), SIGCONT);
+}
+
 }  // namespace ulticode::testing

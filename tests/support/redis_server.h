@@ -17,6 +17,9 @@ class RedisServer {
   bool Start();
   // SIGKILL: an abrupt loss, no persistence.
   void Kill();
+  // SIGSTOP / SIGCONT: a frozen server (clients time out, nothing refuses).
+  void Freeze();
+  void Thaw();
   int port() const { return port_; }
 
  private:

@@ -47,14 +47,18 @@ CREATE INDEX consumer_inbox_due ON consumer_inbox (next_retry_at) WHERE status =
 CREATE INDEX consumer_inbox_leased ON consumer_inbox (lease_expires_at) WHERE status = 'PROCESSING';
 CREATE INDEX consumer_inbox_dead ON consumer_inbox (received_at) WHERE status = 'DEAD';
 
--- Wake lease consumers on commit (delivered only if the insert commits).
+-- Wake lease consumers on commit (delivered only if the insert commits), and
+-- only when the statement inserted rows (a batch of duplicates inserts none).
 CREATE FUNCTION consumer_inbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_notify('consumer_inbox', '');
+  IF EXISTS (SELECT 1 FROM new_rows) THEN
+    PERFORM pg_notify('consumer_inbox', '');
+  END IF;
   RETURN NULL;
 END $$;
 
 CREATE TRIGGER consumer_inbox_notify AFTER INSERT ON consumer_inbox
+  REFERENCING NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION consumer_inbox_notify();
 
 -- poison_events: stream entries that can never be taken over (malformed,
@@ -107,5 +111,6 @@ CREATE TABLE audit_logs (
 CREATE INDEX audit_logs_recent ON audit_logs (occurred_at DESC, event_id DESC);
 CREATE INDEX audit_logs_actor ON audit_logs (actor, occurred_at DESC, event_id DESC);
 CREATE INDEX audit_logs_entity ON audit_logs (entity_type, entity_id, occurred_at DESC, event_id DESC);
+CREATE INDEX audit_logs_entity_type ON audit_logs (entity_type, occurred_at DESC, event_id DESC);
 CREATE INDEX audit_logs_action ON audit_logs (action, occurred_at DESC, event_id DESC);
 CREATE INDEX audit_logs_owner ON audit_logs (owner, occurred_at DESC, event_id DESC);

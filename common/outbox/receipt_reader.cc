@@ -1,0 +1,108 @@
+#include "common/outbox/receipt_reader.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/audit/receipt.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+#include "common/outbox/outbox_store.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr char kComponent[] = "outbox.receipts";
+
+prometheus::Counter* Counter(prometheus::Registry& registry, const char* name, const char* help,
+                             const std::string& owner) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({{"owner", owner}});
+}
+
+}  // namespace
+
+ReceiptReader::ReceiptReader(ReceiptReaderOptions options, prometheus::Registry& registry)
+    : options_(std::move(options)) {
+  const std::string owner = audit::OwnerName(options_.owner);
+  receipts_ = Counter(registry, "ulticode_outbox_receipts_total", "Receipt entries read from Admin",
+                      owner);
+  confirmed_ = Counter(registry, "ulticode_outbox_confirmed_total",
+                       "Outbox rows marked CONFIRMED by a receipt", owner);
+  rejected_ = Counter(registry, "ulticode_outbox_receipt_rejected_total",
+                      "Malformed ids or entries in the receipt stream (skipped)", owner);
+  errors_ = Counter(registry, "ulticode_outbox_receipt_errors_total",
+                    "Receipt cycles that failed (Redis or PostgreSQL unavailable); retried", owner);
+}
+
+ReceiptReader::~ReceiptReader() { Stop(); }
+
+void ReceiptReader::Start() {
+  waker_.Reset();
+  thread_ = std::thread([this] { Loop(); });
+  log::Info(kComponent, "started", {{"stream", options_.stream}});
+}
+
+void ReceiptReader::Stop() {
+  waker_.Stop();
+  if (thread_.joinable()) {
+    thread_.join();
+    log::Info(kComponent, "stopped", {{"stream", options_.stream}});
+  }
+}
+
+absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::Client& redis,
+                                                    std::string* cursor) {
+  ReceiptCycle cycle;
+  ASSIGN_OR_RETURN(std::vector<redis::StreamEntry> entries,
+                   redis.XRead(options_.stream, options_.batch_size, options_.block, *cursor));
+  if (entries.empty()) return cycle;
+  std::vector<std::string> ids;
+  for (const redis::StreamEntry& e : entries) {
+    int rejected = 0;
+    for (std::string& id : audit::DecodeReceipt(e.fields, &rejected)) ids.push_back(std::move(id));
+    cycle.rejected += rejected;
+  }
+  cycle.receipts = static_cast<int>(entries.size());
+  cycle.event_ids = static_cast<int>(ids.size());
+  ASSIGN_OR_RETURN(int64_t confirmed, Confirm(pg, ids));
+  cycle.confirmed = static_cast<int>(confirmed);
+  *cursor = entries.back().id;
+  receipts_->Increment(cycle.receipts);
+  confirmed_->Increment(cycle.confirmed);
+  if (cycle.rejected > 0) {
+    rejected_->Increment(cycle.rejected);
+    log::Warn(kComponent, "malformed receipt content skipped",
+              {{"stream", options_.stream}, {"rejected", absl::StrCat(cycle.rejected)}});
+  }
+  return cycle;
+}
+
+void ReceiptReader::Loop() {
+  std::unique_ptr<pg::Connection> conn;
+  redis::Client client(options_.redis);
+  std::string cursor = "0-0";
+  int64_t failures = 0;
+  while (!waker_.stopping()) {
+    if (conn == nullptr || conn->broken()) {
+      auto dialled = pg::Connection::Connect(options_.pg);
+      if (!dialled.ok()) {
+        ++failures;
+        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
+        waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+        continue;
+      }
+      conn = std::move(dialled).value();
+    }
+    auto cycle = RunOnce(*conn, client, &cursor);
+    if (!cycle.ok()) {
+      ++failures;
+      errors_->Increment();
+      log::Warn(kComponent, "cycle failed; will retry from the same receipt",
+                {{"stream", options_.stream}, {"error", cycle.status().ToString()}});
+      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      continue;
+    }
+    failures = 0;
+  }
+}
+
+}  // namespace ulticode::outbox

@@ -1,0 +1,71 @@
+// The owner's receipt reader: applies Admin's receipts to the outbox.
+//
+// One thread reads the owner's receipt stream (`<audit stream>:receipts`)
+// with plain XREAD BLOCK from a cursor it keeps in memory, starting at the
+// beginning of the stream. Every replica of the owner reads every receipt:
+// confirming is an idempotent UPDATE, so there is no consumer group, no
+// pending list and nothing to take over when a replica dies. The cursor only
+// moves past a receipt once its rows are confirmed, so a failed UPDATE is
+// retried; a receipt lost with Redis's data only delays confirmation until the
+// resend sweep publishes the event again (see Dispatcher, resend_timeout).
+#pragma once
+
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/audit/event.h"
+#include "common/backoff/backoff.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "common/worker/waker.h"
+#include "prometheus/counter.h"
+#include "prometheus/registry.h"
+
+namespace ulticode::outbox {
+
+struct ReceiptReaderOptions {
+  audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
+  // Receipt stream; usually audit::ReceiptStreamFor(<the owner's stream>).
+  std::string stream;
+  int batch_size = 256;  // receipt entries per XREAD
+  absl::Duration block = absl::Seconds(1);
+  backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
+  pg::ConnectOptions pg;
+  redis::Options redis;
+};
+
+struct ReceiptCycle {
+  int receipts = 0;   // entries read
+  int event_ids = 0;  // ids they carried
+  int confirmed = 0;  // rows that turned CONFIRMED
+  int rejected = 0;   // malformed ids skipped
+};
+
+class ReceiptReader {
+ public:
+  ReceiptReader(ReceiptReaderOptions options, prometheus::Registry& registry);
+  ~ReceiptReader();
+
+  void Start();
+  void Stop();
+
+  // One read-confirm cycle from `*cursor` (advanced on success).
+  absl::StatusOr<ReceiptCycle> RunOnce(pg::Connection& pg, redis::Client& redis,
+                                       std::string* cursor);
+
+ private:
+  void Loop();
+
+  const ReceiptReaderOptions options_;
+  worker::Waker waker_;
+  std::thread thread_;
+
+  prometheus::Counter* receipts_;
+  prometheus::Counter* confirmed_;
+  prometheus::Counter* rejected_;
+  prometheus::Counter* errors_;
+};
+
+}  // namespace ulticode::outbox

@@ -6,7 +6,12 @@
 # the caller chooses and listens on a port the caller chooses.
 #
 #   ulticode_free_port                          print a free TCP port on 127.0.0.1
-#   ulticode_pg_start <datadir> <port> <on|off> initdb if needed, start (or reuse); arg 3 = fsync
+#   ulticode_pg_start <datadir> <port> <on|off|process>
+#                                               initdb if needed, start (or reuse); arg 3 = durability:
+#                                               on = fsync + synchronous_commit; off = neither (fast,
+#                                               a crash loses recent commits); process = no fsync but
+#                                               synchronous_commit on: survives kill -9 / immediate
+#                                               shutdown of PostgreSQL (not of the machine)
 #   ulticode_pg_stop <datadir>                  pg_ctl stop -m fast (no-op if not running)
 #   ulticode_pg_wait <port> [timeout_s]         wait until pg_isready succeeds
 #   ulticode_pg_createdb <port> <name...>       create databases that do not exist yet
@@ -197,13 +202,14 @@ ulticode_pg_start() {
   local datadir="${1:?usage: ulticode_pg_start <datadir> <port> <fsync:on|off>}"
   local port="${2:?usage: ulticode_pg_start <datadir> <port> <fsync:on|off>}"
   local fsync="${3:?usage: ulticode_pg_start <datadir> <port> <fsync:on|off>}"
-  local statedir sockdir logfile locale running_port durable
+  local statedir sockdir logfile locale running_port durable sync_commit=""
   local -a initdb_extra=()
   _ulticode_is_port "${port}" || { _ulticode_log "bad port: ${port}"; return 2; }
   case "${fsync}" in
     on) durable=on ;;
     off) durable=off ;;
-    *) _ulticode_log "fsync must be on or off, not ${fsync}"; return 2 ;;
+    process) fsync=off; durable=off; sync_commit=on ;;
+    *) _ulticode_log "durability must be on, off or process, not ${fsync}"; return 2 ;;
   esac
   datadir="$(realpath -m -- "${datadir}")"
   if [[ "${datadir}" == *"'"* || "${datadir}" =~ [[:space:]] ]]; then
@@ -260,7 +266,7 @@ ulticode_pg_start() {
   _ulticode_log "starting PostgreSQL on 127.0.0.1:${port} (fsync=${fsync}, data ${datadir}, log ${logfile})"
   if ! _ulticode_pg_run pg_ctl start -D "${datadir}" -w -t "${ULTICODE_START_TIMEOUT:-60}" \
     -l "${logfile}" -o "-p ${port} -k '${sockdir}' -c listen_addresses=127.0.0.1 \
--c fsync=${fsync} -c synchronous_commit=${durable} -c full_page_writes=${durable} \
+-c fsync=${fsync} -c synchronous_commit=${sync_commit:-${durable}} -c full_page_writes=${durable} \
 -c max_connections=300 -c shared_buffers=128MB" >/dev/null; then
     _ulticode_log "PostgreSQL failed to start; last lines of ${logfile}:"
     tail -n 30 -- "${logfile}" >&2

@@ -198,7 +198,7 @@ class LoadDriver {
     std::mt19937_64 rng(seed_ * 1000 + c);
     const std::string principal = absl::StrCat("chaos-client-", c);
     std::vector<std::string> users, problems;
-    static const char* kRoles[] = {"judge", "setter", "viewer"};
+    static const char* kRoles[] = {"judge", "problem_setter", "admin"};
     for (int n = 0; !stop.load(); ++n) {
       ++operations_;
       const std::string request_id = absl::StrCat("chaos-", seed_, "-", c, "-", n);
@@ -491,7 +491,24 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
   int64_t lost = 0, unconfirmed = 0;
   for (const auto& [id, row] : outbox) {
     if (!logged.contains(id)) {
-      if (lost++ < 5) ADD_FAILURE() << "lost: event " << id << " (outbox state " << row.state << ")";
+      if (lost++ < 5) {
+        pg::Statement inbox_st{"chaos.inbox_row",
+                               "SELECT status || ' attempts=' || attempts || ' error=' ||"
+                               " coalesce(last_error, '-') || ' received=' || received_at"
+                               " FROM consumer_inbox WHERE event_id = $1::uuid"};
+        auto in = admin_db->Execute(inbox_st, {pg::Text(id)});
+        pg::Statement out_st{"chaos.outbox_row",
+                             "SELECT 'attempts=' || attempts || ' resends=' || resends ||"
+                             " ' entry=' || coalesce(stream_entry_id, '-') || ' created=' ||"
+                             " created_at || ' published=' || coalesce(published_at::text, '-') ||"
+                             " ' confirmed=' || coalesce(confirmed_at::text, '-')"
+                             " FROM audit_outbox WHERE event_id = $1::uuid"};
+        auto out = (row.owner == audit::v1::OWNER_AUTH ? auth_db : app_db)->Execute(out_st, {pg::Text(id)});
+        ADD_FAILURE() << "lost: event " << id << " owner " << audit::OwnerName(row.owner)
+                      << " outbox state " << row.state << " "
+                      << (out.ok() && out->rows() == 1 ? out->GetString(0, 0) : "?") << "; inbox: "
+                      << (in.ok() && in->rows() == 1 ? in->GetString(0, 0) : "absent");
+      }
     }
     if (row.state != "CONFIRMED") ++unconfirmed;
   }
@@ -502,7 +519,13 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
   for (const OkCall& call : driver.ok_calls()) {
     if (call.event_id.empty()) continue;
     ++ok_with_event;
-    if (!logged.contains(call.event_id)) ++ok_missing;
+    if (!logged.contains(call.event_id)) {
+      if (ok_missing++ < 5) {
+        ADD_FAILURE() << "OK call " << call.method << " returned event " << call.event_id
+                      << " which has no audit row; in its owner's outbox: "
+                      << (outbox.contains(call.event_id) ? "yes" : "NO");
+      }
+    }
   }
   const int64_t resends = Scalar(*auth_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox") +
                           Scalar(*app_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox");

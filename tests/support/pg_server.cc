@@ -31,7 +31,9 @@ PgServer::~PgServer() {
 }
 
 bool PgServer::Start(std::string* error) {
-  auto r = Servers(absl::StrCat("ulticode_pg_start ", dir_, "/pg ", port_, " off"));
+  // Durable against a crash of PostgreSQL itself (what Crash() does), not of
+  // the machine: synchronous_commit on, fsync off.
+  auto r = Servers(absl::StrCat("ulticode_pg_start ", dir_, "/pg ", port_, " process"));
   if (r.exit_code != 0) {
     *error = r.output;
     return false;

@@ -7,8 +7,9 @@
 // DEADLINE_EXCEEDED and friends, and record every call that returned OK.
 // Meanwhile a seeded, printed fault schedule kills service processes with
 // SIGKILL (restarting them after a pause), restarts Redis WITHOUT persistence
-// (streams, groups and receipts vanish), freezes Redis with SIGSTOP, crashes
-// PostgreSQL and terminates its backends.
+// (streams, groups and receipts vanish; once at least while Admin is down,
+// so a backlog of published events vanishes), freezes Redis with SIGSTOP,
+// crashes PostgreSQL and terminates its backends.
 //
 // Then, with the faults over, it waits for quiescence and checks the three
 // databases directly: every committed change has exactly one audit row with
@@ -62,12 +63,20 @@ int64_t EnvInt(const char* name, int64_t fallback) {
 
 // ----------------------------------------------------------------- faults
 
-enum class Fault { kKillService, kRedisWipe, kRedisFreeze, kPgCrash, kPgTerminate };
+enum class Fault {
+  kKillService,
+  kRedisWipe,           // Redis restarted without persistence
+  kRedisWipeAdminDown,  // the same while Admin is down: a backlog of published events vanishes
+  kRedisFreeze,
+  kPgCrash,
+  kPgTerminate
+};
 
 const char* FaultName(Fault f) {
   switch (f) {
     case Fault::kKillService: return "kill-9";
     case Fault::kRedisWipe: return "redis-wipe";
+    case Fault::kRedisWipeAdminDown: return "redis-wipe-admin-down";
     case Fault::kRedisFreeze: return "redis-freeze";
     case Fault::kPgCrash: return "pg-crash";
     case Fault::kPgTerminate: return "pg-terminate-backends";
@@ -93,10 +102,13 @@ std::vector<ScheduledFault> MakeSchedule(uint64_t seed, absl::Duration load) {
   absl::Duration at = absl::Seconds(3);
   while (at < load - absl::Seconds(3)) {
     if (bag.empty()) {
-      bag = {Fault::kKillService, Fault::kKillService, Fault::kRedisWipe, Fault::kRedisFreeze,
-             Fault::kPgCrash,     Fault::kPgTerminate, Fault::kKillService};
+      bag = {Fault::kKillService, Fault::kKillService,         Fault::kRedisWipe,
+             Fault::kRedisFreeze, Fault::kPgCrash,             Fault::kPgTerminate,
+             Fault::kKillService, Fault::kRedisWipeAdminDown};
       std::shuffle(bag.begin(), bag.end(), rng);
-      if (out.empty()) std::swap(*std::find(bag.begin(), bag.end(), Fault::kRedisWipe), bag.back());
+      if (out.empty()) {
+        std::swap(*std::find(bag.begin(), bag.end(), Fault::kRedisWipeAdminDown), bag.back());
+      }
     }
     ScheduledFault f;
     f.at = at;
@@ -371,9 +383,10 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
 
   const auto schedule = MakeSchedule(seed, load);
   for (const auto& f : schedule) {
-    std::printf("[chaos] schedule t=%-6s %-22s %s-%d pause=%s\n", absl::FormatDuration(f.at).c_str(),
-                FaultName(f.fault), f.fault == Fault::kKillService ? ServiceName(f.service) : "-",
-                f.replica, absl::FormatDuration(f.pause).c_str());
+    const std::string victim =
+        f.fault == Fault::kKillService ? absl::StrCat(ServiceName(f.service), "-", f.replica) : "-";
+    std::printf("[chaos] schedule t=%-8s %-22s %-8s pause=%s\n", absl::FormatDuration(f.at).c_str(),
+                FaultName(f.fault), victim.c_str(), absl::FormatDuration(f.pause).c_str());
   }
 
   // --- load and faults ---
@@ -395,6 +408,15 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
         redis.Kill();
         absl::SleepFor(f.pause);
         EXPECT_TRUE(redis.Start()) << "redis restart";
+        break;
+      case Fault::kRedisWipeAdminDown:
+        for (int r = 0; r < kReplicas; ++r) mesh.Kill(Service::kAdmin, r);
+        absl::SleepFor(f.pause);  // owners keep publishing; nobody reads
+        redis.Kill();
+        EXPECT_TRUE(redis.Start()) << "redis restart";
+        for (int r = 0; r < kReplicas; ++r) {
+          EXPECT_TRUE(mesh.Start(Service::kAdmin, r, &error)) << error;
+        }
         break;
       case Fault::kRedisFreeze:
         redis.Freeze();
@@ -532,13 +554,14 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
 
   std::printf(
       "[chaos] SUMMARY seed=%llu operations=%lld ok_events=%lld attempts=%lld gave_up=%lld "
-      "kills=%d redis_wipes=%d redis_freezes=%d pg_crashes=%d pg_terminations=%d "
+      "kills=%d redis_wipes=%d redis_wipes_admin_down=%d redis_freezes=%d pg_crashes=%d "
+      "pg_terminations=%d "
       "events=%zu audit_rows=%zu resends=%lld lost=%lld duplicated=%lld orphaned=%lld wrong=%lld "
       "unconfirmed=%lld dead=%lld poison=%lld ok_missing=%lld converge_s=%.1f\n",
       static_cast<unsigned long long>(seed), static_cast<long long>(driver.operations()),
       static_cast<long long>(ok_with_event), static_cast<long long>(driver.attempts()),
       static_cast<long long>(driver.gave_up()), counts[Fault::kKillService],
-      counts[Fault::kRedisWipe], counts[Fault::kRedisFreeze], counts[Fault::kPgCrash],
+      counts[Fault::kRedisWipe], counts[Fault::kRedisWipeAdminDown], counts[Fault::kRedisFreeze], counts[Fault::kPgCrash],
       counts[Fault::kPgTerminate], outbox.size(), logged.size(), static_cast<long long>(resends),
       static_cast<long long>(lost), static_cast<long long>(duplicated),
       static_cast<long long>(orphaned), static_cast<long long>(wrong),
@@ -547,7 +570,7 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
 
   EXPECT_TRUE(quiet) << "no quiescence within 180 s after the faults stopped";
   EXPECT_GT(ok_with_event, 100) << "the load did not get through";
-  EXPECT_GE(counts[Fault::kRedisWipe], 1);
+  EXPECT_GE(counts[Fault::kRedisWipeAdminDown], 1);
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(duplicated, 0);
   EXPECT_EQ(orphaned, 0);

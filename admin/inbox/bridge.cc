@@ -215,16 +215,14 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   absl::flat_hash_map<const Arrival*, bool> conflicted;
   for (const Arrival* a : take.conflicts) conflicted[a] = true;
   int repeats_of_duplicates = 0;
-  {
-    for (const auto& [e, first] : repeats) {
-      const Arrival* a = &arrivals[first];
-      if (conflicted.contains(a)) {
-        poison.push_back(Poison{cursor.stream, e->id, a->entry.event_id, PoisonReason::kConflict,
-                                "event id already taken over with different bytes; kept the first",
-                                e->fields});
-      } else {
-        ++repeats_of_duplicates;
-      }
+  for (const auto& [e, first] : repeats) {
+    const Arrival* a = &arrivals[first];
+    if (conflicted.contains(a)) {
+      poison.push_back(Poison{cursor.stream, e->id, a->entry.event_id, PoisonReason::kConflict,
+                              "event id already taken over with different bytes; kept the first",
+                              e->fields});
+    } else {
+      ++repeats_of_duplicates;
     }
   }
   RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, poison).status());
@@ -282,9 +280,15 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
                 {"reason", std::string(PoisonReasonName(p.reason))},
                 {"detail", p.detail}});
   }
+  // Lag of first arrivals only: a re-sent duplicate would count its re-send delay.
+  absl::flat_hash_map<const Arrival*, bool> old_news;
+  for (const Arrival* a : take.duplicates) old_news[a] = true;
   auto& lag = lag_->Add({{"owner", audit::OwnerName(cursor.owner)}}, metrics::LatencyBuckets());
   const absl::Time committed = absl::Now();
-  for (const Arrival& a : arrivals) lag.Observe(absl::ToDoubleSeconds(committed - a.entry.occurred_at));
+  for (const Arrival& a : arrivals) {
+    if (conflicted.contains(&a) || old_news.contains(&a)) continue;
+    lag.Observe(absl::ToDoubleSeconds(committed - a.entry.occurred_at));
+  }
   return cycle;
 }
 

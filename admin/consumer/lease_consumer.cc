@@ -11,6 +11,7 @@
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/worker/instance_id.h"
+#include "common/worker/loop.h"
 #include "common/worker/notify_listener.h"
 
 namespace ulticode::admin::consumer {
@@ -218,28 +219,17 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
 
 void LeaseConsumer::WorkerLoop(int index) {
   const std::string lease_owner = absl::StrCat(instance_id_, "/", index);
-  std::unique_ptr<pg::Connection> conn;
-  int64_t failures = 0;
+  worker::Loop loop(waker_, options_.pg, options_.loop_backoff, kComponent);
   while (!waker_.stopping()) {
-    if (conn == nullptr || conn->broken()) {
-      auto dialled = pg::Connection::Connect(options_.pg);
-      if (!dialled.ok()) {
-        ++failures;
-        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
-        waker_.WaitForWork(backoff::Delay(options_.loop_backoff, failures), std::nullopt);
-        continue;
-      }
-      conn = std::move(dialled).value();
-    }
+    pg::Connection* conn = loop.Database();
+    if (conn == nullptr) continue;
     const uint64_t seen = waker_.Seq();
     auto cycle = RunOnce(*conn, lease_owner);
     if (!cycle.ok()) {
-      ++failures;
-      log::Warn(kComponent, "cycle failed", {{"error", cycle.status().ToString()}});
-      waker_.WaitForWork(backoff::Delay(options_.loop_backoff, failures), std::nullopt);
+      loop.Failed("cycle failed", cycle.status());
       continue;
     }
-    failures = 0;
+    loop.Succeeded();
     if (cycle->claimed >= options_.batch_size) continue;  // more may be due
     waker_.WaitForWork(options_.poll_interval, seen);
   }

@@ -11,6 +11,7 @@
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/worker/instance_id.h"
+#include "common/worker/loop.h"
 
 namespace ulticode::admin::inbox {
 namespace {
@@ -296,30 +297,19 @@ void InboxBridge::StreamLoop(size_t index) {
   StreamCursor cursor;
   cursor.owner = options_.streams[index].first;
   cursor.stream = options_.streams[index].second;
-  std::unique_ptr<pg::Connection> conn;
   redis::Client client(options_.redis);
-  int64_t failures = 0;
+  worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
   while (!waker_.stopping()) {
-    if (conn == nullptr || conn->broken()) {
-      auto dialled = pg::Connection::Connect(options_.pg);
-      if (!dialled.ok()) {
-        ++failures;
-        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
-        waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
-        continue;
-      }
-      conn = std::move(dialled).value();
-    }
+    pg::Connection* conn = loop.Database();
+    if (conn == nullptr) continue;
     auto cycle = RunOnce(*conn, client, cursor);
     if (!cycle.ok()) {
-      ++failures;
       errors_->Add({{"stream", cursor.stream}}).Increment();
-      log::Warn(kComponent, "cycle failed; nothing acknowledged, will re-read",
-                {{"stream", cursor.stream}, {"error", cycle.status().ToString()}});
-      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      loop.Failed("cycle failed; nothing acknowledged, will re-read", cycle.status(),
+                  {{"stream", cursor.stream}});
       continue;
     }
-    failures = 0;
+    loop.Succeeded();
     // No sleep: the next XREADGROUP blocks until entries arrive or `block` ends.
   }
 }

@@ -8,6 +8,7 @@
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/worker/instance_id.h"
+#include "common/worker/loop.h"
 #include "common/worker/notify_listener.h"
 
 namespace ulticode::outbox {
@@ -197,25 +198,15 @@ absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg) {
 void Dispatcher::WorkerLoop(int index) {
   const std::string claim_owner = absl::StrCat(
       options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id, "/", index);
-  std::unique_ptr<pg::Connection> conn;
   redis::Client client(options_.redis);
-  int64_t failures = 0;
+  worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
   // Thread 0 also runs the resend sweep, a few times per resend timeout.
   const absl::Duration sweep_every = std::clamp(options_.resend_timeout / 4, absl::Milliseconds(100),
                                                 absl::Seconds(10));
   absl::Time next_sweep = absl::Now() + sweep_every;
-  while (true) {
-    if (waker_.stopping()) break;
-    if (conn == nullptr || conn->broken()) {
-      auto dialled = pg::Connection::Connect(options_.pg);
-      if (!dialled.ok()) {
-        ++failures;
-        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
-        waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
-        continue;
-      }
-      conn = std::move(dialled).value();
-    }
+  while (!waker_.stopping()) {
+    pg::Connection* conn = loop.Database();
+    if (conn == nullptr) continue;
     if (index == 0 && absl::Now() >= next_sweep) {
       next_sweep = absl::Now() + sweep_every;
       if (auto swept = SweepUnconfirmed(*conn); !swept.ok()) {
@@ -226,17 +217,14 @@ void Dispatcher::WorkerLoop(int index) {
     const uint64_t seen = waker_.Seq();
     auto cycle = RunOnce(*conn, client, claim_owner);
     if (!cycle.ok()) {
-      ++failures;
-      log::Warn(kComponent, "cycle failed", {{"error", cycle.status().ToString()}});
-      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      loop.Failed("cycle failed", cycle.status());
       continue;
     }
     if (cycle->rescheduled > 0 && cycle->published == 0) {
-      ++failures;  // the broker is failing: back off this thread too
-      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      loop.BackOff();  // the broker is failing: back off this thread too
       continue;
     }
-    failures = 0;
+    loop.Succeeded();
     if (cycle->claimed >= options_.batch_size) continue;  // more may be due
     waker_.WaitForWork(options_.poll_interval, seen);
   }

@@ -7,6 +7,7 @@
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/outbox/outbox_store.h"
+#include "common/worker/loop.h"
 
 namespace ulticode::outbox {
 namespace {
@@ -77,31 +78,20 @@ absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::C
 }
 
 void ReceiptReader::Loop() {
-  std::unique_ptr<pg::Connection> conn;
   redis::Client client(options_.redis);
+  worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
   std::string cursor = "0-0";
-  int64_t failures = 0;
   while (!waker_.stopping()) {
-    if (conn == nullptr || conn->broken()) {
-      auto dialled = pg::Connection::Connect(options_.pg);
-      if (!dialled.ok()) {
-        ++failures;
-        log::Warn(kComponent, "database unavailable", {{"error", dialled.status().ToString()}});
-        waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
-        continue;
-      }
-      conn = std::move(dialled).value();
-    }
+    pg::Connection* conn = loop.Database();
+    if (conn == nullptr) continue;
     auto cycle = RunOnce(*conn, client, &cursor);
     if (!cycle.ok()) {
-      ++failures;
       errors_->Increment();
-      log::Warn(kComponent, "cycle failed; will retry from the same receipt",
-                {{"stream", options_.stream}, {"error", cycle.status().ToString()}});
-      waker_.WaitForWork(backoff::Delay(options_.backoff, failures), std::nullopt);
+      loop.Failed("cycle failed; will retry from the same receipt", cycle.status(),
+                  {{"stream", options_.stream}});
       continue;
     }
-    failures = 0;
+    loop.Succeeded();
   }
 }
 

@@ -55,7 +55,8 @@ struct DispatcherOptions {
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(30)};
   size_t max_event_bytes = audit::kMaxEventBytes;
   // A row PUBLISHED this long without Admin's receipt is published again
-  // (Redis may have lost it). Zero turns re-sending off.
+  // (Redis may have lost it), then after twice as long, and so on (see
+  // RequeueUnconfirmed). Zero turns re-sending off.
   absl::Duration resend_timeout = absl::Seconds(60);
   pg::ConnectOptions pg;
   redis::Options redis;

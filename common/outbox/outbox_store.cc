@@ -1,5 +1,7 @@
 #include "common/outbox/outbox_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
@@ -58,13 +60,20 @@ constexpr pg::Statement kConfirm{
     "outbox.confirm",
     "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now(), claim_owner = NULL,"
     "   claim_expires_at = NULL, last_error = NULL"
-    " WHERE event_id = ANY($1::uuid[]) AND state IN ('PENDING', 'PUBLISHED')"};
+    " WHERE event_id = ANY($1::uuid[]) AND state IN ('PENDING', 'PUBLISHED')",
+    absl::Seconds(30)};
+
+// Ids per Confirm statement: keeps each UPDATE short however large a backlog
+// of receipts is being applied.
+constexpr size_t kConfirmChunk = 1000;
 
 constexpr pg::Statement kRequeue{
     "outbox.requeue_unconfirmed",
     "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
     " FROM (SELECT event_id FROM audit_outbox"
-    "       WHERE state = 'PUBLISHED' AND published_at <= now() - $1::float8 * interval '1 second'"
+    "       WHERE state = 'PUBLISHED' AND published_at <= now() -"
+    "         least($1::float8 * power(2, least(resends, 6)), greatest($1::float8, 3600))"
+    "           * interval '1 second'"
     "       ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED) d"
     " WHERE o.event_id = d.event_id"};
 
@@ -142,9 +151,14 @@ absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedR
 }
 
 absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<std::string>& event_ids) {
-  if (event_ids.empty()) return 0;
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kConfirm, {pg::TextArray(event_ids)}));
-  return r.affected_rows();
+  int64_t confirmed = 0;
+  for (size_t i = 0; i < event_ids.size(); i += kConfirmChunk) {
+    const std::vector<std::string> chunk(
+        event_ids.begin() + i, event_ids.begin() + std::min(event_ids.size(), i + kConfirmChunk));
+    ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kConfirm, {pg::TextArray(chunk)}));
+    confirmed += r.affected_rows();
+  }
+  return confirmed;
 }
 
 absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,

@@ -83,8 +83,11 @@ absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedR
 // Returns how many rows changed.
 absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<std::string>& event_ids);
 
-// The resend sweep: up to `limit` rows PUBLISHED longer than `resend_after`
-// ago without a receipt go back to PENDING, due now, resends + 1.
+// The resend sweep: up to `limit` rows PUBLISHED without a receipt go back
+// to PENDING, due now, resends + 1. The wait doubles with each re-send
+// (resend_after x 2^resends, at most x64 and one hour unless resend_after is
+// longer), so an Admin that is down or behind is not buried in re-sends, and
+// an event Admin refuses (poison: no receipt ever) is re-sent ever more rarely.
 absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,
                                            int limit);
 

@@ -1,8 +1,11 @@
 #include "common/outbox/receipt_reader.h"
 
+#include <algorithm>
 #include <memory>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
@@ -17,6 +20,20 @@ constexpr char kComponent[] = "outbox.receipts";
 prometheus::Counter* Counter(prometheus::Registry& registry, const char* name, const char* help,
                              const std::string& owner) {
   return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({{"owner", owner}});
+}
+
+// Stream ids "<ms>-<seq>" compare numerically, part by part.
+bool IdLess(absl::string_view a, absl::string_view b) {
+  auto parse = [](absl::string_view id) {
+    std::pair<uint64_t, uint64_t> out{0, 0};
+    std::vector<absl::string_view> parts = absl::StrSplit(id, '-');
+    if (parts.size() == 2) {
+      (void)absl::SimpleAtoi(parts[0], &out.first);
+      (void)absl::SimpleAtoi(parts[1], &out.second);
+    }
+    return out;
+  };
+  return parse(a) < parse(b);
 }
 
 }  // namespace
@@ -50,12 +67,29 @@ void ReceiptReader::Stop() {
   }
 }
 
+std::string ReceiptReader::StartCursor() const {
+  if (options_.start_lookback <= absl::ZeroDuration()) return "0-0";
+  return absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(absl::Now() - options_.start_lookback)),
+                      "-0");
+}
+
 absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::Client& redis,
                                                     std::string* cursor) {
   ReceiptCycle cycle;
   ASSIGN_OR_RETURN(std::vector<redis::StreamEntry> entries,
                    redis.XRead(options_.stream, options_.batch_size, options_.block, *cursor));
-  if (entries.empty()) return cycle;
+  if (entries.empty()) {
+    // Idle: is the stream behind our cursor (re-created by a Redis whose
+    // clock is behind the one that wrote the cursor)? Then start over.
+    auto info = redis.XInfoStream(options_.stream);
+    if (info.ok() && IdLess(info->last_generated_id, *cursor)) {
+      log::Warn(kComponent, "receipt stream restarted below the cursor; reading it from the start",
+                {{"stream", options_.stream}, {"cursor", *cursor},
+                 {"last_generated_id", info->last_generated_id}});
+      *cursor = "0-0";
+    }
+    return cycle;
+  }
   std::vector<std::string> ids;
   for (const redis::StreamEntry& e : entries) {
     int rejected = 0;
@@ -80,7 +114,7 @@ absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::C
 void ReceiptReader::Loop() {
   redis::Client client(options_.redis);
   worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
-  std::string cursor = "0-0";
+  std::string cursor = StartCursor();
   while (!waker_.stopping()) {
     pg::Connection* conn = loop.Database();
     if (conn == nullptr) continue;

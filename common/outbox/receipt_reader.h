@@ -1,13 +1,17 @@
 // The owner's receipt reader: applies Admin's receipts to the outbox.
 //
 // One thread reads the owner's receipt stream (`<audit stream>:receipts`)
-// with plain XREAD BLOCK from a cursor it keeps in memory, starting at the
-// beginning of the stream. Every replica of the owner reads every receipt:
+// with plain XREAD BLOCK from a cursor it keeps in memory, starting
+// `start_lookback` in the past (older receipts concern rows that are either
+// confirmed or will be re-sent and receipted again anyway). Every replica of the owner reads every receipt:
 // confirming is an idempotent UPDATE, so there is no consumer group, no
 // pending list and nothing to take over when a replica dies. The cursor only
 // moves past a receipt once its rows are confirmed, so a failed UPDATE is
 // retried; a receipt lost with Redis's data only delays confirmation until the
 // resend sweep publishes the event again (see Dispatcher, resend_timeout).
+// When Redis restarts without data on a host whose clock is behind the
+// cursor, new receipts would get smaller ids than the cursor: an idle reader
+// notices (XINFO last-generated-id below the cursor) and starts over.
 #pragma once
 
 #include <string>
@@ -29,7 +33,10 @@ struct ReceiptReaderOptions {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
   // Receipt stream; usually audit::ReceiptStreamFor(<the owner's stream>).
   std::string stream;
-  int batch_size = 256;  // receipt entries per XREAD
+  int batch_size = 64;  // receipt entries per XREAD
+  // Where to start reading: receipts written since now - start_lookback
+  // (zero: the whole stream).
+  absl::Duration start_lookback = absl::Minutes(2);
   absl::Duration block = absl::Seconds(1);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
   pg::ConnectOptions pg;
@@ -50,6 +57,9 @@ class ReceiptReader {
 
   void Start();
   void Stop();
+
+  // The cursor a fresh reader starts from.
+  std::string StartCursor() const;
 
   // One read-confirm cycle from `*cursor` (advanced on success).
   absl::StatusOr<ReceiptCycle> RunOnce(pg::Connection& pg, redis::Client& redis,

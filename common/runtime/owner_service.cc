@@ -55,6 +55,9 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   receipts.owner = spec.owner;
   receipts.stream = audit::ReceiptStreamFor(dispatch.stream.empty() ? audit::StreamFor(spec.owner)
                                                                     : dispatch.stream);
+  // Receipts older than two resend timeouts concern rows that are confirmed
+  // or being re-sent anyway.
+  receipts.start_lookback = 2 * dispatch.resend_timeout;
   receipts.pg = pool_options.connect;
   receipts.pg.application_name = spec.program + "-receipts";
   receipts.redis = dispatch.redis;

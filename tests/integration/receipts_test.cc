@@ -256,6 +256,37 @@ TEST_F(ReceiptsTest, RedisLosingEverythingLosesNoEventEndToEnd) {
   dispatcher.Stop();
 }
 
+TEST_F(ReceiptsTest, AReceiptForAClaimedRowWinsOverTheLateSettleOfThatClaim) {
+  auto ids = Append(2);
+  auto claimed = outbox::Claim(*owner_, "d", absl::Seconds(30), 10);
+  ASSERT_TRUE(claimed.ok() && claimed->size() == 2);
+  ASSERT_TRUE(outbox::Confirm(*owner_, ids).ok());  // the receipt of an earlier publication
+  const auto& a = (*claimed)[0];
+  const auto& b = (*claimed)[1];
+  auto marked = outbox::MarkPublished(*owner_, {{a.event_id, a.fencing_token, "1-1"}});
+  auto retried = outbox::Reschedule(*owner_, {{b.event_id, b.fencing_token, absl::Seconds(1)}}, "x");
+  ASSERT_TRUE(marked.ok() && retried.ok());
+  EXPECT_EQ(*marked, 0);
+  EXPECT_EQ(*retried, 0);
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'"), 2);
+}
+
+TEST_F(ReceiptsTest, AReaderWhoseCursorIsAheadOfARecreatedStreamStartsOver) {
+  auto ids = Append(1);
+  redis::Client client(redis_);
+  ASSERT_TRUE(client.XAddBatch(audit::ReceiptStreamFor(stream_), {audit::EncodeReceipt(ids)}).ok());
+  outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
+  // A cursor written by a Redis whose clock was far ahead of this one.
+  std::string cursor = absl::StrCat(absl::ToUnixMillis(absl::Now() + absl::Hours(24)), "-0");
+  auto idle = reader.RunOnce(*owner_, client, &cursor);
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_EQ(idle->receipts, 0);
+  EXPECT_EQ(cursor, "0-0") << "reset once the stream is seen to be behind it";
+  auto read = reader.RunOnce(*owner_, client, &cursor);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->confirmed, 1);
+}
+
 TEST(ReceiptContractTest, MalformedIdsAreSkippedAndCounted) {
   int rejected = 0;
   auto ids = audit::DecodeReceipt({{"event_ids", "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79,nope,01A22B29-6E56-75FF-86A6-5DFE3EBD9B79,"}},

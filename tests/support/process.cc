@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
+#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -93,16 +95,25 @@ CommandResult RunCommand(const std::string& command) {
 }
 
 int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  // Below the kernel's ephemeral range (32768+ here), so that a server
+  // restarted on its port never finds it taken by some client connection's
+  // local end; random within 20000-32000 and checked bindable.
+  static std::atomic<uint64_t> calls{0};
+  std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(::getpid()) << 20) ^ ++calls);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = 20000 + static_cast<int>(rng() % 12000);
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 bool PortOpen(int port) {

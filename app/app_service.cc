@@ -10,7 +10,6 @@
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/outbox/actor.h"
-#include "common/outbox/outbox_store.h"
 #include "common/server/grpc_status.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -363,10 +362,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                 .Set("difficulty", static_cast<int64_t>(req->difficulty()))
                 .Set("version", out.problem().version())
                 .get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -438,10 +434,7 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
         rec->set_entity_id(req->problem_id());
         *rec->mutable_old_value() = old_values.get();
         *rec->mutable_new_value() = new_values.get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -480,10 +473,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
                                         .Set("status", "DRAFT")
                                         .Set("version", out.contest().version())
                                         .get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -538,10 +528,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
         rec->set_entity_id(absl::StrCat(contest_id, "/", problem_id));
         *rec->mutable_new_value() =
             Values().Set("problem_id", problem_id).Set("label", label).get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -584,10 +571,7 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
         rec->set_entity_id(absl::StrCat(contest_id, "/", problem_id));
         *rec->mutable_old_value() =
             Values().Set("problem_id", problem_id).Set("label", label).get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -625,10 +609,7 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
         rec->set_entity_id(contest_id);
         *rec->mutable_old_value() = Values().Set("status", StatusName(before.status())).get();
         *rec->mutable_new_value() = Values().Set("status", "PUBLISHED").get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }

@@ -10,7 +10,6 @@
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/outbox/actor.h"
-#include "common/outbox/outbox_store.h"
 #include "common/server/grpc_status.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -182,12 +181,9 @@ absl::StatusOr<Response> ChangeRole(pg::Transaction& tx, const audit::Actor& act
       Values().Set("roles", before).Set("authz_version", user.GetInt64(0, 5)).get();
   *rec->mutable_new_value() =
       Values().Set("roles", after).Set("authz_version", bumped.GetInt64(0, 0)).get();
-  RETURN_IF_ERROR(outbox::Append(tx, event));
   for (const auto& r : after) resp.add_roles(r);
   resp.set_authz_version(bumped.GetInt64(0, 0));
-  resp.set_event_id(event.event_id());
-  resp.set_changed(true);
-  return resp;
+  return outbox::Changed(tx, event, std::move(resp));
 }
 
 }  // namespace
@@ -287,10 +283,7 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::Cre
                                         .Set("display_name", display)
                                         .Set("status", "ACTIVE")
                                         .get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -332,10 +325,7 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
                                         .Set("authz_version", out.user().authz_version())
                                         .Set("reason", req->reason())
                                         .get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }
@@ -397,10 +387,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
         *rec->mutable_old_value() = PolicyValues(before).Set("version", before.version()).get();
         *rec->mutable_new_value() =
             PolicyValues(out.policy()).Set("version", out.policy().version()).get();
-        RETURN_IF_ERROR(outbox::Append(tx, event));
-        out.set_event_id(event.event_id());
-        out.set_changed(true);
-        return out;
+        return outbox::Changed(tx, event, std::move(out));
       },
       resp);
 }

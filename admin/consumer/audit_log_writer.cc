@@ -34,7 +34,8 @@ absl::StatusOr<std::string> Json(const google::protobuf::Struct& s) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx, const std::vector<AuditLogInput>& logs) {
+absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
+                                        const std::vector<AuditLogInput>& logs) {
   if (logs.empty()) return 0;
   std::vector<std::string> cols[16];
   for (const AuditLogInput& in : logs) {
@@ -49,13 +50,22 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx, const std::vector<A
     }
     const absl::Time at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
                           absl::Nanoseconds(e.occurred_at().nanos());
-    const std::string values[16] = {
-        e.event_id(),      audit::OwnerName(e.owner()), e.event_type(),  r.actor(),
-        r.subject(),       r.action(),                  r.entity_type(), r.entity_id(),
-        old_json,          new_json,                    r.client_ip(),   r.user_agent(),
-        r.request_id(),    r.trace_id(),
-        absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
-        absl::BytesToHexString(*in.envelope)};
+    const std::string values[16] = {e.event_id(),
+                                    audit::OwnerName(e.owner()),
+                                    e.event_type(),
+                                    r.actor(),
+                                    r.subject(),
+                                    r.action(),
+                                    r.entity_type(),
+                                    r.entity_id(),
+                                    old_json,
+                                    new_json,
+                                    r.client_ip(),
+                                    r.user_agent(),
+                                    r.request_id(),
+                                    r.trace_id(),
+                                    absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
+                                    absl::BytesToHexString(*in.envelope)};
     for (int i = 0; i < 16; ++i) cols[i].push_back(values[i]);
   }
   pg::Params params;

@@ -20,6 +20,7 @@ struct AuditLogInput {
 };
 
 // Returns how many rows were new.
-absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx, const std::vector<AuditLogInput>& logs);
+absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
+                                        const std::vector<AuditLogInput>& logs);
 
 }  // namespace ulticode::admin::consumer

@@ -12,9 +12,10 @@ void RegisterConsumerFlags(config::Flags& flags, ConsumerOptions* o) {
   flags.Duration("consumer-lease", &o->lease,
                  "how long a claimed row stays with its worker before others may take it",
                  absl::Milliseconds(100), absl::Hours(1));
-  flags.Duration("consumer-heartbeat", &o->heartbeat_interval,
-                 "lease renewal period while a batch is in hand (0 = off; keep well under the lease)",
-                 absl::ZeroDuration(), absl::Hours(1));
+  flags.Duration(
+      "consumer-heartbeat", &o->heartbeat_interval,
+      "lease renewal period while a batch is in hand (0 = off; keep well under the lease)",
+      absl::ZeroDuration(), absl::Hours(1));
   flags.Int("consumer-max-attempts", &o->max_attempts, "attempts before a failing row goes DEAD", 1,
             1000);
   flags.Duration("consumer-retry-base", &o->retry_backoff.base, "first retry delay of a failed row",

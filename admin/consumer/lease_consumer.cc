@@ -19,10 +19,6 @@ namespace {
 
 constexpr char kComponent[] = "admin.lease_consumer";
 
-prometheus::Counter* Counter(prometheus::Registry& registry, const char* name, const char* help) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
-}
-
 HeldRow Held(const LeasedRow& row) { return HeldRow{row.id, row.fencing_token}; }
 
 }  // namespace
@@ -30,25 +26,32 @@ HeldRow Held(const LeasedRow& row) { return HeldRow{row.id, row.fencing_token}; 
 LeaseConsumer::LeaseConsumer(ConsumerOptions options, prometheus::Registry& registry,
                              ConsumerHooks hooks)
     : options_(std::move(options)),
-      instance_id_(options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id),
+      instance_id_(options_.instance_id.empty() ? worker::DefaultInstanceId()
+                                                : options_.instance_id),
       hooks_(std::move(hooks)) {
-  claimed_ = Counter(registry, "ulticode_consumer_claimed_total", "Inbox rows claimed under a lease");
-  processed_ = Counter(registry, "ulticode_consumer_processed_total", "Inbox rows marked PROCESSED");
-  written_ = Counter(registry, "ulticode_audit_logs_written_total",
-                     "audit_logs rows inserted (re-processed events insert nothing)");
-  fenced_ = Counter(registry, "ulticode_consumer_fenced_total",
-                    "Rows a worker could not complete because its lease had been taken over");
-  retried_ = Counter(registry, "ulticode_consumer_retries_total",
-                     "Failed attempts rescheduled with back-off");
-  dead_ = Counter(registry, "ulticode_consumer_dead_total", "Inbox rows moved to DEAD");
-  renewed_ = Counter(registry, "ulticode_consumer_lease_renewals_total",
-                     "Leases renewed by the heartbeat");
-  notifications_ = Counter(registry, "ulticode_consumer_notifications_total",
-                           "NOTIFY wake-ups received from the inbox bridge");
-  lag_ = &prometheus::BuildHistogram()
-              .Name("ulticode_audit_commit_lag_seconds")
-              .Help("Time from the owner's commit (occurred_at) to the audit_logs row committing")
-              .Register(registry);
+  claimed_ = &metrics::Counter(registry, "ulticode_consumer_claimed_total",
+                               "Inbox rows claimed under a lease");
+  processed_ = &metrics::Counter(registry, "ulticode_consumer_processed_total",
+                                 "Inbox rows marked PROCESSED");
+  written_ = &metrics::Counter(registry, "ulticode_audit_logs_written_total",
+                               "audit_logs rows inserted (re-processed events insert nothing)");
+  fenced_ =
+      &metrics::Counter(registry, "ulticode_consumer_fenced_total",
+                        "Rows a worker could not complete because its lease had been taken over");
+  retried_ = &metrics::Counter(registry, "ulticode_consumer_retries_total",
+                               "Failed attempts rescheduled with back-off");
+  dead_ = &metrics::Counter(registry, "ulticode_consumer_dead_total", "Inbox rows moved to DEAD");
+  renewed_ = &metrics::Counter(registry, "ulticode_consumer_lease_renewals_total",
+                               "Leases renewed by the heartbeat");
+  notifications_ = &metrics::Counter(registry, "ulticode_consumer_notifications_total",
+                                     "NOTIFY wake-ups received from the inbox bridge");
+  auto& lag = prometheus::BuildHistogram()
+                  .Name("ulticode_audit_commit_lag_seconds")
+                  .Help("Time from the owner's commit (occurred_at) to the audit_logs row committing")
+                  .Register(registry);
+  for (audit::Owner owner : {audit::v1::OWNER_AUTH, audit::v1::OWNER_APP}) {
+    lag_[owner] = &lag.Add({{"owner", audit::OwnerName(owner)}}, metrics::LatencyBuckets());
+  }
 }
 
 LeaseConsumer::~LeaseConsumer() { Stop(); }
@@ -89,12 +92,13 @@ void LeaseConsumer::Untrack(const std::vector<LeasedRow>& rows) {
   absl::MutexLock lock(&held_mu_);
   for (const LeasedRow& r : rows) {
     // Only our own lease: another thread may hold the row under a newer token.
-    if (auto it = held_.find(r.id); it != held_.end() && it->second == r.fencing_token) held_.erase(it);
+    if (auto it = held_.find(r.id); it != held_.end() && it->second == r.fencing_token)
+      held_.erase(it);
   }
 }
 
 absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& conn,
-                                                          const std::vector<Work*>& batch) {
+                                                               const std::vector<Work*>& batch) {
   std::vector<HeldRow> rows;
   for (const Work* w : batch) rows.push_back(Held(*w->row));
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
@@ -110,9 +114,8 @@ absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& c
   for (const Work* w : batch) {
     if (!still_held.contains(w->row->id)) continue;
     const auto& ts = w->event.occurred_at();
-    lag_->Add({{"owner", audit::OwnerName(w->event.owner())}}, metrics::LatencyBuckets())
-        .Observe(absl::ToDoubleSeconds(now - absl::FromUnixSeconds(ts.seconds()) -
-                                       absl::Nanoseconds(ts.nanos())));
+    lag_[w->event.owner()]->Observe(absl::ToDoubleSeconds(
+        now - absl::FromUnixSeconds(ts.seconds()) - absl::Nanoseconds(ts.nanos())));
   }
   return Committed{static_cast<int>(held.size()), static_cast<int>(written),
                    static_cast<int>(batch.size() - held.size())};
@@ -156,8 +159,8 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
     }
     if (hooks_.handle) {
       if (absl::Status s = hooks_.handle(w.event); !s.ok()) {
-        failures.push_back(Failure{Held(row), backoff::Delay(options_.retry_backoff, row.attempts),
-                                   s.ToString()});
+        failures.push_back(
+            Failure{Held(row), backoff::Delay(options_.retry_backoff, row.attempts), s.ToString()});
         continue;
       }
     }

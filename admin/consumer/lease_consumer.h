@@ -120,7 +120,8 @@ class LeaseConsumer {
   prometheus::Counter* dead_;
   prometheus::Counter* renewed_;
   prometheus::Counter* notifications_;
-  prometheus::Family<prometheus::Histogram>* lag_;
+  // Commit lag per owner, indexed by audit::Owner (validated events only).
+  prometheus::Histogram* lag_[3] = {nullptr, nullptr, nullptr};
 };
 
 }  // namespace ulticode::admin::consumer

@@ -26,7 +26,8 @@ constexpr pg::Statement kClaim{
 constexpr pg::Statement kExpireAtLimit{
     "inbox.expire_at_limit",
     "UPDATE consumer_inbox SET status = 'DEAD',"
-    "   last_error = 'lease expired ' || attempts || ' times (worker crashed or stalled each time)',"
+    "   last_error = 'lease expired ' || attempts || ' times (worker crashed or stalled each "
+    "time)',"
     "   first_failed_at = coalesce(first_failed_at, now()),"
     "   lease_owner = NULL, lease_expires_at = NULL, leased_at = NULL"
     " WHERE id IN (SELECT id FROM consumer_inbox"
@@ -114,7 +115,8 @@ absl::StatusOr<std::vector<int64_t>> CompleteHeld(pg::Transaction& tx,
   if (rows.empty()) return held;
   std::vector<std::string> ids, tokens;
   Split(rows, &ids, &tokens);
-  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kComplete, {pg::TextArray(ids), pg::TextArray(tokens)}));
+  ASSIGN_OR_RETURN(pg::Result r,
+                   tx.Execute(kComplete, {pg::TextArray(ids), pg::TextArray(tokens)}));
   for (int i = 0; i < r.rows(); ++i) held.push_back(r.GetInt64(i, 0));
   return held;
 }
@@ -130,18 +132,19 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Fail(pg::Connection& conn,
     delays.push_back(absl::StrCat(absl::ToDoubleSeconds(f.retry_delay)));
     errors.push_back(Truncated(f.error));
   }
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kFail, {pg::TextArray(ids), pg::TextArray(tokens),
-                                        pg::TextArray(delays), pg::TextArray(errors),
-                                        pg::Int(max_attempts)}));
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kFail, {pg::TextArray(ids), pg::TextArray(tokens),
+                                                      pg::TextArray(delays), pg::TextArray(errors),
+                                                      pg::Int(max_attempts)}));
   int64_t dead = 0;
   for (int i = 0; i < r.rows(); ++i) dead += r.Get(i, 0) == "DEAD" ? 1 : 0;
   return std::make_pair(r.rows() - dead, dead);
 }
 
-absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const HeldRow& row, const std::string& reason) {
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kMarkDead, {pg::Int(row.id), pg::Int(row.fencing_token),
-                                                          pg::Text(Truncated(reason))}));
+absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const HeldRow& row,
+                                 const std::string& reason) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kMarkDead, {pg::Int(row.id), pg::Int(row.fencing_token),
+                                            pg::Text(Truncated(reason))}));
   return r.affected_rows();
 }
 

@@ -62,6 +62,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Fail(pg::Connection& conn,
                                                  int max_attempts);
 
 // An error retrying cannot fix: DEAD at once with its reason.
-absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const HeldRow& row, const std::string& reason);
+absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const HeldRow& row,
+                                 const std::string& reason);
 
 }  // namespace ulticode::admin::consumer

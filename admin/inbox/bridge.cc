@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/audit/receipt.h"
@@ -27,8 +28,9 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
       hooks_(std::move(hooks)) {
   entries_ = &prometheus::BuildCounter()
                   .Name("ulticode_inbox_entries_total")
-                  .Help("Stream entries handled by the inbox bridge, by outcome "
-                        "(inserted, duplicate, poison)")
+                  .Help(
+                      "Stream entries handled by the inbox bridge, by outcome "
+                      "(inserted, duplicate, poison)")
                   .Register(registry);
   poison_ = &prometheus::BuildCounter()
                  .Name("ulticode_inbox_poison_total")
@@ -52,8 +54,9 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
                    .Register(registry);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_inbox_arrival_lag_seconds")
-              .Help("Time from the owner's commit (occurred_at) to the event being durable "
-                    "in the inbox")
+              .Help(
+                  "Time from the owner's commit (occurred_at) to the event being durable "
+                  "in the inbox")
               .Register(registry);
 }
 
@@ -101,10 +104,10 @@ absl::StatusOr<std::vector<redis::StreamEntry>> InboxBridge::Read(redis::Client&
   }
   const absl::Time now = absl::Now();
   if (now >= cursor.next_autoclaim) {
-    ASSIGN_OR_RETURN(redis::AutoClaimResult claimed,
-                     redis.XAutoClaim(cursor.stream, options_.group, consumer_name_,
-                                      options_.claim_idle, cursor.autoclaim_start,
-                                      options_.batch_size));
+    ASSIGN_OR_RETURN(
+        redis::AutoClaimResult claimed,
+        redis.XAutoClaim(cursor.stream, options_.group, consumer_name_, options_.claim_idle,
+                         cursor.autoclaim_start, options_.batch_size));
     cursor.autoclaim_start = claimed.next_start;
     if (claimed.next_start == "0-0") cursor.next_autoclaim = now + options_.claim_interval;
     // Ids whose entries vanished while pending: Redis dropped them from the
@@ -135,7 +138,8 @@ absl::StatusOr<BridgeCycle> InboxBridge::RunOnce(pg::Connection& pg, redis::Clie
     cursor.read_own_pending = true;
     return entries.status();
   }
-  for (const std::string& id : cursor.vanished) entries->push_back(redis::StreamEntry{id, {}, true});
+  for (const std::string& id : cursor.vanished)
+    entries->push_back(redis::StreamEntry{id, {}, true});
   cycle.read = static_cast<int>(entries->size());
   if (entries->empty()) return cycle;
   auto done = TakeOverBatch(pg, redis, cursor, *entries, cycle);
@@ -213,8 +217,8 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
                             "event id already taken over with different bytes; kept the first",
                             e->fields});
   }
-  absl::flat_hash_map<const Arrival*, bool> conflicted;
-  for (const Arrival* a : take.conflicts) conflicted[a] = true;
+  const absl::flat_hash_set<const Arrival*> conflicted(take.conflicts.begin(),
+                                                       take.conflicts.end());
   int repeats_of_duplicates = 0;
   for (const auto& [e, first] : repeats) {
     const Arrival* a = &arrivals[first];
@@ -238,8 +242,8 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   }
   std::vector<std::vector<std::string>> commands;
   if (!receipted.empty()) {
-    std::vector<std::string> xadd = {"XADD", audit::ReceiptStreamFor(cursor.stream), "MAXLEN", "~",
-                                     absl::StrCat(options_.receipt_max_len), "*"};
+    std::vector<std::string> xadd = {"XADD", audit::ReceiptStreamFor(cursor.stream), "MAXLEN",
+                                     "~",    absl::StrCat(options_.receipt_max_len), "*"};
     for (auto& [name, value] : audit::EncodeReceipt(receipted)) {
       xadd.push_back(name);
       xadd.push_back(value);
@@ -282,8 +286,8 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
                 {"detail", p.detail}});
   }
   // Lag of first arrivals only: a re-sent duplicate would count its re-send delay.
-  absl::flat_hash_map<const Arrival*, bool> old_news;
-  for (const Arrival* a : take.duplicates) old_news[a] = true;
+  const absl::flat_hash_set<const Arrival*> old_news(take.duplicates.begin(),
+                                                     take.duplicates.end());
   auto& lag = lag_->Add({{"owner", audit::OwnerName(cursor.owner)}}, metrics::LatencyBuckets());
   const absl::Time committed = absl::Now();
   for (const Arrival& a : arrivals) {

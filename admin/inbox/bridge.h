@@ -113,7 +113,8 @@ class InboxBridge {
 
   // One read-validate-insert-ack cycle for one stream on the caller's
   // connections (used by the threads and by tests).
-  absl::StatusOr<BridgeCycle> RunOnce(pg::Connection& pg, redis::Client& redis, StreamCursor& cursor);
+  absl::StatusOr<BridgeCycle> RunOnce(pg::Connection& pg, redis::Client& redis,
+                                      StreamCursor& cursor);
 
  private:
   absl::StatusOr<std::vector<redis::StreamEntry>> Read(redis::Client& redis, StreamCursor& cursor,

@@ -27,8 +27,10 @@ void RegisterBridgeFlags(config::Flags& flags, BridgeOptions* o, std::string* au
 void FinishBridgeOptions(BridgeOptions* o, const std::string& auth_stream,
                          const std::string& app_stream) {
   o->streams = {
-      {audit::v1::OWNER_AUTH, auth_stream.empty() ? audit::StreamFor(audit::v1::OWNER_AUTH) : auth_stream},
-      {audit::v1::OWNER_APP, app_stream.empty() ? audit::StreamFor(audit::v1::OWNER_APP) : app_stream},
+      {audit::v1::OWNER_AUTH,
+       auth_stream.empty() ? audit::StreamFor(audit::v1::OWNER_AUTH) : auth_stream},
+      {audit::v1::OWNER_APP,
+       app_stream.empty() ? audit::StreamFor(audit::v1::OWNER_APP) : app_stream},
   };
 }
 

@@ -26,7 +26,9 @@ bool IsCanonicalId(absl::string_view id) {
   return ids::IsValidUuid(id) && absl::AsciiStrToLower(id) == id;
 }
 
-std::string Utc(absl::Time t) { return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone()); }
+std::string Utc(absl::Time t) {
+  return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone());
+}
 
 Rejection Reject(PoisonReason reason, std::string detail, std::string event_id = "") {
   return Rejection{reason, std::move(detail), std::move(event_id)};
@@ -36,22 +38,38 @@ Rejection Reject(PoisonReason reason, std::string detail, std::string event_id =
 
 absl::string_view PoisonReasonName(PoisonReason reason) {
   switch (reason) {
-    case PoisonReason::kDeleted: return "deleted";
-    case PoisonReason::kTooLarge: return "too_large";
-    case PoisonReason::kMissingField: return "missing_field";
-    case PoisonReason::kDuplicateField: return "duplicate_field";
-    case PoisonReason::kBadEventId: return "bad_event_id";
-    case PoisonReason::kOwnerMismatch: return "owner_mismatch";
-    case PoisonReason::kUnknownEventType: return "unknown_event_type";
-    case PoisonReason::kUnsupportedSchemaVersion: return "unsupported_schema_version";
-    case PoisonReason::kEnvelopeUnparseable: return "envelope_unparseable";
-    case PoisonReason::kEventIdMismatch: return "event_id_mismatch";
-    case PoisonReason::kAuditIdMismatch: return "audit_id_mismatch";
-    case PoisonReason::kEnvelopeOwnerMismatch: return "envelope_owner_mismatch";
-    case PoisonReason::kFieldMismatch: return "field_mismatch";
-    case PoisonReason::kBadTimestamp: return "bad_timestamp";
-    case PoisonReason::kInvalidRecord: return "invalid_record";
-    case PoisonReason::kConflict: return "conflict";
+    case PoisonReason::kDeleted:
+      return "deleted";
+    case PoisonReason::kTooLarge:
+      return "too_large";
+    case PoisonReason::kMissingField:
+      return "missing_field";
+    case PoisonReason::kDuplicateField:
+      return "duplicate_field";
+    case PoisonReason::kBadEventId:
+      return "bad_event_id";
+    case PoisonReason::kOwnerMismatch:
+      return "owner_mismatch";
+    case PoisonReason::kUnknownEventType:
+      return "unknown_event_type";
+    case PoisonReason::kUnsupportedSchemaVersion:
+      return "unsupported_schema_version";
+    case PoisonReason::kEnvelopeUnparseable:
+      return "envelope_unparseable";
+    case PoisonReason::kEventIdMismatch:
+      return "event_id_mismatch";
+    case PoisonReason::kAuditIdMismatch:
+      return "audit_id_mismatch";
+    case PoisonReason::kEnvelopeOwnerMismatch:
+      return "envelope_owner_mismatch";
+    case PoisonReason::kFieldMismatch:
+      return "field_mismatch";
+    case PoisonReason::kBadTimestamp:
+      return "bad_timestamp";
+    case PoisonReason::kInvalidRecord:
+      return "invalid_record";
+    case PoisonReason::kConflict:
+      return "conflict";
   }
   return "unknown";
 }
@@ -59,13 +77,15 @@ absl::string_view PoisonReasonName(PoisonReason reason) {
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
                       const ValidationLimits& limits) {
   if (entry.deleted) {
-    return Reject(PoisonReason::kDeleted, "entry was deleted from the stream before it was acknowledged");
+    return Reject(PoisonReason::kDeleted,
+                  "entry was deleted from the stream before it was acknowledged");
   }
   size_t total = 0;
   for (const auto& [name, value] : entry.fields) total += name.size() + value.size();
   if (total > limits.max_entry_bytes) {
-    return Reject(PoisonReason::kTooLarge,
-                  absl::StrCat("entry is ", total, " bytes, over the limit of ", limits.max_entry_bytes));
+    return Reject(
+        PoisonReason::kTooLarge,
+        absl::StrCat("entry is ", total, " bytes, over the limit of ", limits.max_entry_bytes));
   }
 
   // Each required field exactly once; unknown extra fields are tolerated
@@ -75,7 +95,8 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
     for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
       if (name != kRequiredFields[i]) continue;
       if (fields[i].has_value()) {
-        return Reject(PoisonReason::kDuplicateField, absl::StrCat("field ", name, " appears twice"));
+        return Reject(PoisonReason::kDuplicateField,
+                      absl::StrCat("field ", name, " appears twice"));
       }
       fields[i] = value;
     }
@@ -149,10 +170,11 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
                   event_id);
   }
   if (event.event_type() != event_type) {
-    return Reject(PoisonReason::kFieldMismatch,
-                  absl::StrCat("event_type field \"", Shown(event_type), "\" differs from the envelope's \"",
-                               Shown(event.event_type()), "\""),
-                  event_id);
+    return Reject(
+        PoisonReason::kFieldMismatch,
+        absl::StrCat("event_type field \"", Shown(event_type), "\" differs from the envelope's \"",
+                     Shown(event.event_type()), "\""),
+        event_id);
   }
   if (event.schema_version() != version) {
     return Reject(PoisonReason::kFieldMismatch,
@@ -166,10 +188,10 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   }
   const absl::Time occurred = absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
   if (occurred < limits.min_occurred_at) {
-    return Reject(PoisonReason::kBadTimestamp,
-                  absl::StrCat("occurred_at ", Utc(occurred), " is before ",
-                               Utc(limits.min_occurred_at)),
-                  event_id);
+    return Reject(
+        PoisonReason::kBadTimestamp,
+        absl::StrCat("occurred_at ", Utc(occurred), " is before ", Utc(limits.min_occurred_at)),
+        event_id);
   }
   if (occurred > now + limits.max_future_skew) {
     return Reject(PoisonReason::kBadTimestamp,

@@ -30,7 +30,8 @@ constexpr pg::Statement kCompare{
 
 constexpr pg::Statement kPoison{
     "inbox.store_poison",
-    "INSERT INTO poison_events (consumer, stream, stream_entry_id, event_id, reason, detail, fields)"
+    "INSERT INTO poison_events (consumer, stream, stream_entry_id, event_id, reason, detail, "
+    "fields)"
     " SELECT $1, t.stream, t.entry, NULLIF(t.eid, ''), t.reason, t.detail, t.fields::jsonb"
     " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
     "   AS t(stream, entry, eid, reason, detail, fields)"
@@ -99,11 +100,11 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
     streams.push_back(a.stream);
     entries.push_back(a.entry_id);
   }
-  ASSIGN_OR_RETURN(pg::Result inserted,
-                   tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids),
-                                        pg::TextArray(owners), pg::TextArray(types),
-                                        pg::TextArray(payloads), pg::TextArray(streams),
-                                        pg::TextArray(entries)}));
+  ASSIGN_OR_RETURN(
+      pg::Result inserted,
+      tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
+                           pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
+                           pg::TextArray(entries)}));
   result.inserted = inserted.rows();
   if (result.inserted == static_cast<int64_t>(arrivals.size())) return result;
 
@@ -117,8 +118,9 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
     other_payloads.push_back(payloads[i]);
     by_id[ids[i]] = &arrivals[i];
   }
-  ASSIGN_OR_RETURN(pg::Result same, tx.Execute(kCompare, {pg::Text(consumer), pg::TextArray(other_ids),
-                                                          pg::TextArray(other_payloads)}));
+  ASSIGN_OR_RETURN(pg::Result same,
+                   tx.Execute(kCompare, {pg::Text(consumer), pg::TextArray(other_ids),
+                                         pg::TextArray(other_payloads)}));
   if (same.rows() != static_cast<int>(other_ids.size())) {
     // ON CONFLICT skipped them, so they exist in this snapshot's successor;
     // anything else is a bug worth failing the batch for (nothing is acked).
@@ -128,8 +130,8 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
   for (int i = 0; i < same.rows(); ++i) {
     auto it = by_id.find(same.GetString(i, 0));
     if (it == by_id.end()) {
-      return absl::InternalError(absl::StrCat("inbox: re-read returned unexpected event id ",
-                                              same.GetString(i, 0)));
+      return absl::InternalError(
+          absl::StrCat("inbox: re-read returned unexpected event id ", same.GetString(i, 0)));
     }
     (same.GetBool(i, 1) ? result.duplicates : result.conflicts).push_back(it->second);
   }
@@ -148,11 +150,11 @@ absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& cons
     details.push_back(p.detail.substr(0, 1000));
     fields.push_back(FieldsJson(p.fields));
   }
-  ASSIGN_OR_RETURN(pg::Result r,
-                   tx.Execute(kPoison, {pg::Text(consumer), pg::TextArray(streams),
-                                        pg::TextArray(entries), pg::TextArray(event_ids),
-                                        pg::TextArray(reasons), pg::TextArray(details),
-                                        pg::TextArray(fields)}));
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      tx.Execute(kPoison, {pg::Text(consumer), pg::TextArray(streams), pg::TextArray(entries),
+                           pg::TextArray(event_ids), pg::TextArray(reasons), pg::TextArray(details),
+                           pg::TextArray(fields)}));
   return r.affected_rows();
 }
 

@@ -35,8 +35,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& liste
   try {
     metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   metrics->exposer_->RegisterCollectable(metrics->registry_);
   return metrics;
@@ -46,6 +45,11 @@ std::unique_ptr<Metrics> Metrics::Unexposed(const std::string& service) {
   auto metrics = std::unique_ptr<Metrics>(new Metrics(std::make_shared<prometheus::Registry>()));
   RegisterProcessInfo(*metrics->registry_, service);
   return metrics;
+}
+
+prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
+                             const std::string& help, const prometheus::Labels& labels) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add(labels);
 }
 
 const std::vector<double>& LatencyBuckets() {

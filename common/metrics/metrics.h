@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 
@@ -31,6 +32,11 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
+
+// Registers (or finds) counter family `name` and returns its child with
+// `labels`: the one-liner every component uses for its counters.
+prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
+                             const std::string& help, const prometheus::Labels& labels = {});
 
 // Latency buckets in seconds, from 0.5 ms to 10 s.
 const std::vector<double>& LatencyBuckets();

@@ -19,43 +19,28 @@ constexpr char kComponent[] = "outbox.dispatcher";
 }  // namespace
 
 Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
-    : options_(std::move(options)), stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream), hooks_(std::move(hooks)) {
+    : options_(std::move(options)),
+      stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream),
+      hooks_(std::move(hooks)) {
   const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
-  claimed_ = &prometheus::BuildCounter()
-                  .Name("ulticode_outbox_claimed_total")
-                  .Help("Outbox rows claimed for publication")
-                  .Register(registry)
-                  .Add(labels);
-  published_ = &prometheus::BuildCounter()
-                    .Name("ulticode_outbox_published_total")
-                    .Help("Outbox rows published to the stream and marked PUBLISHED")
-                    .Register(registry)
-                    .Add(labels);
-  fenced_ = &prometheus::BuildCounter()
-                 .Name("ulticode_outbox_fenced_total")
-                 .Help("Rows published by a dispatcher whose claim had been taken over")
-                 .Register(registry)
-                 .Add(labels);
-  transient_failures_ = &prometheus::BuildCounter()
-                             .Name("ulticode_outbox_retries_total")
-                             .Help("Rows rescheduled after a transient publication failure")
-                             .Register(registry)
-                             .Add(labels);
-  dead_ = &prometheus::BuildCounter()
-               .Name("ulticode_outbox_dead_total")
-               .Help("Rows that can never be published, moved to DEAD")
-               .Register(registry)
-               .Add(labels);
-  notifications_ = &prometheus::BuildCounter()
-                        .Name("ulticode_outbox_notifications_total")
-                        .Help("NOTIFY wake-ups received by the dispatcher listener")
-                        .Register(registry)
-                        .Add(labels);
-  resends_ = &prometheus::BuildCounter()
-                  .Name("ulticode_outbox_resends_total")
-                  .Help("Rows published again because no receipt came within the resend timeout")
-                  .Register(registry)
-                  .Add(labels);
+  claimed_ = &metrics::Counter(registry, "ulticode_outbox_claimed_total",
+                               "Outbox rows claimed for publication", labels);
+  published_ =
+      &metrics::Counter(registry, "ulticode_outbox_published_total",
+                        "Outbox rows published to the stream and marked PUBLISHED", labels);
+  fenced_ =
+      &metrics::Counter(registry, "ulticode_outbox_fenced_total",
+                        "Rows published by a dispatcher whose claim had been taken over", labels);
+  transient_failures_ =
+      &metrics::Counter(registry, "ulticode_outbox_retries_total",
+                        "Rows rescheduled after a transient publication failure", labels);
+  dead_ = &metrics::Counter(registry, "ulticode_outbox_dead_total",
+                            "Rows that can never be published, moved to DEAD", labels);
+  notifications_ = &metrics::Counter(registry, "ulticode_outbox_notifications_total",
+                                     "NOTIFY wake-ups received by the dispatcher listener", labels);
+  resends_ = &metrics::Counter(
+      registry, "ulticode_outbox_resends_total",
+      "Rows published again because no receipt came within the resend timeout", labels);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_outbox_publish_lag_seconds")
               .Help("Time from outbox insert to the row being marked PUBLISHED")
@@ -84,15 +69,15 @@ void Dispatcher::Start() {
 void Dispatcher::Stop() {
   waker_.Stop();
   for (auto& t : threads_) t.join();
-  if (!threads_.empty()) log::Info(kComponent, "stopped", {{"owner", audit::OwnerName(options_.owner)}});
+  if (!threads_.empty())
+    log::Info(kComponent, "stopped", {{"owner", audit::OwnerName(options_.owner)}});
   threads_.clear();
 }
 
 absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) const {
   if (row.payload.size() > options_.max_event_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("event is ", row.payload.size(),
-                                                   " bytes, over the limit of ",
-                                                   options_.max_event_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "event is ", row.payload.size(), " bytes, over the limit of ", options_.max_event_bytes));
   }
   audit::AuditEvent event;
   if (!event.ParseFromString(row.payload)) {
@@ -174,7 +159,8 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
               {{"rows", absl::StrCat(result.fenced)}});
   }
   const absl::Time now = absl::Now();
-  for (const ClaimedRow* row : publishing) lag_->Observe(absl::ToDoubleSeconds(now - row->created_at));
+  for (const ClaimedRow* row : publishing)
+    lag_->Observe(absl::ToDoubleSeconds(now - row->created_at));
   return result;
 }
 
@@ -182,7 +168,8 @@ absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg) {
   if (options_.resend_timeout <= absl::ZeroDuration()) return 0;
   int64_t total = 0;
   while (true) {
-    ASSIGN_OR_RETURN(int64_t n, RequeueUnconfirmed(pg, options_.resend_timeout, options_.batch_size));
+    ASSIGN_OR_RETURN(int64_t n,
+                     RequeueUnconfirmed(pg, options_.resend_timeout, options_.batch_size));
     total += n;
     if (n < options_.batch_size) break;
   }
@@ -197,12 +184,13 @@ absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg) {
 
 void Dispatcher::WorkerLoop(int index) {
   const std::string claim_owner = absl::StrCat(
-      options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id, "/", index);
+      options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id, "/",
+      index);
   redis::Client client(options_.redis);
   worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
   // Thread 0 also runs the resend sweep, a few times per resend timeout.
-  const absl::Duration sweep_every = std::clamp(options_.resend_timeout / 4, absl::Milliseconds(100),
-                                                absl::Seconds(10));
+  const absl::Duration sweep_every =
+      std::clamp(options_.resend_timeout / 4, absl::Milliseconds(100), absl::Seconds(10));
   absl::Time next_sweep = absl::Now() + sweep_every;
   while (!waker_.stopping()) {
     pg::Connection* conn = loop.Database();

@@ -24,6 +24,7 @@
 #include "common/audit/event.h"
 #include "common/base/status_macros.h"
 #include "common/outbox/actor.h"
+#include "common/outbox/outbox_store.h"
 #include "common/pg/pool.h"
 #include "common/server/grpc_status.h"
 #include "common/server/principal.h"
@@ -49,6 +50,18 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
                          const std::function<absl::Status(pg::Transaction&)>& body,
                          const MutationHooks& hooks);
 }  // namespace internal
+
+// How every mutating handler ends when it changed something: appends the
+// event inside the business transaction and stamps the response with the
+// event id and changed=true (responses carry `event_id` and `changed`).
+template <typename Response>
+absl::StatusOr<Response> Changed(pg::Transaction& tx, const audit::AuditEvent& event,
+                                 Response response) {
+  RETURN_IF_ERROR(Append(tx, event));
+  response.set_event_id(event.event_id());
+  response.set_changed(true);
+  return response;
+}
 
 template <typename Response>
 absl::StatusOr<Response> RunMutation(

@@ -9,6 +9,7 @@
 #include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
+#include "common/metrics/metrics.h"
 #include "common/outbox/outbox_store.h"
 #include "common/worker/loop.h"
 
@@ -16,11 +17,6 @@ namespace ulticode::outbox {
 namespace {
 
 constexpr char kComponent[] = "outbox.receipts";
-
-prometheus::Counter* Counter(prometheus::Registry& registry, const char* name, const char* help,
-                             const std::string& owner) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({{"owner", owner}});
-}
 
 // Stream ids "<ms>-<seq>" compare numerically, part by part.
 bool IdLess(absl::string_view a, absl::string_view b) {
@@ -40,15 +36,16 @@ bool IdLess(absl::string_view a, absl::string_view b) {
 
 ReceiptReader::ReceiptReader(ReceiptReaderOptions options, prometheus::Registry& registry)
     : options_(std::move(options)) {
-  const std::string owner = audit::OwnerName(options_.owner);
-  receipts_ = Counter(registry, "ulticode_outbox_receipts_total", "Receipt entries read from Admin",
-                      owner);
-  confirmed_ = Counter(registry, "ulticode_outbox_confirmed_total",
-                       "Outbox rows marked CONFIRMED by a receipt", owner);
-  rejected_ = Counter(registry, "ulticode_outbox_receipt_rejected_total",
-                      "Malformed ids or entries in the receipt stream (skipped)", owner);
-  errors_ = Counter(registry, "ulticode_outbox_receipt_errors_total",
-                    "Receipt cycles that failed (Redis or PostgreSQL unavailable); retried", owner);
+  const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
+  receipts_ = &metrics::Counter(registry, "ulticode_outbox_receipts_total",
+                                "Receipt entries read from Admin", labels);
+  confirmed_ = &metrics::Counter(registry, "ulticode_outbox_confirmed_total",
+                                 "Outbox rows marked CONFIRMED by a receipt", labels);
+  rejected_ = &metrics::Counter(registry, "ulticode_outbox_receipt_rejected_total",
+                                "Malformed ids or entries in the receipt stream (skipped)", labels);
+  errors_ = &metrics::Counter(
+      registry, "ulticode_outbox_receipt_errors_total",
+      "Receipt cycles that failed (Redis or PostgreSQL unavailable); retried", labels);
 }
 
 ReceiptReader::~ReceiptReader() { Stop(); }
@@ -69,8 +66,8 @@ void ReceiptReader::Stop() {
 
 std::string ReceiptReader::StartCursor() const {
   if (options_.start_lookback <= absl::ZeroDuration()) return "0-0";
-  return absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(absl::Now() - options_.start_lookback)),
-                      "-0");
+  return absl::StrCat(
+      std::max<int64_t>(0, absl::ToUnixMillis(absl::Now() - options_.start_lookback)), "-0");
 }
 
 absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::Client& redis,
@@ -84,7 +81,8 @@ absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::C
     auto info = redis.XInfoStream(options_.stream);
     if (info.ok() && IdLess(info->last_generated_id, *cursor)) {
       log::Warn(kComponent, "receipt stream restarted below the cursor; reading it from the start",
-                {{"stream", options_.stream}, {"cursor", *cursor},
+                {{"stream", options_.stream},
+                 {"cursor", *cursor},
                  {"last_generated_id", info->last_generated_id}});
       *cursor = "0-0";
     }

@@ -13,6 +13,7 @@
 #                                               synchronous_commit on: survives kill -9 / immediate
 #                                               shutdown of PostgreSQL (not of the machine)
 #   ulticode_pg_stop <datadir>                  pg_ctl stop -m fast (no-op if not running)
+#   ulticode_pg_crash <datadir>                 pg_ctl stop -m immediate: a crash, for fault tests
 #   ulticode_pg_wait <port> [timeout_s]         wait until pg_isready succeeds
 #   ulticode_pg_createdb <port> <name...>       create databases that do not exist yet
 #   ulticode_redis_start <dir> <port> <yes|no>  start daemonized redis-server (or reuse); arg 3 = AOF
@@ -286,6 +287,13 @@ ulticode_pg_stop() {
     _ulticode_log "fast shutdown failed; trying immediate"
     _ulticode_pg_run pg_ctl stop -D "${datadir}" -m immediate -w -t 30 >/dev/null || return 1
   fi
+}
+
+ulticode_pg_crash() {
+  local datadir="${1:?usage: ulticode_pg_crash <datadir>}"
+  datadir="$(realpath -m -- "${datadir}")"
+  _ulticode_pg_is_running "${datadir}" || return 0
+  _ulticode_pg_run pg_ctl stop -D "${datadir}" -m immediate -w -t 30 >/dev/null
 }
 
 ulticode_pg_createdb() {

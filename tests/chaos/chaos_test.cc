@@ -39,6 +39,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/pg_server.h"
 #include "tests/support/redis_server.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
@@ -48,6 +49,7 @@ namespace ulticode {
 namespace {
 
 using ::ulticode::testing::Mesh;
+using ::ulticode::testing::QueryInt;
 using ::ulticode::testing::Service;
 using ::ulticode::testing::WaitFor;
 namespace authv1 = ::ulticode::auth::v1;
@@ -74,18 +76,24 @@ enum class Fault {
 
 const char* FaultName(Fault f) {
   switch (f) {
-    case Fault::kKillService: return "kill-9";
-    case Fault::kRedisWipe: return "redis-wipe";
-    case Fault::kRedisWipeAdminDown: return "redis-wipe-admin-down";
-    case Fault::kRedisFreeze: return "redis-freeze";
-    case Fault::kPgCrash: return "pg-crash";
-    case Fault::kPgTerminate: return "pg-terminate-backends";
+    case Fault::kKillService:
+      return "kill-9";
+    case Fault::kRedisWipe:
+      return "redis-wipe";
+    case Fault::kRedisWipeAdminDown:
+      return "redis-wipe-admin-down";
+    case Fault::kRedisFreeze:
+      return "redis-freeze";
+    case Fault::kPgCrash:
+      return "pg-crash";
+    case Fault::kPgTerminate:
+      return "pg-terminate-backends";
   }
   return "?";
 }
 
 struct ScheduledFault {
-  absl::Duration at;     // since the load started
+  absl::Duration at;  // since the load started
   Fault fault;
   Service service = Service::kAuth;  // kKillService
   int replica = 0;
@@ -102,8 +110,8 @@ std::vector<ScheduledFault> MakeSchedule(uint64_t seed, absl::Duration load) {
   absl::Duration at = absl::Seconds(3);
   while (at < load - absl::Seconds(3)) {
     if (bag.empty()) {
-      bag = {Fault::kKillService, Fault::kKillService,         Fault::kRedisWipe,
-             Fault::kRedisFreeze, Fault::kPgCrash,             Fault::kPgTerminate,
+      bag = {Fault::kKillService, Fault::kKillService,       Fault::kRedisWipe,
+             Fault::kRedisFreeze, Fault::kPgCrash,           Fault::kPgTerminate,
              Fault::kKillService, Fault::kRedisWipeAdminDown};
       std::shuffle(bag.begin(), bag.end(), rng);
       if (out.empty()) {
@@ -125,9 +133,12 @@ std::vector<ScheduledFault> MakeSchedule(uint64_t seed, absl::Duration load) {
 
 const char* ServiceName(Service s) {
   switch (s) {
-    case Service::kAuth: return "auth";
-    case Service::kApp: return "app";
-    case Service::kAdmin: return "admin";
+    case Service::kAuth:
+      return "auth";
+    case Service::kApp:
+      return "app";
+    case Service::kAdmin:
+      return "admin";
   }
   return "?";
 }
@@ -289,8 +300,9 @@ class LoadDriver {
           return st;
         });
         if (s.ok()) {
-          Record({audit::v1::OWNER_AUTH, changed ? event_id : "", assign ? "AssignRole" : "RevokeRole",
-                  principal, request_id, absl::StrCat(user, "/", role), "", ""});
+          Record({audit::v1::OWNER_AUTH, changed ? event_id : "",
+                  assign ? "AssignRole" : "RevokeRole", principal, request_id,
+                  absl::StrCat(user, "/", role), "", ""});
         }
       } else {
         appv1::UpdateProblemRequest req;
@@ -347,13 +359,6 @@ std::unique_ptr<pg::Connection> Connect(const std::string& dsn) {
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
-int64_t Scalar(pg::Connection& conn, const std::string& sql) {
-  pg::Statement st{"chaos.scalar", sql.c_str(), absl::Seconds(30)};
-  auto r = conn.Execute(st);
-  EXPECT_TRUE(r.ok() && r->rows() == 1) << sql << ": " << r.status();
-  return r.ok() && r->rows() == 1 ? r->GetInt64(0, 0) : -1;
-}
-
 struct OutboxRow {
   audit::Owner owner;
   std::string state;
@@ -380,16 +385,20 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
   options.prefix = "chaos";
   options.redis_addr = absl::StrCat("127.0.0.1:", redis.port());
   const std::vector<std::string> owner_args = {
-      "--pg-pool-size=4", "--dispatch-resend-timeout=3s", "--dispatch-claim-lease=5s",
+      "--pg-pool-size=4",          "--dispatch-resend-timeout=3s",   "--dispatch-claim-lease=5s",
       "--dispatch-backoff-max=1s", "--dispatch-poll-interval=500ms", "--startup-timeout=120s",
       "--shutdown-timeout=2s"};
   options.auth_args = owner_args;
   options.app_args = owner_args;
-  options.admin_args = {"--pg-pool-size=4",          "--inbox-claim-idle=2s",
-                        "--inbox-claim-interval=1s", "--consumer-lease=5s",
-                        "--consumer-heartbeat=1s",   "--consumer-retry-max=1s",
+  options.admin_args = {"--pg-pool-size=4",
+                        "--inbox-claim-idle=2s",
+                        "--inbox-claim-interval=1s",
+                        "--consumer-lease=5s",
+                        "--consumer-heartbeat=1s",
+                        "--consumer-retry-max=1s",
                         "--consumer-poll-interval=500ms",
-                        "--startup-timeout=120s",    "--shutdown-timeout=2s"};
+                        "--startup-timeout=120s",
+                        "--shutdown-timeout=2s"};
   testing::RedisEndpoint redis_endpoint{"127.0.0.1", redis.port()};
   Mesh mesh(pg.endpoint(), redis_endpoint, options);
   for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
@@ -477,9 +486,10 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
   const char* kNotConfirmed = "SELECT count(*) FROM audit_outbox WHERE state <> 'CONFIRMED'";
   const bool quiet = WaitFor(
       [&] {
-        return Scalar(*auth_db, kNotConfirmed) == 0 && Scalar(*app_db, kNotConfirmed) == 0 &&
-               Scalar(*admin_db,
-                      "SELECT count(*) FROM consumer_inbox WHERE status IN ('PENDING', 'PROCESSING')") == 0;
+        return QueryInt(*auth_db, kNotConfirmed) == 0 && QueryInt(*app_db, kNotConfirmed) == 0 &&
+               QueryInt(*admin_db,
+                        "SELECT count(*) FROM consumer_inbox WHERE status IN ('PENDING', "
+                        "'PROCESSING')") == 0;
       },
       std::chrono::seconds(180));
   const double converge_s = absl::ToDoubleSeconds(absl::Now() - load_end);
@@ -494,17 +504,20 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
     auto r = conn->Execute(st);
     ASSERT_TRUE(r.ok()) << r.status();
     for (int i = 0; i < r->rows(); ++i) {
-      if (!outbox.emplace(r->GetString(i, 0), OutboxRow{owner, r->GetString(i, 1), r->GetBytes(i, 2)})
+      if (!outbox
+               .emplace(r->GetString(i, 0), OutboxRow{owner, r->GetString(i, 1), r->GetBytes(i, 2)})
                .second) {
         ++outbox_duplicates;
       }
     }
   }
   // Every business change has its outbox row (same transaction).
-  EXPECT_EQ(Scalar(*auth_db, "SELECT count(*) FROM users"),
-            Scalar(*auth_db, "SELECT count(*) FROM audit_outbox WHERE event_type = 'auth.user.created'"));
-  EXPECT_EQ(Scalar(*app_db, "SELECT count(*) FROM problems"),
-            Scalar(*app_db, "SELECT count(*) FROM audit_outbox WHERE event_type = 'app.problem.created'"));
+  EXPECT_EQ(QueryInt(*auth_db, "SELECT count(*) FROM users"),
+            QueryInt(*auth_db,
+                     "SELECT count(*) FROM audit_outbox WHERE event_type = 'auth.user.created'"));
+  EXPECT_EQ(QueryInt(*app_db, "SELECT count(*) FROM problems"),
+            QueryInt(*app_db,
+                     "SELECT count(*) FROM audit_outbox WHERE event_type = 'app.problem.created'"));
 
   pg::Statement logs_st{"chaos.logs",
                         "SELECT event_id::text, owner, actor, action, entity_type, entity_id,"
@@ -533,11 +546,13 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
     const auto& rec = event.record();
     google::protobuf::Struct new_value;
     const std::string json = logs->GetString(i, 6);
-    bool values_match = json.empty() ? !rec.has_new_value()
-                                     : google::protobuf::util::JsonStringToMessage(json, &new_value).ok() &&
-                                           google::protobuf::util::MessageDifferencer::Equals(
-                                               new_value, rec.new_value());
-    shown[id] = Shown{logs->GetString(i, 2), logs->GetString(i, 5), logs->GetString(i, 8), new_value};
+    bool values_match =
+        json.empty()
+            ? !rec.has_new_value()
+            : google::protobuf::util::JsonStringToMessage(json, &new_value).ok() &&
+                  google::protobuf::util::MessageDifferencer::Equals(new_value, rec.new_value());
+    shown[id] =
+        Shown{logs->GetString(i, 2), logs->GetString(i, 5), logs->GetString(i, 8), new_value};
     if (logs->GetString(i, 2) != rec.actor() || logs->GetString(i, 3) != rec.action() ||
         logs->GetString(i, 4) != rec.entity_type() || logs->GetString(i, 5) != rec.entity_id() ||
         !values_match || logs->GetBytes(i, 7) != it->second.payload) {
@@ -553,7 +568,8 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
     auto [it, fresh] = event_of_request.emplace(event.record().request_id(), id);
     if (!fresh) {
       ++duplicated;
-      ADD_FAILURE() << "request " << it->first << " produced two events: " << it->second << " and " << id;
+      ADD_FAILURE() << "request " << it->first << " produced two events: " << it->second << " and "
+                    << id;
     }
   }
   int64_t lost = 0, unconfirmed = 0;
@@ -571,7 +587,8 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
                              " created_at || ' published=' || coalesce(published_at::text, '-') ||"
                              " ' confirmed=' || coalesce(confirmed_at::text, '-')"
                              " FROM audit_outbox WHERE event_id = $1::uuid"};
-        auto out = (row.owner == audit::v1::OWNER_AUTH ? auth_db : app_db)->Execute(out_st, {pg::Text(id)});
+        auto out = (row.owner == audit::v1::OWNER_AUTH ? auth_db : app_db)
+                       ->Execute(out_st, {pg::Text(id)});
         ADD_FAILURE() << "lost: event " << id << " owner " << audit::OwnerName(row.owner)
                       << " outbox state " << row.state << " "
                       << (out.ok() && out->rows() == 1 ? out->GetString(0, 0) : "?") << "; inbox: "
@@ -580,9 +597,11 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
     }
     if (row.state != "CONFIRMED") ++unconfirmed;
   }
-  duplicated += Scalar(*admin_db, "SELECT count(*) - count(DISTINCT event_id) FROM consumer_inbox");
-  const int64_t dead = Scalar(*admin_db, "SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD'");
-  const int64_t poison = Scalar(*admin_db, "SELECT count(*) FROM poison_events");
+  duplicated +=
+      QueryInt(*admin_db, "SELECT count(*) - count(DISTINCT event_id) FROM consumer_inbox");
+  const int64_t dead =
+      QueryInt(*admin_db, "SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD'");
+  const int64_t poison = QueryInt(*admin_db, "SELECT count(*) FROM poison_events");
   int64_t ok_missing = 0, ok_with_event = 0;
   for (const OkCall& call : driver.ok_calls()) {
     if (call.event_id.empty()) continue;
@@ -598,9 +617,9 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
     // The audit row says what the client did: who, to what, with which value.
     const Shown& s = shown[call.event_id];
     const auto& fields = s.new_value.fields();
-    const bool value_ok = call.value_key.empty() ||
-                          (fields.contains(call.value_key) &&
-                           fields.at(call.value_key).string_value() == call.value);
+    const bool value_ok =
+        call.value_key.empty() ||
+        (fields.contains(call.value_key) && fields.at(call.value_key).string_value() == call.value);
     if (s.actor != call.principal || s.entity_id != call.entity_id ||
         s.request_id != call.request_id || !value_ok) {
       if (wrong++ < 5) {
@@ -612,10 +631,11 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
   int64_t backlog_recovered = 0;
   for (const std::string& id : wiped_backlog) {
     auto it = outbox.find(id);
-    if (it != outbox.end() && it->second.state == "CONFIRMED" && logged.contains(id)) ++backlog_recovered;
+    if (it != outbox.end() && it->second.state == "CONFIRMED" && logged.contains(id))
+      ++backlog_recovered;
   }
-  const int64_t resends = Scalar(*auth_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox") +
-                          Scalar(*app_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox");
+  const int64_t resends = QueryInt(*auth_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox") +
+                          QueryInt(*app_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox");
 
   std::printf(
       "[chaos] SUMMARY seed=%llu operations=%lld ok_events=%lld attempts=%lld gave_up=%lld "
@@ -627,13 +647,14 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
       static_cast<unsigned long long>(seed), static_cast<long long>(driver.operations()),
       static_cast<long long>(ok_with_event), static_cast<long long>(driver.attempts()),
       static_cast<long long>(driver.gave_up()), counts[Fault::kKillService],
-      counts[Fault::kRedisWipe], counts[Fault::kRedisWipeAdminDown], counts[Fault::kRedisFreeze], counts[Fault::kPgCrash],
-      counts[Fault::kPgTerminate], outbox.size(), logged.size(), wiped_backlog.size(),
-      static_cast<long long>(backlog_recovered), static_cast<long long>(resends),
-      static_cast<long long>(lost), static_cast<long long>(duplicated),
-      static_cast<long long>(orphaned), static_cast<long long>(wrong),
-      static_cast<long long>(unconfirmed), static_cast<long long>(dead),
-      static_cast<long long>(poison), static_cast<long long>(ok_missing), converge_s);
+      counts[Fault::kRedisWipe], counts[Fault::kRedisWipeAdminDown], counts[Fault::kRedisFreeze],
+      counts[Fault::kPgCrash], counts[Fault::kPgTerminate], outbox.size(), logged.size(),
+      wiped_backlog.size(), static_cast<long long>(backlog_recovered),
+      static_cast<long long>(resends), static_cast<long long>(lost),
+      static_cast<long long>(duplicated), static_cast<long long>(orphaned),
+      static_cast<long long>(wrong), static_cast<long long>(unconfirmed),
+      static_cast<long long>(dead), static_cast<long long>(poison),
+      static_cast<long long>(ok_missing), converge_s);
 
   EXPECT_TRUE(quiet) << "no quiescence within 180 s after the faults stopped";
   EXPECT_GT(ok_with_event, 100) << "the load did not get through";

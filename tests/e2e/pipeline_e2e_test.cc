@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/pg/connection.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
-#include "common/pg/connection.h"
 #include "tests/support/mesh.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 #include "ulticode/app/v1/app.grpc.pb.h"

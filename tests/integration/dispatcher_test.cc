@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
+#include "tests/support/pg_query.h"
 
 namespace ulticode::outbox {
 namespace {
@@ -55,12 +56,7 @@ class DispatcherTest : public ::testing::Test {
     return ids;
   }
 
-  int64_t Scalar(const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
-  }
+  int64_t Scalar(const std::string& sql) { return ::ulticode::testing::QueryInt(*conn_, sql); }
   int64_t CountState(const char* state) {
     return Scalar(absl::StrCat("SELECT count(*) FROM audit_outbox WHERE state = '", state, "'"));
   }

@@ -14,6 +14,7 @@
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::admin {
@@ -32,7 +33,8 @@ class InboxBridgeTest : public ::testing::Test {
   void SetUp() override {
     ULTI_REQUIRE_PG(pg);
     ULTI_REQUIRE_REDIS(redis);
-    options_.pg.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "bridgetest"));
+    options_.pg.conninfo =
+        pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "bridgetest"));
     auto conn = pg::Connection::Connect(options_.pg);
     ASSERT_TRUE(conn.ok()) << conn.status();
     conn_ = std::move(conn).value();
@@ -63,12 +65,7 @@ class InboxBridgeTest : public ::testing::Test {
     return ids.ok() ? (*ids)[0] : "";
   }
 
-  int64_t Scalar(const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
-  }
+  int64_t Scalar(const std::string& sql) { return ::ulticode::testing::QueryInt(*conn_, sql); }
 
   int64_t Pending() {
     auto p = redis_->XPendingSummary(stream_, options_.group);
@@ -102,7 +99,8 @@ TEST_F(InboxBridgeTest, TakesOverValidEntriesIntoTheInboxThenAcknowledges) {
   StreamCursor cursor = Cursor();
   auto cycle = bridge.RunOnce(*conn_, *redis_, cursor);  // own pending (none)
   ASSERT_TRUE(cycle.ok()) << cycle.status();
-  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 3; }));
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 3; }));
   EXPECT_EQ(Pending(), 0) << "acknowledged after the commit";
   for (const auto& e : events) {
     pg::Statement st{"row",
@@ -121,7 +119,8 @@ TEST_F(InboxBridgeTest, TakesOverValidEntriesIntoTheInboxThenAcknowledges) {
 }
 
 TEST_F(InboxBridgeTest, CrashBeforeTheInboxInsertLeavesEntriesPendingForAnotherBridge) {
-  for (int i = 0; i < 4; ++i) Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i))));
+  for (int i = 0; i < 4; ++i)
+    Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i))));
   BridgeHooks crash;
   crash.before_insert = [](const auto&) { return absl::AbortedError("crash before insert"); };
   InboxBridge crashing(options_, metrics_->registry(), crash);
@@ -138,7 +137,8 @@ TEST_F(InboxBridgeTest, CrashBeforeTheInboxInsertLeavesEntriesPendingForAnotherB
   b_options.claim_interval = absl::Milliseconds(50);
   InboxBridge survivor(b_options, metrics_b->registry());
   StreamCursor b = Cursor();
-  ASSERT_TRUE(RunUntil(survivor, b, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 4; }));
+  ASSERT_TRUE(
+      RunUntil(survivor, b, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 4; }));
   ASSERT_TRUE(WaitFor([&] { return Pending() == 0; }, std::chrono::seconds(5)));
 }
 
@@ -286,7 +286,8 @@ TEST_F(InboxBridgeTest, ADuplicateIdWithDifferentBytesIsAConflictAndNeverOverwri
   const std::string forged_entry = Add(EntryFields(forged));
   InboxBridge bridge(options_, metrics_->registry());
   StreamCursor cursor = Cursor();
-  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 1; }));
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 1; }));
   pg::Statement st{"payload", "SELECT payload FROM consumer_inbox WHERE event_id = $1::uuid"};
   auto r = conn_->Execute(st, {pg::Text(original.event_id())});
   ASSERT_TRUE(r.ok() && r->rows() == 1);
@@ -300,13 +301,15 @@ TEST_F(InboxBridgeTest, ADuplicateIdWithDifferentBytesIsAConflictAndNeverOverwri
 
   // Also across batches: the forgery arriving later is a conflict too.
   const std::string later = Add(EntryFields(forged));
-  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 2; }));
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 2; }));
   EXPECT_EQ(Pending(), 0);
 }
 
 TEST_F(InboxBridgeTest, TheSameEventDeliveredManyTimesToTwoBridgesYieldsOneAuditRowEach) {
   std::vector<audit::AuditEvent> events;
-  for (int i = 0; i < 20; ++i) events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
+  for (int i = 0; i < 20; ++i)
+    events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
   std::vector<redis::StreamFields> entries;
   for (int copy = 0; copy < 10; ++copy) {
     for (const auto& e : events) entries.push_back(EntryFields(e));

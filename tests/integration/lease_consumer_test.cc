@@ -1,6 +1,8 @@
 // The Admin lease consumer against real PostgreSQL: audit rows field by
 // field, retries with back-off then DEAD, DEAD at once for invalid events,
 // fencing of a stalled worker, heartbeats, and two consumers on one inbox.
+#include "admin/consumer/lease_consumer.h"
+
 #include <atomic>
 #include <thread>
 
@@ -8,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/inbox_store.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::admin {
@@ -45,7 +47,8 @@ class LeaseConsumerTest : public ::testing::Test {
   void Receive(const std::vector<audit::AuditEvent>& events) {
     std::vector<inbox::Arrival> arrivals;
     for (const auto& e : events) {
-      inbox::AcceptedEntry a{e.event_id(), e.owner(), e.event_type(), absl::Now(), audit::Serialize(e)};
+      inbox::AcceptedEntry a{e.event_id(), e.owner(), e.event_type(), absl::Now(),
+                             audit::Serialize(e)};
       arrivals.push_back(inbox::Arrival{"audit:auth", absl::StrCat("1-", arrivals.size()), a});
     }
     auto tx = conn_->Begin();
@@ -57,22 +60,13 @@ class LeaseConsumerTest : public ::testing::Test {
 
   std::vector<audit::AuditEvent> Events(int n) {
     std::vector<audit::AuditEvent> out;
-    for (int i = 0; i < n; ++i) out.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
+    for (int i = 0; i < n; ++i)
+      out.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
     return out;
   }
 
-  int64_t Scalar(const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
-  }
-  std::string Text(const std::string& sql) {
-    pg::Statement st{"text", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok() && r->rows() == 1) << sql;
-    return r.ok() && r->rows() == 1 ? r->GetString(0, 0) : "";
-  }
+  int64_t Scalar(const std::string& sql) { return ::ulticode::testing::QueryInt(*conn_, sql); }
+  std::string Text(const std::string& sql) { return ::ulticode::testing::QueryText(*conn_, sql); }
 
   std::unique_ptr<pg::Connection> Dial() {
     auto c = pg::Connection::Connect(options_.pg);
@@ -117,7 +111,8 @@ TEST_F(LeaseConsumerTest, WritesOneAuditRowPerEventFieldByFieldAndMarksProcessed
   EXPECT_EQ(r->GetString(0, 10), "test-agent");
   EXPECT_EQ(r->GetString(0, 11), "req-1");
   EXPECT_EQ(r->GetString(0, 12), "4bf92f3577b34da6a3ce929d0e0e4736");
-  EXPECT_EQ(r->GetInt64(0, 13), e.occurred_at().seconds() * 1000000 + e.occurred_at().nanos() / 1000);
+  EXPECT_EQ(r->GetInt64(0, 13),
+            e.occurred_at().seconds() * 1000000 + e.occurred_at().nanos() / 1000);
   EXPECT_EQ(r->GetBytes(0, 14), audit::Serialize(e));
   EXPECT_EQ(Text("SELECT status FROM consumer_inbox"), "PROCESSED");
   EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox WHERE processed_at IS NOT NULL"
@@ -168,13 +163,15 @@ TEST_F(LeaseConsumerTest, AnEventThatFailsValidationGoesDeadAtOnce) {
                     " payload_sha256, stream, stream_entry_id)"
                     " VALUES ('audit_logs', $1::uuid, 'auth', 'auth.user.created', $2,"
                     " sha256($2), 'audit:auth', '9-9')"};
-  ASSERT_TRUE(conn_->Execute(ins, {pg::Text(broken.event_id()), pg::Bytes(audit::Serialize(broken))}).ok());
+  ASSERT_TRUE(
+      conn_->Execute(ins, {pg::Text(broken.event_id()), pg::Bytes(audit::Serialize(broken))}).ok());
   LeaseConsumer consumer(options_, metrics_->registry());
   auto cycle = consumer.RunOnce(*conn_, "w1");
   ASSERT_TRUE(cycle.ok()) << cycle.status();
   EXPECT_EQ(cycle->dead, 1);
   EXPECT_EQ(cycle->processed, 1);
-  const std::string where = absl::StrCat(" FROM consumer_inbox WHERE event_id = '", broken.event_id(), "'");
+  const std::string where =
+      absl::StrCat(" FROM consumer_inbox WHERE event_id = '", broken.event_id(), "'");
   EXPECT_EQ(Text("SELECT status" + where), "DEAD");
   EXPECT_EQ(Scalar("SELECT attempts" + where), 1);
   EXPECT_NE(Text("SELECT last_error" + where).find("action"), std::string::npos);
@@ -296,15 +293,17 @@ TEST_F(LeaseConsumerTest, TwoConsumersOnOneInboxNeverProcessTheSameRowConcurrent
   a.Start();
   b.Start();
   std::vector<audit::AuditEvent> events;
-  for (int i = 0; i < kRows; ++i) events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
+  for (int i = 0; i < kRows; ++i)
+    events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i)));
   for (int i = 0; i < kRows; i += 50) Receive({events.begin() + i, events.begin() + i + 50});
   ASSERT_TRUE(WaitFor([&] { return Scalar("SELECT count(*) FROM audit_logs") == kRows; },
                       std::chrono::seconds(30)));
   a.Stop();
   b.Stop();
   EXPECT_EQ(overlaps.load(), 0);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'PROCESSED' AND attempts = 1"),
-            kRows)
+  EXPECT_EQ(
+      Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'PROCESSED' AND attempts = 1"),
+      kRows)
       << "every row claimed exactly once";
   EXPECT_EQ(Scalar("SELECT count(DISTINCT lease_owner) FROM consumer_inbox"), 0);
 }

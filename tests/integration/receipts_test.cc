@@ -14,6 +14,7 @@
 #include "common/outbox/receipt_reader.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
 
@@ -100,13 +101,11 @@ class ReceiptsTest : public ::testing::Test {
     return ids;
   }
 
-  int64_t OwnerScalar(const std::string& sql) { return Scalar(*owner_, sql); }
-  int64_t AdminScalar(const std::string& sql) { return Scalar(*admin_, sql); }
-  static int64_t Scalar(pg::Connection& c, const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = c.Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
+  int64_t OwnerScalar(const std::string& sql) {
+    return ::ulticode::testing::QueryInt(*owner_, sql);
+  }
+  int64_t AdminScalar(const std::string& sql) {
+    return ::ulticode::testing::QueryInt(*admin_, sql);
   }
 
   pg::ConnectOptions owner_pg_, admin_pg_;
@@ -167,16 +166,28 @@ TEST_F(ReceiptsTest, ADuplicateIsReceiptedAgainButAConflictIsNot) {
   admin::inbox::StreamCursor cursor;
   cursor.owner = audit::v1::OWNER_AUTH;
   cursor.stream = stream_;
-  ASSERT_TRUE(WaitFor([&] { auto c = bridge.RunOnce(*admin_, client, cursor); return c.ok() && c->receipted == 1; },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = bridge.RunOnce(*admin_, client, cursor);
+        return c.ok() && c->receipted == 1;
+      },
+      std::chrono::seconds(10)));
   // A lost receipt is repaired by the owner's re-send: the duplicate is receipted.
   ASSERT_TRUE(client.XAddBatch(stream_, {::ulticode::testing::EntryFields(e)}).ok());
-  ASSERT_TRUE(WaitFor([&] { auto c = bridge.RunOnce(*admin_, client, cursor); return c.ok() && c->duplicates == 1 && c->receipted == 1; },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = bridge.RunOnce(*admin_, client, cursor);
+        return c.ok() && c->duplicates == 1 && c->receipted == 1;
+      },
+      std::chrono::seconds(10)));
   // A conflicting copy is not.
   ASSERT_TRUE(client.XAddBatch(stream_, {::ulticode::testing::EntryFields(forged)}).ok());
-  ASSERT_TRUE(WaitFor([&] { auto c = bridge.RunOnce(*admin_, client, cursor); return c.ok() && c->poison == 1; },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = bridge.RunOnce(*admin_, client, cursor);
+        return c.ok() && c->poison == 1;
+      },
+      std::chrono::seconds(10)));
   auto receipts = client.XRead(audit::ReceiptStreamFor(stream_), 10, absl::ZeroDuration(), "0");
   ASSERT_TRUE(receipts.ok());
   EXPECT_EQ(receipts->size(), 2u);
@@ -198,7 +209,8 @@ TEST_F(ReceiptsTest, RowsWithoutAReceiptArePublishedAgainAfterTheResendTimeout) 
         return s.ok() && *s == 2;
       },
       std::chrono::seconds(5)));
-  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING' AND resends = 1"), 2);
+  EXPECT_EQ(
+      OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING' AND resends = 1"), 2);
   ASSERT_TRUE(dispatcher.RunOnce(*owner_, client, "d").ok());
   auto len = client.XInfoStream(stream_);
   ASSERT_TRUE(len.ok());
@@ -227,8 +239,11 @@ TEST_F(ReceiptsTest, RedisLosingEverythingLosesNoEventEndToEnd) {
   // Admin is down: events are published and sit in the stream; then Redis
   // restarts without persistence and they are gone.
   Append(20);
-  ASSERT_TRUE(WaitFor([&] { return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED'") == 20; },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED'") == 20;
+      },
+      std::chrono::seconds(10)));
   own.Kill();
   ASSERT_TRUE(own.Start());
 
@@ -247,8 +262,11 @@ TEST_F(ReceiptsTest, RedisLosingEverythingLosesNoEventEndToEnd) {
   ASSERT_TRUE(WaitFor([&] { return AdminScalar("SELECT count(*) FROM audit_logs") == 25; },
                       std::chrono::seconds(20)))
       << "the 20 events Redis lost were published again";
-  ASSERT_TRUE(WaitFor([&] { return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'") == 25; },
-                      std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'") == 25;
+      },
+      std::chrono::seconds(20)));
   EXPECT_GE(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE resends > 0"), 20);
   bridge.Stop();
   consumer.Stop();
@@ -264,7 +282,8 @@ TEST_F(ReceiptsTest, AReceiptForAClaimedRowWinsOverTheLateSettleOfThatClaim) {
   const auto& a = (*claimed)[0];
   const auto& b = (*claimed)[1];
   auto marked = outbox::MarkPublished(*owner_, {{a.event_id, a.fencing_token, "1-1"}});
-  auto retried = outbox::Reschedule(*owner_, {{b.event_id, b.fencing_token, absl::Seconds(1)}}, "x");
+  auto retried =
+      outbox::Reschedule(*owner_, {{b.event_id, b.fencing_token, absl::Seconds(1)}}, "x");
   ASSERT_TRUE(marked.ok() && retried.ok());
   EXPECT_EQ(*marked, 0);
   EXPECT_EQ(*retried, 0);
@@ -289,8 +308,10 @@ TEST_F(ReceiptsTest, AReaderWhoseCursorIsAheadOfARecreatedStreamStartsOver) {
 
 TEST(ReceiptContractTest, MalformedIdsAreSkippedAndCounted) {
   int rejected = 0;
-  auto ids = audit::DecodeReceipt({{"event_ids", "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79,nope,01A22B29-6E56-75FF-86A6-5DFE3EBD9B79,"}},
-                                  &rejected);
+  auto ids = audit::DecodeReceipt(
+      {{"event_ids",
+        "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79,nope,01A22B29-6E56-75FF-86A6-5DFE3EBD9B79,"}},
+      &rejected);
   EXPECT_EQ(ids, std::vector<std::string>{"01a22b29-6e56-75ff-86a6-5dfe3ebd9b79"});
   EXPECT_EQ(rejected, 2);
   audit::DecodeReceipt({{"something", "else"}}, &rejected);

@@ -9,9 +9,12 @@ namespace {
 
 const char* Binary(Service s) {
   switch (s) {
-    case Service::kAuth: return "ulticode-auth";
-    case Service::kApp: return "ulticode-app";
-    case Service::kAdmin: return "ulticode-admin";
+    case Service::kAuth:
+      return "ulticode-auth";
+    case Service::kApp:
+      return "ulticode-app";
+    case Service::kAdmin:
+      return "ulticode-admin";
   }
   return "";
 }
@@ -19,9 +22,12 @@ const char* Binary(Service s) {
 // Relative to the build directory.
 const char* BinaryPath(Service s) {
   switch (s) {
-    case Service::kAuth: return "auth/ulticode-auth";
-    case Service::kApp: return "app/ulticode-app";
-    case Service::kAdmin: return "admin/ulticode-admin";
+    case Service::kAuth:
+      return "auth/ulticode-auth";
+    case Service::kApp:
+      return "app/ulticode-app";
+    case Service::kAdmin:
+      return "admin/ulticode-admin";
   }
   return "";
 }
@@ -36,7 +42,8 @@ Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options
   const std::string suffix = RandomSuffix();
   auth_stream_ = absl::StrCat(options_.prefix, ":", suffix, ":audit:auth");
   app_stream_ = absl::StrCat(options_.prefix, ":", suffix, ":audit:app");
-  if (options_.redis_addr.empty()) options_.redis_addr = absl::StrCat(redis_.host, ":", redis_.port);
+  if (options_.redis_addr.empty())
+    options_.redis_addr = absl::StrCat(redis_.host, ":", redis_.port);
 }
 
 Mesh::~Mesh() {
@@ -60,9 +67,12 @@ Mesh::Replica& Mesh::Get(Service service, int replica) {
 
 std::string Mesh::Dsn(Service service) const {
   switch (service) {
-    case Service::kAuth: return pg_.ConnInfo(auth_db_);
-    case Service::kApp: return pg_.ConnInfo(app_db_);
-    case Service::kAdmin: return pg_.ConnInfo(admin_db_);
+    case Service::kAuth:
+      return pg_.ConnInfo(auth_db_);
+    case Service::kApp:
+      return pg_.ConnInfo(app_db_);
+    case Service::kAdmin:
+      return pg_.ConnInfo(admin_db_);
   }
   return "";
 }

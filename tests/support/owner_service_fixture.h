@@ -20,6 +20,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_env.h"
+#include "tests/support/pg_query.h"
 
 namespace ulticode::testing {
 
@@ -65,12 +66,7 @@ class OwnerServiceTest : public ::testing::Test {
     return ctx;
   }
 
-  int64_t Scalar(const std::string& sql) {
-    pg::Statement st{"scalar", sql.c_str()};
-    auto r = conn_->Execute(st);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : -1;
-  }
+  int64_t Scalar(const std::string& sql) { return QueryInt(*conn_, sql); }
   int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
 
   // The event stored in the outbox under `event_id` (exactly one row).

@@ -12,8 +12,8 @@ namespace {
 
 // Runs `body` in bash with scripts/lib/servers.sh sourced.
 CommandResult Servers(const std::string& body) {
-  return RunCommand(absl::StrCat("bash -c 'source ", SourceDir(), "/scripts/lib/servers.sh && ",
-                                 body, "'"));
+  return RunCommand(
+      absl::StrCat("bash -c 'source ", SourceDir(), "/scripts/lib/servers.sh && ", body, "'"));
 }
 
 }  // namespace
@@ -26,7 +26,7 @@ PgServer::PgServer() : port_(FreePort()) {
 
 PgServer::~PgServer() {
   if (dir_.empty()) return;
-  Servers(absl::StrCat("_ulticode_pg_run pg_ctl -D ", dir_, "/pg -m immediate -w stop"));
+  Servers(absl::StrCat("ulticode_pg_crash ", dir_, "/pg"));
   RunCommand("rm -rf " + dir_);
 }
 
@@ -42,7 +42,7 @@ bool PgServer::Start(std::string* error) {
 }
 
 bool PgServer::Crash(std::string* error) {
-  auto r = Servers(absl::StrCat("_ulticode_pg_run pg_ctl -D ", dir_, "/pg -m immediate -w stop"));
+  auto r = Servers(absl::StrCat("ulticode_pg_crash ", dir_, "/pg"));
   if (r.exit_code != 0) {
     *error = r.output;
     return false;

@@ -8,6 +8,8 @@
 #include "admin/inbox/bridge_flags.h"
 #include "admin/query/audit_query_service.h"
 #include "common/config/flags.h"
+#include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -20,41 +22,62 @@
 
 namespace ulticode::admin {
 const std::vector<migrations::Migration>& Migrations();
-}
+
+// Least privilege for Admin's runtime role: the audit trail is append-only
+// (INSERT and SELECT on audit_logs, never UPDATE, DELETE or TRUNCATE).
+const std::vector<std::string> kRuntimeGrants = {
+    "GRANT SELECT, INSERT, UPDATE ON consumer_inbox TO {role}",
+    "GRANT SELECT, INSERT ON poison_events TO {role}",
+    "GRANT SELECT, INSERT ON audit_logs TO {role}",
+    "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
+    " consumer_inbox_fencing_token TO {role}",
+};
+}  // namespace ulticode::admin
 
 int main(int argc, char** argv) {
   using namespace ulticode;
   server::BlockTerminationSignals();
 
-  runtime::ServiceFlags common("127.0.0.1:50053", "127.0.0.1:9103", "ulticode_admin");
+  runtime::ServiceFlags common("127.0.0.1:50053", "127.0.0.1:9103", "ulticode_admin",
+                               16 * 1024);
   admin::inbox::BridgeOptions bridge_options;
   std::string auth_stream, app_stream;
   admin::consumer::ConsumerOptions consumer_options;
+  std::string signing_key_file;
   config::Flags flags("ulticode-admin", "Admin: audit inbox, audit_logs and the audit query API.");
   common.Register(flags);
+  flags.String("receipt-signing-key-file", &signing_key_file,
+               "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every receipt",
+               [](const std::string& v) {
+                 return v.empty() ? absl::InvalidArgumentError("required") : absl::OkStatus();
+               });
   admin::inbox::RegisterBridgeFlags(flags, &bridge_options, &auth_stream, &app_stream);
   admin::consumer::RegisterConsumerFlags(flags, &consumer_options);
   config::ParseOrExit(flags, argc, argv);
   common.ApplyLogging();
   admin::inbox::FinishBridgeOptions(&bridge_options, auth_stream, app_stream);
+  if (auto s = common.LoadSecrets(); !s.ok()) runtime::DieOnStartup("admin", s);
+  auto signer = crypto::SigningKey::FromFile(signing_key_file);
+  if (!signer.ok()) runtime::DieOnStartup("admin", signer.status());
+  auto keys = crypto::KeyDirectoryFile::Open(common.public_keys_file);
+  if (!keys.ok()) runtime::DieOnStartup("admin", keys.status());
+  log::Info("admin", "keys loaded",
+            {{"receipt_key_id", signer->key_id()},
+             {"public_keys", (*keys)->Current()->Describe()}});
 
   auto metrics = metrics::Metrics::Start(common.metrics_listen, "admin");
   if (!metrics.ok()) runtime::DieOnStartup("admin", metrics.status());
 
   const pg::PoolOptions pool_options = common.PoolOptions("ulticode-admin");
-  if (auto s = runtime::MigrateWithRetry(pool_options.connect, admin::Migrations(),
-                                         common.startup_timeout);
+  if (auto s = runtime::MigrateWithRetry(common.MigrateOptions("ulticode-admin-migrate"),
+                                         admin::Migrations(), common.startup_timeout,
+                                         common.RuntimeRoleToGrant(), admin::kRuntimeGrants);
       !s.ok()) {
     runtime::DieOnStartup("admin", s);
   }
   pg::Pool pool(pool_options);
 
-  redis::Options redis_options;
-  redis_options.user = common.redis_user;
-  redis_options.password = common.redis_password;
-  if (auto s = redis::ParseAddress(common.redis_addr, &redis_options); !s.ok()) {
-    runtime::DieOnStartup("admin", s);
-  }
+  const redis::Options redis_options = common.RedisOptions();
 
   consumer_options.pg = pool_options.connect;
   consumer_options.pg.application_name = "ulticode-admin-consumer";
@@ -64,6 +87,8 @@ int main(int argc, char** argv) {
   bridge_options.pg = pool_options.connect;
   bridge_options.pg.application_name = "ulticode-admin-bridge";
   bridge_options.redis = redis_options;
+  bridge_options.keys = keys->get();
+  bridge_options.receipt_signer = &*signer;
   admin::inbox::InboxBridge bridge(bridge_options, (*metrics)->registry());
   bridge.Start();
 
@@ -73,7 +98,8 @@ int main(int argc, char** argv) {
   query_options.consumer = bridge_options.inbox_consumer;
   query_options.redis = redis_options;
   admin::query::AuditQueryService service(pool, query_options);
-  server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log},
+  server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log,
+                                  nullptr, common.grpc_max_receive_bytes},
                                  (*metrics)->registry());
   grpc_server.AddService(&service, "ulticode.admin.v1.AdminService");
   if (auto s = grpc_server.Start(); !s.ok()) runtime::DieOnStartup("admin", s);

@@ -11,6 +11,7 @@
 #include "common/ids/uuid.h"
 #include "common/outbox/actor.h"
 #include "common/server/grpc_status.h"
+#include "common/text/text.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace ulticode::app {
@@ -168,40 +169,16 @@ absl::StatusOr<v1::Contest> LoadContest(Executor& ex, const std::string& contest
   return c;
 }
 
-bool HasControlChars(const std::string& s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) return true;
-  }
-  return false;
-}
-
-// Unicode code points of a UTF-8 string (proto3 strings are valid UTF-8).
-size_t CodePoints(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) {
-    if ((c & 0xC0) != 0x80) ++n;
-  }
-  return n;
-}
+constexpr text::Rule kTitleRule{.min_chars = 1, .max_chars = 200};
+// The statement is documented multi-line text (Markdown): it keeps \n and \t.
+constexpr text::Rule kStatementRule{.max_chars = 65536, .max_bytes = 65536, .multiline = true};
 
 absl::Status ValidateTitle(const std::string& title) {
-  const size_t n = CodePoints(title);
-  if (n < 1 || n > 200) return absl::InvalidArgumentError("title: must be 1..200 characters");
-  if (HasControlChars(title)) {
-    return absl::InvalidArgumentError("title: control characters are not allowed");
-  }
-  return absl::OkStatus();
+  return text::Check("title", title, kTitleRule);
 }
 
 absl::Status ValidateStatement(const std::string& statement) {
-  if (statement.size() > 65536) {
-    return absl::InvalidArgumentError("statement: at most 65536 bytes");
-  }
-  // PostgreSQL text cannot hold NUL; refuse it here rather than as a SQL error.
-  if (statement.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError("statement: NUL characters are not allowed");
-  }
-  return absl::OkStatus();
+  return text::Check("statement", statement, kStatementRule);
 }
 
 absl::Status ValidateTimeLimit(int32_t v) {
@@ -327,7 +304,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                                            v1::ProblemResponse* resp) {
   return mutations_.Handle(
       *ctx, "CreateProblem", *req, [&] { return ValidateCreateProblem(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ProblemResponse> {
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ProblemResponse>> {
         // A racing insert of the same slug fails with a unique violation,
         // which retries the transaction; this check then reports it.
         ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindProblemSlug, {pg::Text(req->slug())}));
@@ -362,7 +339,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                 .Set("difficulty", static_cast<int64_t>(req->difficulty()))
                 .Set("version", out.problem().version())
                 .get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -373,7 +350,7 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
   const std::set<std::string> mask(req->update_mask().begin(), req->update_mask().end());
   return mutations_.Handle(
       *ctx, "UpdateProblem", *req, [&] { return ValidateUpdateProblem(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ProblemResponse> {
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ProblemResponse>> {
         ASSIGN_OR_RETURN(pg::Result cur, tx.Execute(kLockProblem, {pg::Text(req->problem_id())}));
         if (cur.empty()) return ProblemNotFound(req->problem_id());
         const v1::Problem before = ProblemFromRow(cur, 0);
@@ -418,8 +395,7 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
         v1::ProblemResponse out;
         if (!changed) {
           *out.mutable_problem() = before;
-          out.set_changed(false);
-          return out;
+          return outbox::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(pg::Result row,
                          tx.Execute(kUpdateProblem, {pg::Text(req->problem_id()), title, statement,
@@ -434,7 +410,7 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
         rec->set_entity_id(req->problem_id());
         *rec->mutable_old_value() = old_values.get();
         *rec->mutable_new_value() = new_values.get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -444,7 +420,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
                                            v1::ContestResponse* resp) {
   return mutations_.Handle(
       *ctx, "CreateContest", *req, [&] { return ValidateCreateContest(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
         ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindContestSlug, {pg::Text(req->slug())}));
         if (!clash.empty()) {
           return absl::AlreadyExistsError(
@@ -473,7 +449,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
                                         .Set("status", "DRAFT")
                                         .Set("version", out.contest().version())
                                         .get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -486,7 +462,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
   const std::string& label = req->label();
   return mutations_.Handle(
       *ctx, "AddProblemToContest", *req, [&] { return ValidateAddProblemToContest(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
         // The contest's row lock serializes every change to its problem set.
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
@@ -505,8 +481,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
                 absl::StrCat("problem already in contest with label ", present.Get(0, 0)));
           }
           ASSIGN_OR_RETURN(*out.mutable_contest(), LoadContest(tx, contest_id));
-          out.set_changed(false);
-          return out;
+          return outbox::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(pg::Result holder,
                          tx.Execute(kProblemOfLabel, {pg::Text(contest_id), pg::Text(label)}));
@@ -528,7 +503,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
         rec->set_entity_id(absl::StrCat(contest_id, "/", problem_id));
         *rec->mutable_new_value() =
             Values().Set("problem_id", problem_id).Set("label", label).get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -541,7 +516,7 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
   return mutations_.Handle(
       *ctx, "RemoveProblemFromContest", *req,
       [&] { return ValidateRemoveProblemFromContest(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
         ASSIGN_OR_RETURN(pg::Result problem, tx.Execute(kProblemExists, {pg::Text(problem_id)}));
@@ -556,8 +531,7 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
             tx.Execute(kRemoveContestProblem, {pg::Text(contest_id), pg::Text(problem_id)}));
         if (removed.empty()) {
           ASSIGN_OR_RETURN(*out.mutable_contest(), LoadContest(tx, contest_id));
-          out.set_changed(false);
-          return out;
+          return outbox::Unchanged(std::move(out));
         }
         const std::string label = removed.GetString(0, 0);
         RETURN_IF_ERROR(tx.Execute(kBumpContest, {pg::Text(contest_id)}).status());
@@ -571,7 +545,7 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
         rec->set_entity_id(absl::StrCat(contest_id, "/", problem_id));
         *rec->mutable_old_value() =
             Values().Set("problem_id", problem_id).Set("label", label).get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -582,15 +556,14 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
   const std::string& contest_id = req->contest_id();
   return mutations_.Handle(
       *ctx, "PublishContest", *req, [&] { return ValidatePublishContest(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<v1::ContestResponse> {
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
         ASSIGN_OR_RETURN(pg::Result contest, tx.Execute(kLockContest, {pg::Text(contest_id)}));
         if (contest.empty()) return ContestNotFound(contest_id);
         v1::ContestResponse out;
         const v1::Contest before = ContestFromRow(contest, 0);
         if (before.status() == v1::CONTEST_STATUS_PUBLISHED) {
           ASSIGN_OR_RETURN(*out.mutable_contest(), LoadContest(tx, contest_id));
-          out.set_changed(false);
-          return out;
+          return outbox::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(pg::Result count,
                          tx.Execute(kCountContestProblems, {pg::Text(contest_id)}));
@@ -609,7 +582,7 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
         rec->set_entity_id(contest_id);
         *rec->mutable_old_value() = Values().Set("status", StatusName(before.status())).get();
         *rec->mutable_new_value() = Values().Set("status", "PUBLISHED").get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -641,6 +614,15 @@ grpc::Status AppServiceImpl::GetContest(grpc::ServerContext* ctx, const v1::GetC
   if (!contest.ok()) return server::ToGrpcStatus(contest.status(), kMethod);
   *resp = std::move(contest).value();
   return grpc::Status::OK;
+}
+
+const std::vector<std::string>& RuntimeGrants() {
+  static const auto* grants = new std::vector<std::string>{
+      "GRANT SELECT, INSERT, UPDATE ON problems TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON contests TO {role}",
+      "GRANT SELECT, INSERT, DELETE ON contest_problems TO {role}",
+  };
+  return *grants;
 }
 
 }  // namespace ulticode::app

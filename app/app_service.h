@@ -24,8 +24,8 @@ namespace v1 = ::ulticode::app::v1;
 class AppServiceImpl final : public v1::AppService::Service {
  public:
   AppServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
-                 outbox::MutationHooks hooks = {})
-      : pool_(pool), mutations_(pool, resolver, std::move(hooks)) {}
+                 const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
+      : pool_(pool), mutations_(pool, resolver, signer, std::move(hooks)) {}
 
   grpc::Status CreateProblem(grpc::ServerContext* ctx, const v1::CreateProblemRequest* req,
                              v1::ProblemResponse* resp) override;
@@ -65,5 +65,9 @@ absl::Status ValidateCreateContest(const v1::CreateContestRequest& req);
 absl::Status ValidateAddProblemToContest(const v1::AddProblemToContestRequest& req);
 absl::Status ValidateRemoveProblemFromContest(const v1::RemoveProblemFromContestRequest& req);
 absl::Status ValidatePublishContest(const v1::PublishContestRequest& req);
+
+// The DML the runtime role needs on app's own tables (UPDATE where rows
+// are locked FOR UPDATE); granted after migrations (migrations::GrantRuntime).
+const std::vector<std::string>& RuntimeGrants();
 
 }  // namespace ulticode::app

@@ -17,9 +17,11 @@ int main(int argc, char** argv) {
       .database = "ulticode_app",
       .service_name = "ulticode.app.v1.AppService",
       .migrations = &app::Migrations(),
+      .runtime_grants = &app::RuntimeGrants(),
       .make_service =
-          [](pg::Pool& pool, const server::PrincipalResolver& resolver) {
-            return std::make_unique<app::AppServiceImpl>(pool, resolver);
+          [](pg::Pool& pool, const server::PrincipalResolver& resolver,
+             const crypto::SigningKey& signer) {
+            return std::make_unique<app::AppServiceImpl>(pool, resolver, signer);
           },
   };
   return runtime::RunOwnerService(spec, argc, argv);

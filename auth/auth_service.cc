@@ -11,6 +11,7 @@
 #include "common/ids/uuid.h"
 #include "common/outbox/actor.h"
 #include "common/server/grpc_status.h"
+#include "common/text/text.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace ulticode::auth {
@@ -111,12 +112,11 @@ const char* StatusName(v1::UserStatus s) {
   return s == v1::USER_STATUS_ACTIVE ? "ACTIVE" : "DISABLED";
 }
 
-bool HasControlChars(const std::string& s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) return true;
-  }
-  return false;
-}
+constexpr text::Rule kEmailRule{.min_chars = 1, .max_chars = 254, .max_bytes = 254,
+                                .identifier = true};
+constexpr text::Rule kDisplayNameRule{.max_chars = 128, .identifier = true};
+// Single-line: a reason is shown in one row of an audit listing.
+constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 512};
 
 absl::Status ValidateUserId(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("user_id: required");
@@ -144,7 +144,7 @@ absl::StatusOr<std::vector<std::string>> Roles(pg::Transaction& tx, const std::s
 
 // Shared body of AssignRole / RevokeRole (their responses have the same shape).
 template <typename Response>
-absl::StatusOr<Response> ChangeRole(pg::Transaction& tx, const audit::Actor& actor,
+absl::StatusOr<outbox::Outcome<Response>> ChangeRole(pg::Transaction& tx, const audit::Actor& actor,
                                     const std::string& user_id, const std::string& role,
                                     bool assign) {
   ASSIGN_OR_RETURN(pg::Result user, tx.Execute(kLockUser, {pg::Text(user_id)}));
@@ -164,8 +164,7 @@ absl::StatusOr<Response> ChangeRole(pg::Transaction& tx, const audit::Actor& act
   resp.set_authz_version(user.GetInt64(0, 5));
   if (changed.affected_rows() == 0) {
     for (const auto& r : before) resp.add_roles(r);
-    resp.set_changed(false);
-    return resp;
+    return outbox::Unchanged(std::move(resp));
   }
   ASSIGN_OR_RETURN(pg::Result bumped, tx.Execute(kBumpAuthz, {pg::Text(user_id)}));
   ASSIGN_OR_RETURN(std::vector<std::string> after, Roles(tx, user_id));
@@ -183,7 +182,7 @@ absl::StatusOr<Response> ChangeRole(pg::Transaction& tx, const audit::Actor& act
       Values().Set("roles", after).Set("authz_version", bumped.GetInt64(0, 0)).get();
   for (const auto& r : after) resp.add_roles(r);
   resp.set_authz_version(bumped.GetInt64(0, 0));
-  return outbox::Changed(tx, event, std::move(resp));
+  return outbox::Changed(std::move(event), std::move(resp));
 }
 
 }  // namespace
@@ -202,29 +201,18 @@ absl::Status ValidateCreateUser(const v1::CreateUserRequest& req) {
     }
   }
   const std::string& e = req.email();
-  if (e.empty()) return absl::InvalidArgumentError("email: required");
-  if (e.size() > 254) return absl::InvalidArgumentError("email: at most 254 characters");
+  RETURN_IF_ERROR(text::Check("email", e, kEmailRule));
   const auto at = e.find('@');
   if (at == std::string::npos || at == 0 || e.find('@', at + 1) != std::string::npos ||
-      e.find('.', at) == std::string::npos || e.back() == '.' || e.find(' ') != std::string::npos ||
-      HasControlChars(e)) {
+      e.find('.', at) == std::string::npos || e.back() == '.' || e.find(' ') != std::string::npos) {
     return absl::InvalidArgumentError("email: must look like local@domain.tld");
   }
-  if (req.display_name().size() > 128) {
-    return absl::InvalidArgumentError("display_name: at most 128 characters");
-  }
-  if (HasControlChars(req.display_name())) {
-    return absl::InvalidArgumentError("display_name: control characters are not allowed");
-  }
-  return absl::OkStatus();
+  return text::Check("display_name", req.display_name(), kDisplayNameRule);
 }
 
 absl::Status ValidateDisableUser(const v1::DisableUserRequest& req) {
   RETURN_IF_ERROR(ValidateUserId(req.user_id()));
-  if (req.reason().empty() || req.reason().size() > 512) {
-    return absl::InvalidArgumentError("reason: must be 1..512 characters");
-  }
-  return absl::OkStatus();
+  return text::Check("reason", req.reason(), kReasonRule);
 }
 
 absl::Status ValidateRoleChange(const std::string& user_id, const std::string& role) {
@@ -256,7 +244,7 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::Cre
   return mutations_.Handle(
       *ctx, "CreateUser", *req, [&] { return ValidateCreateUser(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<v1::CreateUserResponse> {
+          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::CreateUserResponse>> {
         ASSIGN_OR_RETURN(pg::Result clash, tx.Execute(kFindClash, {pg::Text(req->username()),
                                                                    pg::Text(req->email())}));
         if (!clash.empty()) {
@@ -283,7 +271,7 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::Cre
                                         .Set("display_name", display)
                                         .Set("status", "ACTIVE")
                                         .get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -294,7 +282,7 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "DisableUser", *req, [&] { return ValidateDisableUser(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<v1::DisableUserResponse> {
+          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::DisableUserResponse>> {
         ASSIGN_OR_RETURN(pg::Result user, tx.Execute(kLockUser, {pg::Text(req->user_id())}));
         if (user.empty()) {
           return absl::NotFoundError(absl::StrCat("user ", req->user_id(), " does not exist"));
@@ -303,8 +291,7 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
         const v1::User before = UserFromRow(user, 0);
         if (before.status() == v1::USER_STATUS_DISABLED) {
           *out.mutable_user() = before;
-          out.set_changed(false);
-          return out;
+          return outbox::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(pg::Result row, tx.Execute(kDisableUser, {pg::Text(req->user_id()),
                                                                    pg::Text(req->reason())}));
@@ -325,7 +312,7 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
                                         .Set("authz_version", out.user().authz_version())
                                         .Set("reason", req->reason())
                                         .get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -357,7 +344,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "UpdateLoginPolicy", *req, [&] { return ValidateUpdateLoginPolicy(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<v1::UpdateLoginPolicyResponse> {
+          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::UpdateLoginPolicyResponse>> {
         ASSIGN_OR_RETURN(pg::Result cur, tx.Execute(kLockPolicy));
         if (cur.empty()) return absl::InternalError("login_policy row is missing");
         const v1::LoginPolicy before = PolicyFromRow(cur);
@@ -367,8 +354,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
             before.mfa_required() == want.mfa_required() &&
             before.session_lifetime_seconds() == want.session_lifetime_seconds()) {
           *out.mutable_policy() = before;
-          out.set_changed(false);
-          return out;
+          return outbox::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(
             pg::Result row,
@@ -387,7 +373,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
         *rec->mutable_old_value() = PolicyValues(before).Set("version", before.version()).get();
         *rec->mutable_new_value() =
             PolicyValues(out.policy()).Set("version", out.policy().version()).get();
-        return outbox::Changed(tx, event, std::move(out));
+        return outbox::Changed(std::move(event), std::move(out));
       },
       resp);
 }
@@ -438,6 +424,16 @@ grpc::Status AuthServiceImpl::GetLoginPolicy(grpc::ServerContext* ctx,
     return server::ToGrpcStatus(absl::InternalError("no login policy"), "GetLoginPolicy");
   *resp = PolicyFromRow(*r);
   return grpc::Status::OK;
+}
+
+const std::vector<std::string>& RuntimeGrants() {
+  static const auto* grants = new std::vector<std::string>{
+      "GRANT SELECT, INSERT, UPDATE ON users TO {role}",
+      "GRANT SELECT ON roles TO {role}",
+      "GRANT SELECT, INSERT, DELETE ON user_roles TO {role}",
+      "GRANT SELECT, UPDATE ON login_policy TO {role}",
+  };
+  return *grants;
 }
 
 }  // namespace ulticode::auth

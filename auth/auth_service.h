@@ -15,8 +15,8 @@ namespace v1 = ::ulticode::auth::v1;
 class AuthServiceImpl final : public v1::AuthService::Service {
  public:
   AuthServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
-                  outbox::MutationHooks hooks = {})
-      : pool_(pool), mutations_(pool, resolver, std::move(hooks)) {}
+                  const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
+      : pool_(pool), mutations_(pool, resolver, signer, std::move(hooks)) {}
 
   grpc::Status CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
                           v1::CreateUserResponse* resp) override;
@@ -46,5 +46,9 @@ absl::Status ValidateLoginPolicy(const v1::LoginPolicy& policy);
 absl::Status ValidateDisableUser(const v1::DisableUserRequest& req);
 absl::Status ValidateRoleChange(const std::string& user_id, const std::string& role);
 absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req);
+
+// The DML the runtime role needs on auth's own tables (UPDATE where rows
+// are locked FOR UPDATE); granted after migrations (migrations::GrantRuntime).
+const std::vector<std::string>& RuntimeGrants();
 
 }  // namespace ulticode::auth

@@ -17,9 +17,11 @@ int main(int argc, char** argv) {
       .database = "ulticode_auth",
       .service_name = "ulticode.auth.v1.AuthService",
       .migrations = &auth::Migrations(),
+      .runtime_grants = &auth::RuntimeGrants(),
       .make_service =
-          [](pg::Pool& pool, const server::PrincipalResolver& resolver) {
-            return std::make_unique<auth::AuthServiceImpl>(pool, resolver);
+          [](pg::Pool& pool, const server::PrincipalResolver& resolver,
+             const crypto::SigningKey& signer) {
+            return std::make_unique<auth::AuthServiceImpl>(pool, resolver, signer);
           },
   };
   return runtime::RunOwnerService(spec, argc, argv);

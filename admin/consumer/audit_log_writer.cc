@@ -13,15 +13,15 @@ constexpr pg::Statement kInsert{
     "audit_logs.insert",
     "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action, entity_type,"
     "   entity_id, old_value, new_value, client_ip, user_agent, request_id, trace_id,"
-    "   occurred_at, envelope)"
+    "   occurred_at, envelope, signature, key_id)"
     " SELECT t.id, t.owner, t.type, t.actor, t.subject, t.action, t.etype, t.eid,"
     "   NULLIF(t.old, '')::jsonb, NULLIF(t.new, '')::jsonb, t.ip, t.ua, t.req, t.trace,"
-    "   t.at::timestamptz, decode(t.env, 'hex')"
+    "   t.at::timestamptz, decode(t.env, 'hex'), decode(t.sig, 'hex'), t.key"
     " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
     "   $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],"
-    "   $14::text[], $15::text[], $16::text[])"
+    "   $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])"
     "   AS t(id, owner, type, actor, subject, action, etype, eid, old, new, ip, ua, req, trace,"
-    "        at, env)"
+    "        at, env, sig, key)"
     " ON CONFLICT (event_id) DO NOTHING",
     absl::Seconds(30)};
 
@@ -37,7 +37,7 @@ absl::StatusOr<std::string> Json(const google::protobuf::Struct& s) {
 absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
                                         const std::vector<AuditLogInput>& logs) {
   if (logs.empty()) return 0;
-  std::vector<std::string> cols[16];
+  std::vector<std::string> cols[18];
   for (const AuditLogInput& in : logs) {
     const audit::AuditEvent& e = *in.event;
     const auto& r = e.record();
@@ -50,7 +50,7 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
     }
     const absl::Time at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
                           absl::Nanoseconds(e.occurred_at().nanos());
-    const std::string values[16] = {e.event_id(),
+    const std::string values[18] = {e.event_id(),
                                     audit::OwnerName(e.owner()),
                                     e.event_type(),
                                     r.actor(),
@@ -65,8 +65,10 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
                                     r.request_id(),
                                     r.trace_id(),
                                     absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
-                                    absl::BytesToHexString(*in.envelope)};
-    for (int i = 0; i < 16; ++i) cols[i].push_back(values[i]);
+                                    absl::BytesToHexString(*in.envelope),
+                                    absl::BytesToHexString(*in.signature),
+                                    *in.key_id};
+    for (int i = 0; i < 18; ++i) cols[i].push_back(values[i]);
   }
   pg::Params params;
   for (auto& c : cols) params.push_back(pg::TextArray(c));

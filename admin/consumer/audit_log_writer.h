@@ -16,10 +16,15 @@ namespace ulticode::admin::consumer {
 
 struct AuditLogInput {
   const audit::AuditEvent* event;
-  const std::string* envelope;  // the owner's exact bytes
+  const std::string* envelope;   // the owner's exact bytes
+  const std::string* signature;  // the owner's Ed25519 signature of them
+  const std::string* key_id;
 };
 
-// Returns how many rows were new.
+// Inserts one audit_logs row per input (ON CONFLICT DO NOTHING). Every value
+// travels as a text-array element, so no string can break the statement; an
+// event that passed audit::Validate always stores (the property the
+// generated-input test proves). Returns how many rows were new.
 absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
                                         const std::vector<AuditLogInput>& logs);
 

@@ -106,7 +106,7 @@ absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& c
   absl::flat_hash_set<int64_t> still_held(held.begin(), held.end());
   std::vector<AuditLogInput> logs;
   for (const Work* w : batch) {
-    if (still_held.contains(w->row->id)) logs.push_back(AuditLogInput{&w->event, &w->row->payload});
+    if (still_held.contains(w->row->id)) logs.push_back(AuditLogInput{&w->event, &w->row->payload, &w->row->signature, &w->row->key_id});
   }
   ASSIGN_OR_RETURN(int64_t written, InsertAuditLogs(tx, logs));
   RETURN_IF_ERROR(tx.Commit());

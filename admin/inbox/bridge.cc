@@ -157,6 +157,7 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
     pg::Connection& pg, redis::Client& redis, StreamCursor& cursor,
     const std::vector<redis::StreamEntry>& entries, BridgeCycle cycle) {
   const absl::Time now = absl::Now();
+  const std::shared_ptr<const crypto::KeyDirectory> keys = options_.keys->Current();
   std::vector<Arrival> arrivals;
   std::vector<const redis::StreamEntry*> arrival_entries;  // parallel to arrivals
   std::vector<Poison> poison;
@@ -167,7 +168,7 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   ack_ids.reserve(entries.size());
   for (const redis::StreamEntry& e : entries) {
     ack_ids.push_back(e.id);
-    Verdict verdict = ValidateEntry(cursor.owner, e, now, options_.limits);
+    Verdict verdict = ValidateEntry(cursor.owner, e, now, *keys, options_.limits);
     if (auto* r = std::get_if<Rejection>(&verdict)) {
       poison.push_back(Poison{cursor.stream, e.id, r->event_id, r->reason, r->detail, e.fields});
       continue;
@@ -236,15 +237,18 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
 
   // Receipt and XACK in one round trip, in this order. A failed receipt is
   // not fatal: the owner re-sends, the inbox absorbs the duplicate.
-  std::vector<std::string> receipted;
+  std::vector<audit::ReceiptItem> receipted;
   for (const Arrival& a : arrivals) {
-    if (!conflicted.contains(&a)) receipted.push_back(a.entry.event_id);
+    if (!conflicted.contains(&a)) {
+      receipted.push_back({a.entry.event_id, crypto::Sha256(a.entry.envelope)});
+    }
   }
   std::vector<std::vector<std::string>> commands;
   if (!receipted.empty()) {
     std::vector<std::string> xadd = {"XADD", audit::ReceiptStreamFor(cursor.stream), "MAXLEN",
                                      "~",    absl::StrCat(options_.receipt_max_len), "*"};
-    for (auto& [name, value] : audit::EncodeReceipt(receipted)) {
+    for (auto& [name, value] :
+         audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer)) {
       xadd.push_back(name);
       xadd.push_back(value);
     }

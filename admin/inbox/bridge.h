@@ -62,6 +62,10 @@ struct BridgeOptions {
   // causes a re-send.
   int64_t receipt_max_len = 100000;
   ValidationLimits limits;
+  // The owners' public keys (entries of "auth" and "app"); required.
+  const crypto::KeyDirectoryFile* keys = nullptr;
+  // Admin's key: signs every receipt; required.
+  const crypto::SigningKey* receipt_signer = nullptr;
   pg::ConnectOptions pg;
   redis::Options redis;
 };

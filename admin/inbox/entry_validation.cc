@@ -10,8 +10,9 @@
 namespace ulticode::admin::inbox {
 namespace {
 
-constexpr const char* kRequiredFields[] = {"event_id", "owner", "event_type", "schema_version",
-                                           "envelope"};
+constexpr const char* kRequiredFields[] = {"event_id",  "owner",     "event_type", "schema_version",
+                                           "envelope",  "signature", "key_id"};
+constexpr size_t kSignatureField = 5;
 
 // Values are echoed into details; keep them short and printable.
 std::string Shown(absl::string_view v) {
@@ -70,12 +71,20 @@ absl::string_view PoisonReasonName(PoisonReason reason) {
       return "invalid_record";
     case PoisonReason::kConflict:
       return "conflict";
+    case PoisonReason::kMissingSignature:
+      return "missing_signature";
+    case PoisonReason::kUnknownKey:
+      return "unknown_key";
+    case PoisonReason::kKeyOwnerMismatch:
+      return "key_owner_mismatch";
+    case PoisonReason::kBadSignature:
+      return "bad_signature";
   }
   return "unknown";
 }
 
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
-                      const ValidationLimits& limits) {
+                      const crypto::KeyDirectory& keys, const ValidationLimits& limits) {
   if (entry.deleted) {
     return Reject(PoisonReason::kDeleted,
                   "entry was deleted from the stream before it was acknowledged");
@@ -103,6 +112,11 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   }
   const std::string claimed_id = fields[0].value_or("");
   for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
+    if (i >= kSignatureField && (!fields[i].has_value() || fields[i]->empty())) {
+      return Reject(PoisonReason::kMissingSignature,
+                    absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsigned entry"),
+                    IsCanonicalId(claimed_id) ? claimed_id : "");
+    }
     if (!fields[i].has_value()) {
       return Reject(PoisonReason::kMissingField,
                     absl::StrCat("required field ", kRequiredFields[i], " is missing"),
@@ -114,6 +128,8 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   const std::string& event_type = *fields[2];
   const std::string& schema_version = *fields[3];
   const std::string& envelope = *fields[4];
+  const std::string& signature = *fields[5];
+  const std::string& key_id = *fields[6];
 
   if (!IsCanonicalId(event_id)) {
     return Reject(PoisonReason::kBadEventId,
@@ -145,6 +161,22 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
                   absl::StrCat("envelope is ", envelope.size(), " bytes, over the limit of ",
                                limits.max_event_bytes),
                   event_id);
+  }
+  const crypto::KeyDirectory::Entry* key = keys.Find(key_id);
+  if (key == nullptr) {
+    return Reject(PoisonReason::kUnknownKey,
+                  absl::StrCat("key_id \"", Shown(key_id), "\" is not in the key directory"),
+                  event_id);
+  }
+  if (key->party != stream_owner_name) {
+    return Reject(PoisonReason::kKeyOwnerMismatch,
+                  absl::StrCat("key ", key_id, " belongs to ", Shown(key->party), ", not to ",
+                               stream_owner_name),
+                  event_id);
+  }
+  if (!key->key.Verify(envelope, signature)) {
+    return Reject(PoisonReason::kBadSignature,
+                  absl::StrCat("signature does not verify with key ", key_id), event_id);
   }
   audit::AuditEvent event;
   if (envelope.empty() || !event.ParseFromString(envelope)) {
@@ -202,7 +234,7 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   if (absl::Status s = audit::Validate(event); !s.ok()) {
     return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), event_id);
   }
-  return AcceptedEntry{event_id, stream_owner, event_type, occurred, envelope};
+  return AcceptedEntry{event_id, stream_owner, event_type, occurred, envelope, signature, key_id};
 }
 
 }  // namespace ulticode::admin::inbox

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
+#include "common/crypto/key_directory.h"
 #include "common/redis/redis_client.h"
 
 namespace ulticode::admin::inbox {
@@ -34,6 +35,10 @@ enum class PoisonReason {
   kBadTimestamp,              // occurred_at missing, malformed, too old or in the future
   kInvalidRecord,             // the record breaks the contract (audit::Validate)
   kConflict,                  // same event id already taken over with different bytes
+  kMissingSignature,          // no signature or key_id field (or an empty one)
+  kUnknownKey,                // key_id is not in Admin's key directory
+  kKeyOwnerMismatch,          // the key belongs to another party than the stream's owner
+  kBadSignature,              // the signature does not verify over the envelope bytes
 };
 
 // Stable snake_case name, stored in poison_events.reason and used as a label.
@@ -56,6 +61,8 @@ struct AcceptedEntry {
   std::string event_type;
   absl::Time occurred_at;
   std::string envelope;  // the owner's exact bytes
+  std::string signature;  // the owner's Ed25519 signature of `envelope`
+  std::string key_id;
 };
 
 struct Rejection {
@@ -66,8 +73,11 @@ struct Rejection {
 
 using Verdict = std::variant<AcceptedEntry, Rejection>;
 
-// Checks `entry` read from `stream_owner`'s stream, at Admin time `now`.
+// Checks `entry` read from `stream_owner`'s stream, at Admin time `now`: its
+// form, then its signature against the keys `keys` lists for the stream's
+// owner (a forger with Redis access but no owner key writes nothing), then
+// the envelope against the fields and the contract.
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
-                      const ValidationLimits& limits = {});
+                      const crypto::KeyDirectory& keys, const ValidationLimits& limits = {});
 
 }  // namespace ulticode::admin::inbox

@@ -1,5 +1,7 @@
 #include "admin/inbox/inbox_store.h"
 
+#include "common/text/text.h"
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -12,11 +14,12 @@ namespace {
 constexpr pg::Statement kInsert{
     "inbox.insert_if_absent",
     "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload, payload_sha256,"
-    "   stream, stream_entry_id)"
+    "   stream, stream_entry_id, signature, key_id)"
     " SELECT $1, t.id, t.owner, t.type, decode(t.p, 'hex'), sha256(decode(t.p, 'hex')),"
-    "   t.stream, t.entry"
-    " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
-    "   AS t(id, owner, type, p, stream, entry)"
+    "   t.stream, t.entry, decode(t.sig, 'hex'), t.key"
+    " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
+    "   $8::text[], $9::text[])"
+    "   AS t(id, owner, type, p, stream, entry, sig, key)"
     " ON CONFLICT (consumer, event_id) DO NOTHING"
     " RETURNING event_id::text",
     absl::Seconds(30)};
@@ -91,8 +94,10 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
                                         const std::vector<Arrival>& arrivals) {
   TakeOver result;
   if (arrivals.empty()) return result;
-  std::vector<std::string> ids, owners, types, payloads, streams, entries;
+  std::vector<std::string> ids, owners, types, payloads, streams, entries, signatures, keys;
   for (const Arrival& a : arrivals) {
+    signatures.push_back(absl::BytesToHexString(a.entry.signature));
+    keys.push_back(a.entry.key_id);
     ids.push_back(a.entry.event_id);
     owners.push_back(audit::OwnerName(a.entry.owner));
     types.push_back(a.entry.event_type);
@@ -104,7 +109,8 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
       pg::Result inserted,
       tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
                            pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
-                           pg::TextArray(entries)}));
+                           pg::TextArray(entries), pg::TextArray(signatures),
+                           pg::TextArray(keys)}));
   result.inserted = inserted.rows();
   if (result.inserted == static_cast<int64_t>(arrivals.size())) return result;
 
@@ -147,7 +153,7 @@ absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& cons
     entries.push_back(p.entry_id);
     event_ids.push_back(p.event_id);
     reasons.push_back(std::string(PoisonReasonName(p.reason)));
-    details.push_back(p.detail.substr(0, 1000));
+    details.push_back(std::string(text::TruncateUtf8(p.detail, 1000)));
     fields.push_back(FieldsJson(p.fields));
   }
   ASSIGN_OR_RETURN(

@@ -1,9 +1,12 @@
 #include "common/audit/event.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
+#include "common/text/text.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/time_util.h"
@@ -19,6 +22,78 @@ constexpr const char* kAppTypes[] = {
     "app.problem.created",         "app.problem.updated",           "app.contest.created",
     "app.contest.problem_added",   "app.contest.problem_removed",   "app.contest.published",
 };
+
+// Struct nesting Admin will store (jsonb and the JSON printer recurse).
+constexpr int kMaxValueDepth = 32;
+
+// Every string of a record: what PostgreSQL text and jsonb can hold (valid
+// UTF-8, no NUL) and nothing that can disguise a record (other controls;
+// bidi or invisible characters in names). Values may be multi-line.
+constexpr text::Rule kNameRule{.min_chars = 1, .max_chars = 256, .identifier = true};
+constexpr text::Rule kOptionalNameRule{.max_chars = 256, .identifier = true};
+constexpr text::Rule kCallRule{.max_chars = 512};
+constexpr text::Rule kValueRule{.max_chars = kMaxEventBytes, .max_bytes = kMaxEventBytes,
+                                .multiline = true};
+constexpr text::Rule kKeyRule{.min_chars = 1, .max_chars = 128, .identifier = true};
+
+absl::Status ValidateValue(const std::string& path, const google::protobuf::Value& v, int depth);
+
+absl::Status ValidateStruct(const std::string& path, const google::protobuf::Struct& s,
+                            int depth) {
+  if (depth > kMaxValueDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": nested deeper than ", kMaxValueDepth, " levels"));
+  }
+  for (const auto& [key, value] : s.fields()) {
+    RETURN_IF_ERROR(text::Check(absl::StrCat(path, " key"), key, kKeyRule));
+    RETURN_IF_ERROR(ValidateValue(absl::StrCat(path, ".", key), value, depth + 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateValue(const std::string& path, const google::protobuf::Value& v, int depth) {
+  switch (v.kind_case()) {
+    case google::protobuf::Value::kNullValue:
+    case google::protobuf::Value::kBoolValue:
+      return absl::OkStatus();
+    case google::protobuf::Value::kNumberValue:
+      if (!std::isfinite(v.number_value())) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": number is not finite"));
+      }
+      return absl::OkStatus();
+    case google::protobuf::Value::kStringValue:
+      return text::Check(path, v.string_value(), kValueRule);
+    case google::protobuf::Value::kStructValue:
+      return ValidateStruct(path, v.struct_value(), depth);
+    case google::protobuf::Value::kListValue:
+      if (depth > kMaxValueDepth) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": nested deeper than ", kMaxValueDepth, " levels"));
+      }
+      for (int i = 0; i < v.list_value().values_size(); ++i) {
+        RETURN_IF_ERROR(
+            ValidateValue(absl::StrCat(path, "[", i, "]"), v.list_value().values(i), depth + 1));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(path, ": value has no kind"));
+  }
+}
+
+absl::Status ValidateRecordText(const v1::AuditRecord& r) {
+  RETURN_IF_ERROR(text::Check("record.actor", r.actor(), kNameRule));
+  RETURN_IF_ERROR(text::Check("record.subject", r.subject(), kOptionalNameRule));
+  RETURN_IF_ERROR(text::Check("record.action", r.action(), kNameRule));
+  RETURN_IF_ERROR(text::Check("record.entity_type", r.entity_type(), kNameRule));
+  RETURN_IF_ERROR(text::Check("record.entity_id", r.entity_id(), kNameRule));
+  RETURN_IF_ERROR(text::Check("record.client_ip", r.client_ip(), kCallRule));
+  RETURN_IF_ERROR(text::Check("record.user_agent", r.user_agent(), kCallRule));
+  RETURN_IF_ERROR(text::Check("record.request_id", r.request_id(), kCallRule));
+  RETURN_IF_ERROR(text::Check("record.trace_id", r.trace_id(), kCallRule));
+  if (r.has_old_value()) RETURN_IF_ERROR(ValidateStruct("record.old_value", r.old_value(), 1));
+  if (r.has_new_value()) RETURN_IF_ERROR(ValidateStruct("record.new_value", r.new_value(), 1));
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -87,6 +162,11 @@ absl::Status Validate(const AuditEvent& event) {
   if (!event.has_occurred_at() || event.occurred_at().seconds() <= 0) {
     return absl::InvalidArgumentError("occurred_at is missing");
   }
+  // What timestamptz and RFC 3339 both hold: years 1970..9999.
+  if (event.occurred_at().seconds() > kMaxOccurredAtSeconds || event.occurred_at().nanos() < 0 ||
+      event.occurred_at().nanos() > 999999999) {
+    return absl::InvalidArgumentError("occurred_at is out of range");
+  }
   if (!event.has_record()) return absl::InvalidArgumentError("record is missing");
   const auto& r = event.record();
   if (r.audit_id() != event.event_id()) {
@@ -96,7 +176,7 @@ absl::Status Validate(const AuditEvent& event) {
   if (r.action().empty()) return absl::InvalidArgumentError("record.action is empty");
   if (r.entity_type().empty()) return absl::InvalidArgumentError("record.entity_type is empty");
   if (r.entity_id().empty()) return absl::InvalidArgumentError("record.entity_id is empty");
-  return absl::OkStatus();
+  return ValidateRecordText(r);
 }
 
 std::string Serialize(const AuditEvent& event) {

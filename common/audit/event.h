@@ -20,6 +20,8 @@ using ::ulticode::audit::v1::Owner;
 inline constexpr uint32_t kSchemaVersion = 1;
 // Largest serialized event an owner will publish or Admin will accept.
 inline constexpr size_t kMaxEventBytes = 256 * 1024;
+// 9999-12-31T23:59:59Z: the last second RFC 3339 and timestamptz agree on.
+inline constexpr int64_t kMaxOccurredAtSeconds = 253402300799;
 
 // "auth" / "app"; "" for OWNER_UNSPECIFIED.
 std::string OwnerName(Owner owner);
@@ -46,8 +48,12 @@ struct Actor {
 AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& actor,
                     absl::Time occurred_at);
 
-// Checks the envelope and the record agree and are complete. INVALID_ARGUMENT
-// names the first problem found.
+// Checks the envelope and the record agree and are complete, and that every
+// string and value is one Admin's writer can store exactly (valid UTF-8, no
+// NUL or other control characters, no bidi controls in names, finite numbers,
+// bounded nesting, a representable time). The invariant: an event that
+// validates here is always written by Admin. INVALID_ARGUMENT names the first
+// problem found.
 absl::Status Validate(const AuditEvent& event);
 
 // Deterministic serialization: the bytes that are stored, published and

@@ -1,11 +1,20 @@
 // The receipt contract: how Admin tells an owner "these events are durably
-// in my inbox" (see docs/guarantees.md).
+// in my inbox, with exactly these bytes" (see docs/guarantees.md and
+// docs/security.md).
 //
 // Receipts travel on a stream beside the owner's audit stream
 // (`<audit stream>:receipts`, e.g. `audit:auth:receipts`); Admin is its only
 // writer, the owner its only reader, and the owner remains the only writer of
-// its own tables. One entry per inbox batch carries the ids of every event of
-// that batch that is now in the inbox (new or duplicate). Receipts are
+// its own tables. One entry per inbox batch lists every event of that batch
+// now in the inbox (new or duplicate) with the SHA-256 of the envelope Admin
+// holds, and is signed with Admin's Ed25519 key:
+//
+//   events     "<event id>:<sha256 hex>,<event id>:<sha256 hex>,..."
+//   key_id     Admin's key id (crypto::KeyIdOf)
+//   signature  Ed25519 over "ulticode.receipt.v1\n<audit stream>\n<events>"
+//
+// A receipt that is unsigned, signed by a key that is not Admin's, signed for
+// another stream or malformed in any way is refused whole. Receipts are
 // idempotent: applying one twice, late or never is harmless (a missing one
 // only causes a re-send, which the inbox absorbs).
 #pragma once
@@ -13,19 +22,36 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
 #include "common/redis/redis_client.h"
 
 namespace ulticode::audit {
 
+// The key directory party whose keys sign receipts.
+inline constexpr char kReceiptSigner[] = "admin";
+
 // "<stream>:receipts".
 std::string ReceiptStreamFor(absl::string_view audit_stream);
 
-// The stream entry for a batch of event ids: {"event_ids": "id,id,..."}.
-redis::StreamFields EncodeReceipt(const std::vector<std::string>& event_ids);
+struct ReceiptItem {
+  std::string event_id;        // canonical lowercase UUID
+  std::string payload_sha256;  // 32 raw bytes
+};
 
-// The event ids of a receipt entry. Anything that is not a canonical
-// (lowercase) UUID is skipped and counted in `*rejected` when given.
-std::vector<std::string> DecodeReceipt(const redis::StreamFields& fields, int* rejected = nullptr);
+// The signed stream entry for a batch read from `audit_stream`.
+redis::StreamFields EncodeReceipt(absl::string_view audit_stream,
+                                  const std::vector<ReceiptItem>& items,
+                                  const crypto::SigningKey& signer);
+
+// The items of a receipt entry read beside `audit_stream`, after checking its
+// signature against the "admin" keys of `keys`. INVALID_ARGUMENT (missing or
+// repeated field, malformed item) or PERMISSION_DENIED (unknown key, a key
+// that is not Admin's, bad signature) naming the problem.
+absl::StatusOr<std::vector<ReceiptItem>> DecodeReceipt(absl::string_view audit_stream,
+                                                       const redis::StreamFields& fields,
+                                                       const crypto::KeyDirectory& keys);
 
 }  // namespace ulticode::audit

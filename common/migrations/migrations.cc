@@ -1,5 +1,7 @@
 #include "common/migrations/migrations.h"
 
+#include "absl/strings/str_replace.h"
+
 #include <algorithm>
 #include <map>
 
@@ -71,6 +73,24 @@ absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migrat
                {"version", absl::StrCat(result.current_version)}});
   }
   return result;
+}
+
+absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
+                          const std::vector<std::string>& grants) {
+  if (role.empty() || role.size() > 63) {
+    return absl::InvalidArgumentError("runtime role: must be 1..63 characters");
+  }
+  for (char c : role) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return absl::InvalidArgumentError("runtime role: only [a-z0-9_] allowed");
+    }
+  }
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  for (const std::string& grant : grants) {
+    const std::string sql = absl::StrReplaceAll(grant, {{"{role}", absl::StrCat("\"", role, "\"")}});
+    RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.grant", sql.c_str()}).status());
+  }
+  return tx.Commit();
 }
 
 }  // namespace ulticode::migrations

@@ -33,4 +33,11 @@ struct ApplyResult {
 absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migration>& migrations,
                                   int64_t lock_key = 0x756c7469636f6465 /* "ulticode" */);
 
+// Least privilege: after migrating as the schema's owner, grant the runtime
+// role exactly the DML the service needs. Each statement names the role as
+// "{role}" (replaced by the quoted identifier). Idempotent; one transaction.
+// INVALID_ARGUMENT for a role name outside [a-z0-9_].
+absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
+                          const std::vector<std::string>& grants);
+
 }  // namespace ulticode::migrations

@@ -8,9 +8,8 @@ absl::StatusOr<audit::Actor> ActorFromCall(const server::PrincipalResolver& reso
                                            const grpc::ServerContextBase& context,
                                            const std::string& request_id) {
   ASSIGN_OR_RETURN(server::Principal principal, resolver.Resolve(context));
-  const server::CallInfo call = server::GetCallInfo(context);
-  return audit::Actor{principal.id, call.client_ip, call.user_agent.substr(0, 512), request_id,
-                      call.trace_id};
+  ASSIGN_OR_RETURN(server::CallInfo call, server::GetCallInfo(context));
+  return audit::Actor{principal.id, call.client_ip, call.user_agent, request_id, call.trace_id};
 }
 
 Values& Values::Set(const std::string& key, const std::string& value) {

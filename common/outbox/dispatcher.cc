@@ -96,7 +96,9 @@ absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) 
                              {"owner", audit::OwnerName(event.owner())},
                              {"event_type", event.event_type()},
                              {"schema_version", absl::StrCat(event.schema_version())},
-                             {"envelope", row.payload}};
+                             {"envelope", row.payload},
+                             {"signature", row.signature},
+                             {"key_id", row.key_id}};
 }
 
 absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis,

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
+#include "common/crypto/crypto.h"
 #include "common/log/log.h"
 #include "common/pg/errors.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -16,10 +17,11 @@ constexpr pg::Statement kLockKey{"idempotency.lock",
                                  "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))"};
 constexpr pg::Statement kFindKey{
     "idempotency.find",
-    "SELECT method, request, response FROM idempotency_keys WHERE principal = $1 AND request_id = $2"};
+    "SELECT method, request_sha256, response FROM idempotency_keys"
+    " WHERE principal = $1 AND request_id = $2"};
 constexpr pg::Statement kSaveKey{
     "idempotency.save",
-    "INSERT INTO idempotency_keys (principal, request_id, method, request, response)"
+    "INSERT INTO idempotency_keys (principal, request_id, method, request_sha256, response)"
     " VALUES ($1, $2, $3, $4, $5)"};
 
 std::string Deterministic(const google::protobuf::Message& m) {
@@ -32,8 +34,18 @@ std::string Deterministic(const google::protobuf::Message& m) {
   return out;
 }
 
+// SHA-256 of the request's canonical form: unknown fields dropped (a client
+// cannot make two equal requests differ, nor smuggle bytes into storage),
+// fields in tag order, map entries sorted.
+std::string CanonicalHash(const google::protobuf::Message& request) {
+  std::unique_ptr<google::protobuf::Message> copy(request.New());
+  copy->CopyFrom(request);
+  copy->DiscardUnknownFields();
+  return crypto::Sha256(Deterministic(*copy));
+}
+
 absl::Status Attempt(pg::Pool& pool, absl::string_view method,
-                     const std::string& request_bytes, absl::string_view principal,
+                     const std::string& request_hash, absl::string_view principal,
                      absl::string_view request_id,
                      google::protobuf::Message& response,
                      const std::function<absl::Status(pg::Transaction&)>& body,
@@ -45,7 +57,7 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method,
     RETURN_IF_ERROR(tx.Execute(kLockKey, {pg::Text(principal), pg::Text(request_id)}).status());
     ASSIGN_OR_RETURN(pg::Result found, tx.Execute(kFindKey, {pg::Text(principal), pg::Text(request_id)}));
     if (!found.empty()) {
-      if (found.Get(0, 0) != method || found.GetBytes(0, 1) != request_bytes) {
+      if (found.Get(0, 0) != method || found.GetBytes(0, 1) != request_hash) {
         return absl::InvalidArgumentError(absl::StrCat(
             "request_id \"", request_id, "\" was already used for a different request"));
       }
@@ -58,7 +70,7 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method,
   RETURN_IF_ERROR(body(tx));
   if (!request_id.empty()) {
     RETURN_IF_ERROR(tx.Execute(kSaveKey, {pg::Text(principal), pg::Text(request_id), pg::Text(method),
-                                          pg::Bytes(request_bytes), pg::Bytes(Deterministic(response))})
+                                          pg::Bytes(request_hash), pg::Bytes(Deterministic(response))})
                         .status());
   }
   if (hooks.before_commit) RETURN_IF_ERROR(hooks.before_commit(method));
@@ -87,11 +99,11 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
                          const std::function<absl::Status(pg::Transaction&)>& body,
                          const MutationHooks& hooks) {
   RETURN_IF_ERROR(ValidateRequestId(request_id));
-  const std::string request_bytes = request_id.empty() ? "" : Deterministic(request);
+  const std::string request_hash = request_id.empty() ? "" : CanonicalHash(request);
   absl::Status status;
   for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
     response.Clear();
-    status = Attempt(pool, method, request_bytes, principal, request_id, response, body, hooks);
+    status = Attempt(pool, method, request_hash, principal, request_id, response, body, hooks);
     if (status.ok() || !pg::IsRetryable(status)) return status;
     log::Debug("mutation", "retrying transaction",
                {{"method", std::string(method)}, {"attempt", absl::StrCat(attempt)},

@@ -1,14 +1,16 @@
 // The owner-side write path of a mutating RPC: ONE local transaction holds
-// the business change, its audit outbox row (outbox::Append) and the
+// the business change, its signed audit outbox row (outbox::Append) and the
 // idempotency record of the request.
 //
-//   RunMutation<Resp>(pool, "CreateUser", request, principal, request.request_id(),
-//                     [&](pg::Transaction& tx) -> absl::StatusOr<Resp> {...});
+//   RunMutation<Resp>(pool, signer, "CreateUser", request, principal, request.request_id(),
+//                     [&](pg::Transaction& tx) -> absl::StatusOr<Outcome<Resp>> {...});
 //
 // - With a request_id (scoped to the calling principal): a repeat of the
 //   same request by the same principal returns the first
 //   response without running `body`; the same id with a different request is
-//   INVALID_ARGUMENT. Concurrent repeats serialize on the key.
+//   INVALID_ARGUMENT. Requests are compared by the SHA-256 of their canonical
+//   form (unknown fields dropped, deterministic serialization). Concurrent
+//   repeats serialize on the key.
 // - Serialization failures, deadlocks, racing inserts and lost connections
 //   retry the whole transaction (a few times); business errors do not.
 // - A connection lost during COMMIT surfaces as UNKNOWN (outcome unknown);
@@ -17,12 +19,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/audit/event.h"
 #include "common/base/status_macros.h"
+#include "common/crypto/crypto.h"
 #include "common/outbox/actor.h"
 #include "common/outbox/outbox_store.h"
 #include "common/pg/pool.h"
@@ -51,29 +55,45 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
                          const MutationHooks& hooks);
 }  // namespace internal
 
-// How every mutating handler ends when it changed something: appends the
-// event inside the business transaction and stamps the response with the
-// event id and changed=true (responses carry `event_id` and `changed`).
+// What a mutating handler's body returns: the response and, when it changed
+// something, the one audit event of that change.
 template <typename Response>
-absl::StatusOr<Response> Changed(pg::Transaction& tx, const audit::AuditEvent& event,
-                                 Response response) {
-  RETURN_IF_ERROR(Append(tx, event));
+struct Outcome {
+  Response response;
+  std::optional<audit::AuditEvent> event;
+};
+
+// How every mutating handler ends when it changed something: the response is
+// stamped with the event id and changed=true (responses carry `event_id` and
+// `changed`); RunMutation signs and appends the event in the transaction.
+template <typename Response>
+Outcome<Response> Changed(audit::AuditEvent event, Response response) {
   response.set_event_id(event.event_id());
   response.set_changed(true);
-  return response;
+  return Outcome<Response>{std::move(response), std::move(event)};
+}
+
+// A no-op: changed=false, no event.
+template <typename Response>
+Outcome<Response> Unchanged(Response response) {
+  response.set_changed(false);
+  return Outcome<Response>{std::move(response), std::nullopt};
 }
 
 template <typename Response>
 absl::StatusOr<Response> RunMutation(
-    pg::Pool& pool, absl::string_view method, const google::protobuf::Message& request,
-    absl::string_view principal, absl::string_view request_id,
-    const std::function<absl::StatusOr<Response>(pg::Transaction&)>& body,
+    pg::Pool& pool, const crypto::SigningKey& signer, absl::string_view method,
+    const google::protobuf::Message& request, absl::string_view principal,
+    absl::string_view request_id,
+    const std::function<absl::StatusOr<Outcome<Response>>(pg::Transaction&)>& body,
     const MutationHooks& hooks = {}) {
   Response response;
   RETURN_IF_ERROR(internal::RunMutation(
       pool, method, request, principal, request_id, response,
       [&](pg::Transaction& tx) -> absl::Status {
-        ASSIGN_OR_RETURN(response, body(tx));
+        ASSIGN_OR_RETURN(Outcome<Response> outcome, body(tx));
+        if (outcome.event.has_value()) RETURN_IF_ERROR(Append(tx, *outcome.event, signer));
+        response = std::move(outcome.response);
         return absl::OkStatus();
       },
       hooks));
@@ -87,16 +107,17 @@ absl::StatusOr<Response> RunMutation(
 //
 //   return mutations_.Handle(*ctx, "CreateUser", *req,
 //       [&] { return ValidateCreateUser(*req); },
-//       [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Resp> {...},
+//       [&](pg::Transaction& tx, const audit::Actor& actor)
+//           -> absl::StatusOr<outbox::Outcome<Resp>> {...},
 //       resp);
 class MutationHandler {
  public:
   MutationHandler(pg::Pool& pool, const server::PrincipalResolver& resolver,
-                  MutationHooks hooks = {})
-      : pool_(pool), resolver_(resolver), hooks_(std::move(hooks)) {}
+                  const crypto::SigningKey& signer, MutationHooks hooks = {})
+      : pool_(pool), resolver_(resolver), signer_(signer), hooks_(std::move(hooks)) {}
 
   // `Request` has request_id(); `validate` returns absl::Status; `body`
-  // returns absl::StatusOr<Response>.
+  // returns absl::StatusOr<Outcome<Response>>.
   template <typename Request, typename Response, typename Validate, typename Body>
   grpc::Status Handle(const grpc::ServerContextBase& ctx, absl::string_view method,
                       const Request& req, Validate&& validate, Body&& body, Response* out) const {
@@ -104,8 +125,9 @@ class MutationHandler {
     if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
     if (absl::Status s = validate(); !s.ok()) return server::ToGrpcStatus(s, method);
     absl::StatusOr<Response> result = RunMutation<Response>(
-        pool_, method, req, actor->principal, req.request_id(),
-        [&](pg::Transaction& tx) -> absl::StatusOr<Response> { return body(tx, *actor); }, hooks_);
+        pool_, signer_, method, req, actor->principal, req.request_id(),
+        [&](pg::Transaction& tx) -> absl::StatusOr<Outcome<Response>> { return body(tx, *actor); },
+        hooks_);
     if (!result.ok()) return server::ToGrpcStatus(result.status(), method);
     *out = std::move(result).value();
     return grpc::Status::OK;
@@ -114,6 +136,7 @@ class MutationHandler {
  private:
   pg::Pool& pool_;
   const server::PrincipalResolver& resolver_;
+  const crypto::SigningKey& signer_;
   const MutationHooks hooks_;
 };
 

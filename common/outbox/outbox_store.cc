@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
@@ -10,7 +11,8 @@ namespace {
 
 constexpr pg::Statement kAppend{
     "outbox.append",
-    "INSERT INTO audit_outbox (event_id, event_type, payload) VALUES ($1::uuid, $2, $3)"};
+    "INSERT INTO audit_outbox (event_id, event_type, payload, signature, key_id)"
+    " VALUES ($1::uuid, $2, $3, $4, $5)"};
 
 constexpr pg::Statement kClaim{
     "outbox.claim",
@@ -26,8 +28,8 @@ constexpr pg::Statement kClaim{
     "   fencing_token = nextval('audit_outbox_fencing_token'),"
     "   attempts = o.attempts + 1"
     " FROM due WHERE o.event_id = due.event_id"
-    " RETURNING o.event_id::text, o.event_type, o.payload, o.fencing_token, o.attempts,"
-    "   o.failures, o.created_at"};
+    " RETURNING o.event_id::text AS event_id, o.event_type, o.payload, o.fencing_token,"
+    "   o.attempts, o.failures, o.created_at, o.signature, o.key_id"};
 
 constexpr pg::Statement kMarkPublished{
     "outbox.mark_published",
@@ -56,11 +58,16 @@ constexpr pg::Statement kRelease{
     " FROM unnest($1::uuid[], $2::bigint[]) AS t(id, token)"
     " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
 
+// Only rows handed to the publisher (PUBLISHED, or PENDING after at least one
+// claim: the receipt can overtake the mark-published of the same cycle), and
+// only when Admin holds exactly the bytes this outbox committed.
 constexpr pg::Statement kConfirm{
     "outbox.confirm",
-    "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now(), claim_owner = NULL,"
+    "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), claim_owner = NULL,"
     "   claim_expires_at = NULL, last_error = NULL"
-    " WHERE event_id = ANY($1::uuid[]) AND state IN ('PENDING', 'PUBLISHED')",
+    " FROM unnest($1::uuid[], $2::text[]) AS t(id, sha)"
+    " WHERE o.event_id = t.id AND sha256(o.payload) = decode(t.sha, 'hex')"
+    "   AND (o.state = 'PUBLISHED' OR (o.state = 'PENDING' AND o.attempts > 0))",
     absl::Seconds(30)};
 
 // Ids per Confirm statement: keeps each UPDATE short however large a backlog
@@ -81,11 +88,13 @@ std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.su
 
 }  // namespace
 
-absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event) {
+absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
+                    const crypto::SigningKey& signer) {
   RETURN_IF_ERROR(audit::Validate(event));
   const std::string payload = audit::Serialize(event);
   return tx.Execute(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()),
-                              pg::Bytes(payload)})
+                              pg::Bytes(payload), pg::Bytes(signer.Sign(payload)),
+                              pg::Text(signer.key_id())})
       .status();
 }
 
@@ -95,10 +104,16 @@ absl::StatusOr<std::vector<ClaimedRow>> Claim(pg::Connection& conn, const std::s
                    conn.Execute(kClaim, {pg::Text(owner), pg::Seconds(lease), pg::Int(limit)}));
   std::vector<ClaimedRow> rows;
   rows.reserve(r.rows());
+  const int id = r.Column("event_id"), type = r.Column("event_type"),
+            payload = r.Column("payload"), token = r.Column("fencing_token"),
+            attempts = r.Column("attempts"), failures = r.Column("failures"),
+            created = r.Column("created_at"), sig = r.Column("signature"),
+            key = r.Column("key_id");
   for (int i = 0; i < r.rows(); ++i) {
-    rows.push_back(ClaimedRow{r.GetString(i, 0), r.GetString(i, 1), r.GetBytes(i, 2),
-                              r.GetInt64(i, 3), static_cast<int>(r.GetInt64(i, 4)),
-                              static_cast<int>(r.GetInt64(i, 5)), r.GetTime(i, 6)});
+    rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
+                              r.GetInt64(i, token), static_cast<int>(r.GetInt64(i, attempts)),
+                              static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
+                              r.GetBytes(i, sig), r.GetString(i, key)});
   }
   return rows;
 }
@@ -150,12 +165,17 @@ absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedR
   return r.affected_rows();
 }
 
-absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<std::string>& event_ids) {
+absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
+                                const std::vector<audit::ReceiptItem>& items) {
   int64_t confirmed = 0;
-  for (size_t i = 0; i < event_ids.size(); i += kConfirmChunk) {
-    const std::vector<std::string> chunk(
-        event_ids.begin() + i, event_ids.begin() + std::min(event_ids.size(), i + kConfirmChunk));
-    ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kConfirm, {pg::TextArray(chunk)}));
+  for (size_t i = 0; i < items.size(); i += kConfirmChunk) {
+    std::vector<std::string> ids, hashes;
+    for (size_t k = i; k < std::min(items.size(), i + kConfirmChunk); ++k) {
+      ids.push_back(items[k].event_id);
+      hashes.push_back(absl::BytesToHexString(items[k].payload_sha256));
+    }
+    ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kConfirm, {pg::TextArray(ids),
+                                                           pg::TextArray(hashes)}));
     confirmed += r.affected_rows();
   }
   return confirmed;
@@ -166,6 +186,15 @@ absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration 
   ASSIGN_OR_RETURN(pg::Result r,
                    conn.Execute(kRequeue, {pg::Seconds(resend_after), pg::Int(limit)}));
   return r.affected_rows();
+}
+
+const std::vector<std::string>& RuntimeGrants() {
+  static const auto* grants = new std::vector<std::string>{
+      "GRANT SELECT, INSERT, UPDATE ON audit_outbox TO {role}",
+      "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
+      "GRANT USAGE ON SEQUENCE audit_outbox_fencing_token TO {role}",
+  };
+  return *grants;
 }
 
 }  // namespace ulticode::outbox

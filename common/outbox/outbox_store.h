@@ -19,6 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
+#include "common/audit/receipt.h"
+#include "common/crypto/crypto.h"
 #include "common/migrations/migrations.h"
 #include "common/pg/connection.h"
 
@@ -26,13 +28,18 @@ namespace ulticode::outbox {
 
 // Schema of the outbox (versions 10001+), applied with the service's own.
 const std::vector<migrations::Migration>& Migrations();
+// The DML a service's runtime role needs on the outbox tables
+// (migrations::GrantRuntime).
+const std::vector<std::string>& RuntimeGrants();
 
 // LISTEN channel notified on every commit that appended rows.
 inline constexpr char kNotifyChannel[] = "audit_outbox";
 
-// Validates and appends `event` inside `tx`. INVALID_ARGUMENT when the
-// event breaks the contract (a bug in the caller, never the client's fault).
-absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event);
+// Validates, signs (Ed25519 over the exact serialized bytes) and appends
+// `event` inside `tx`. INVALID_ARGUMENT when the event breaks the contract
+// (a bug in the caller, never the client's fault).
+absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
+                    const crypto::SigningKey& signer);
 
 struct ClaimedRow {
   std::string event_id;
@@ -42,6 +49,8 @@ struct ClaimedRow {
   int attempts = 0;  // including this claim
   int failures = 0;  // consecutive failures before this claim
   absl::Time created_at;
+  std::string signature;  // Ed25519 over payload; empty for rows older than signing
+  std::string key_id;
 };
 
 // Claims up to `limit` due PENDING rows (FOR UPDATE SKIP LOCKED): their
@@ -76,12 +85,14 @@ absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_
 // Gives claimed rows back untouched (shutdown): due again immediately.
 absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedRow>& rows);
 
-// Admin's receipts: the events are durably in its inbox. Marks those rows
-// CONFIRMED whatever their publication state (PENDING rows waiting for a
-// re-send included); unknown, DEAD or already CONFIRMED ids are ignored, so
-// receipts are idempotent. Ids must be canonical UUIDs (callers filter).
-// Returns how many rows changed.
-absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<std::string>& event_ids);
+// Admin's verified receipts: the events are durably in its inbox. Marks a
+// row CONFIRMED only when it was handed to the publisher (PUBLISHED, or
+// PENDING after a claim: a receipt may overtake the mark-published) and its
+// stored payload hashes to the receipted SHA-256. Never-published, DEAD,
+// already CONFIRMED, unknown or mismatching rows are left alone, so receipts
+// are idempotent. Returns how many rows changed.
+absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
+                                const std::vector<audit::ReceiptItem>& items);
 
 // The resend sweep: up to `limit` rows PUBLISHED without a receipt go back
 // to PENDING, due now, resends + 1. The wait doubles with each re-send

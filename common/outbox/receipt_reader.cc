@@ -42,7 +42,8 @@ ReceiptReader::ReceiptReader(ReceiptReaderOptions options, prometheus::Registry&
   confirmed_ = &metrics::Counter(registry, "ulticode_outbox_confirmed_total",
                                  "Outbox rows marked CONFIRMED by a receipt", labels);
   rejected_ = &metrics::Counter(registry, "ulticode_outbox_receipt_rejected_total",
-                                "Malformed ids or entries in the receipt stream (skipped)", labels);
+                                "Receipt entries refused (unsigned, unknown key, bad signature, malformed); none "
+                                "of their events is confirmed", labels);
   errors_ = &metrics::Counter(
       registry, "ulticode_outbox_receipt_errors_total",
       "Receipt cycles that failed (Redis or PostgreSQL unavailable); retried", labels);
@@ -88,24 +89,28 @@ absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::C
     }
     return cycle;
   }
-  std::vector<std::string> ids;
+  const std::shared_ptr<const crypto::KeyDirectory> keys = options_.keys->Current();
+  std::vector<audit::ReceiptItem> items;
   for (const redis::StreamEntry& e : entries) {
-    int rejected = 0;
-    for (std::string& id : audit::DecodeReceipt(e.fields, &rejected)) ids.push_back(std::move(id));
-    cycle.rejected += rejected;
+    auto decoded = audit::DecodeReceipt(options_.audit_stream, e.fields, *keys);
+    if (!decoded.ok()) {
+      ++cycle.rejected;
+      log::Error(kComponent, "receipt refused; nothing of it is confirmed",
+                 {{"stream", options_.stream},
+                  {"entry_id", e.id},
+                  {"error", std::string(decoded.status().message())}});
+      continue;
+    }
+    for (audit::ReceiptItem& item : *decoded) items.push_back(std::move(item));
   }
   cycle.receipts = static_cast<int>(entries.size());
-  cycle.event_ids = static_cast<int>(ids.size());
-  ASSIGN_OR_RETURN(int64_t confirmed, Confirm(pg, ids));
+  cycle.event_ids = static_cast<int>(items.size());
+  ASSIGN_OR_RETURN(int64_t confirmed, Confirm(pg, items));
   cycle.confirmed = static_cast<int>(confirmed);
   *cursor = entries.back().id;
   receipts_->Increment(cycle.receipts);
   confirmed_->Increment(cycle.confirmed);
-  if (cycle.rejected > 0) {
-    rejected_->Increment(cycle.rejected);
-    log::Warn(kComponent, "malformed receipt content skipped",
-              {{"stream", options_.stream}, {"rejected", absl::StrCat(cycle.rejected)}});
-  }
+  rejected_->Increment(cycle.rejected);
   return cycle;
 }
 

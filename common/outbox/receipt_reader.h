@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
+#include "common/crypto/key_directory.h"
 #include "common/backoff/backoff.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
@@ -31,8 +32,12 @@ namespace ulticode::outbox {
 
 struct ReceiptReaderOptions {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
-  // Receipt stream; usually audit::ReceiptStreamFor(<the owner's stream>).
+  // The owner's audit stream (receipts are signed for it) and its receipt
+  // stream, usually audit::ReceiptStreamFor(audit_stream).
+  std::string audit_stream;
   std::string stream;
+  // Admin's public keys ("admin" entries); required.
+  const crypto::KeyDirectoryFile* keys = nullptr;
   int batch_size = 64;  // receipt entries per XREAD
   // Where to start reading: receipts written since now - start_lookback
   // (zero: the whole stream).
@@ -47,7 +52,7 @@ struct ReceiptCycle {
   int receipts = 0;   // entries read
   int event_ids = 0;  // ids they carried
   int confirmed = 0;  // rows that turned CONFIRMED
-  int rejected = 0;   // malformed ids skipped
+  int rejected = 0;   // receipt entries refused (signature, format)
 };
 
 class ReceiptReader {

@@ -1,5 +1,7 @@
 #include "common/pg/connection.h"
 
+#include <vector>
+
 #include <poll.h>
 
 #include <algorithm>
@@ -40,15 +42,26 @@ std::string Trimmed(const char* msg) {
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOptions& options) {
   const std::string timeout =
       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
-  const char* keys[] = {"dbname",      "application_name", "connect_timeout", "options",
-                        "keepalives",  "keepalives_idle",  "keepalives_interval",
-                        "keepalives_count", "tcp_user_timeout", nullptr};
-  const char* values[] = {options.conninfo.c_str(), options.application_name.c_str(),
-                          timeout.c_str(),          "-c TimeZone=UTC",
-                          "1",                      "10",
-                          "3",                      "3",
-                          "15000",                  nullptr};
-  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  // Later keys override what the expanded conninfo set.
+  std::vector<const char*> keys = {"dbname",      "application_name", "connect_timeout", "options",
+                                   "keepalives",  "keepalives_idle",  "keepalives_interval",
+                                   "keepalives_count", "tcp_user_timeout"};
+  std::vector<const char*> values = {options.conninfo.c_str(), options.application_name.c_str(),
+                                     timeout.c_str(),          "-c TimeZone=UTC",
+                                     "1",                      "10",
+                                     "3",                      "3",
+                                     "15000"};
+  if (!options.user.empty()) {
+    keys.push_back("user");
+    values.push_back(options.user.c_str());
+  }
+  if (!options.password.empty()) {
+    keys.push_back("password");
+    values.push_back(options.password.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("libpq could not allocate a connection");
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = Trimmed(PQerrorMessage(conn));

@@ -29,6 +29,10 @@ class Transaction;
 struct ConnectOptions {
   // libpq conninfo ("host=... dbname=...") or URI ("postgresql://...").
   std::string conninfo;
+  // Override the conninfo's user; the password comes from a file
+  // (--pg-password-file), never from the conninfo or a command line.
+  std::string user;
+  std::string password;
   std::string application_name = "ulticode";
   absl::Duration connect_timeout = absl::Seconds(5);
   // Extra time the client waits beyond a statement's timeout before it gives

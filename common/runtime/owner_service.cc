@@ -21,13 +21,27 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   server::BlockTerminationSignals();
   const std::string name = audit::OwnerName(spec.owner);
 
-  ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database);
+  // A statement of up to 64 KiB plus the rest of its request.
+  ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database, 96 * 1024);
   outbox::DispatcherOptions dispatch;
+  std::string signing_key_file;
   config::Flags flags(spec.program, spec.description);
   common.Register(flags);
+  flags.String("audit-signing-key-file", &signing_key_file,
+               "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event",
+               [](const std::string& v) {
+                 return v.empty() ? absl::InvalidArgumentError("required") : absl::OkStatus();
+               });
   outbox::RegisterDispatcherFlags(flags, &dispatch);
   config::ParseOrExit(flags, argc, const_cast<const char* const*>(argv));
   common.ApplyLogging();
+  if (auto s = common.LoadSecrets(); !s.ok()) DieOnStartup(name.c_str(), s);
+  auto signer = crypto::SigningKey::FromFile(signing_key_file);
+  if (!signer.ok()) DieOnStartup(name.c_str(), signer.status());
+  auto keys = crypto::KeyDirectoryFile::Open(common.public_keys_file);
+  if (!keys.ok()) DieOnStartup(name.c_str(), keys.status());
+  log::Info(name, "keys loaded",
+            {{"signing_key_id", signer->key_id()}, {"public_keys", (*keys)->Current()->Describe()}});
 
   auto metrics = metrics::Metrics::Start(common.metrics_listen, name);
   if (!metrics.ok()) DieOnStartup(name.c_str(), metrics.status());
@@ -35,7 +49,11 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   const pg::PoolOptions pool_options = common.PoolOptions(spec.program);
   std::vector<migrations::Migration> all = *spec.migrations;
   for (const auto& m : outbox::Migrations()) all.push_back(m);
-  if (auto s = MigrateWithRetry(pool_options.connect, all, common.startup_timeout); !s.ok()) {
+  std::vector<std::string> grants = *spec.runtime_grants;
+  for (const auto& g : outbox::RuntimeGrants()) grants.push_back(g);
+  if (auto s = MigrateWithRetry(common.MigrateOptions(spec.program + "-migrate"), all,
+                                common.startup_timeout, common.RuntimeRoleToGrant(), grants);
+      !s.ok()) {
     DieOnStartup(name.c_str(), s);
   }
   pg::Pool pool(pool_options);
@@ -43,18 +61,16 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   dispatch.owner = spec.owner;
   dispatch.pg = pool_options.connect;
   dispatch.pg.application_name = spec.program + "-dispatcher";
-  dispatch.redis.user = common.redis_user;
-  dispatch.redis.password = common.redis_password;
-  if (auto s = redis::ParseAddress(common.redis_addr, &dispatch.redis); !s.ok()) {
-    DieOnStartup(name.c_str(), s);
-  }
+  dispatch.redis = common.RedisOptions();
   outbox::Dispatcher dispatcher(dispatch, (*metrics)->registry());
   dispatcher.Start();
 
   outbox::ReceiptReaderOptions receipts;
   receipts.owner = spec.owner;
-  receipts.stream = audit::ReceiptStreamFor(dispatch.stream.empty() ? audit::StreamFor(spec.owner)
-                                                                    : dispatch.stream);
+  receipts.audit_stream =
+      dispatch.stream.empty() ? audit::StreamFor(spec.owner) : dispatch.stream;
+  receipts.stream = audit::ReceiptStreamFor(receipts.audit_stream);
+  receipts.keys = keys->get();
   // Receipts older than two resend timeouts concern rows that are confirmed
   // or being re-sent anyway.
   receipts.start_lookback = 2 * dispatch.resend_timeout;
@@ -65,9 +81,10 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   receipt_reader.Start();
 
   server::HeaderPrincipalResolver resolver;
-  std::unique_ptr<grpc::Service> service = spec.make_service(pool, resolver);
+  std::unique_ptr<grpc::Service> service = spec.make_service(pool, resolver, *signer);
   server::GrpcServer grpc_server(
-      {common.grpc_listen, common.grpc_threads, common.access_log, &resolver},
+      {common.grpc_listen, common.grpc_threads, common.access_log, &resolver,
+       common.grpc_max_receive_bytes},
       (*metrics)->registry());
   grpc_server.AddService(service.get(), spec.service_name);
   if (auto s = grpc_server.Start(); !s.ok()) DieOnStartup(name.c_str(), s);

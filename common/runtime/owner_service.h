@@ -1,5 +1,6 @@
-// main() of a data owner (Auth, App): config -> metrics -> database
-// (service + outbox migrations) -> dispatcher + receipt reader -> gRPC ->
+// main() of a data owner (Auth, App): config -> secrets and keys -> metrics
+// -> database (service + outbox migrations as the migration role, then grants
+// to the runtime role) -> dispatcher + receipt reader -> gRPC ->
 // SERVING; on SIGTERM: NOT_SERVING, drain gRPC, stop the workers, close the pool.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "common/audit/event.h"
+#include "common/crypto/crypto.h"
 #include "common/migrations/migrations.h"
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
@@ -25,7 +27,10 @@ struct OwnerServiceSpec {
   std::string database;
   std::string service_name;  // "ulticode.auth.v1.AuthService"
   const std::vector<migrations::Migration>* migrations;
-  std::function<std::unique_ptr<grpc::Service>(pg::Pool&, const server::PrincipalResolver&)>
+  // The DML the runtime role needs on the service's own tables.
+  const std::vector<std::string>* runtime_grants;
+  std::function<std::unique_ptr<grpc::Service>(pg::Pool&, const server::PrincipalResolver&,
+                                               const crypto::SigningKey&)>
       make_service;
 };
 

@@ -1,12 +1,34 @@
 #include "common/runtime/service_flags.h"
 
+#include <libpq-fe.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "common/base/status_macros.h"
+#include "common/crypto/crypto.h"
+
 #include "absl/strings/str_cat.h"
 #include "common/log/log.h"
 
 namespace ulticode::runtime {
+namespace {
 
-ServiceFlags::ServiceFlags(std::string grpc, std::string metrics, std::string database)
+// "password=..." in a conninfo, or "scheme://user:secret@host" in a URI.
+bool HoldsPassword(const std::string& dsn) {
+  if (absl::StrContains(absl::AsciiStrToLower(dsn), "password")) return true;
+  const size_t scheme = dsn.find("://");
+  if (scheme == std::string::npos) return false;
+  const size_t at = dsn.find('@', scheme);
+  return at != std::string::npos && dsn.substr(scheme + 3, at - scheme - 3).find(':') !=
+                                        std::string::npos;
+}
+
+}  // namespace
+
+ServiceFlags::ServiceFlags(std::string grpc, std::string metrics, std::string database,
+                           int max_receive_bytes)
     : grpc_listen(std::move(grpc)),
+      grpc_max_receive_bytes(max_receive_bytes),
       metrics_listen(std::move(metrics)),
       pg_dsn(absl::StrCat("host=127.0.0.1 port=5432 user=postgres dbname=", database)) {}
 
@@ -15,21 +37,45 @@ void ServiceFlags::Register(config::Flags& flags) {
                config::ValidateHostPort);
   flags.String("metrics-listen", &metrics_listen, "Prometheus /metrics HTTP address (host:port)",
                config::ValidateHostPort);
-  flags.String("pg-dsn", &pg_dsn, "libpq connection string or URI of this service's own database",
+  flags.String("pg-dsn", &pg_dsn,
+               "libpq connection string or URI of this service's own database and runtime role "
+               "(no password: see --pg-password-file)",
                [](const std::string& v) {
-                 return v.empty() ? absl::InvalidArgumentError("must not be empty")
-                                  : absl::OkStatus();
+                 if (v.empty()) return absl::InvalidArgumentError("must not be empty");
+                 if (HoldsPassword(v)) {
+                   return absl::InvalidArgumentError(
+                       "must not hold a password (command lines are visible to every local "
+                       "user): use --pg-password-file");
+                 }
+                 return absl::OkStatus();
                });
+  flags.String("pg-password-file", &pg_password_file,
+               "file holding the runtime role's password (mode 0600; empty: none)");
+  flags.String("pg-migrate-user", &pg_migrate_user,
+               "role that owns the schema and runs migrations, then GRANTs the runtime role its "
+               "DML (empty: migrate as the runtime role)");
+  flags.String("pg-migrate-password-file", &pg_migrate_password_file,
+               "file holding the migration role's password (mode 0600)");
   flags.Int("pg-pool-size", &pg_pool_size, "maximum PostgreSQL connections for RPC handlers", 1,
             512);
   flags.String("redis-addr", &redis_addr, "Redis address (host:port)", config::ValidateHostPort);
   flags.String("redis-user", &redis_user, "Redis ACL user (empty: default user)");
-  flags.Secret("redis-password", &redis_password, "Redis password (empty: none)");
+  flags.String("redis-password-file", &redis_password_file,
+               "file holding the Redis ACL user's password (mode 0600; empty: none)");
+  flags.String("public-keys-file", &public_keys_file,
+               "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
+               "it changes",
+               [](const std::string& v) {
+                 return v.empty() ? absl::InvalidArgumentError("required") : absl::OkStatus();
+               });
   flags.String("log-level", &log_level, "debug, info, warn or error", [](const std::string& v) {
     log::Level level;
     return log::ParseLevel(v, &level);
   });
   flags.Int("grpc-threads", &grpc_threads, "maximum threads serving gRPC calls", 2, 1024);
+  flags.Int("grpc-max-receive-bytes", &grpc_max_receive_bytes,
+            "largest request message accepted; larger ones are refused before any work", 1024,
+            16 * 1024 * 1024);
   flags.Bool("access-log", &access_log, "log one line per gRPC call");
   flags.Duration("shutdown-timeout", &shutdown_timeout,
                  "time allowed for in-flight calls and workers to finish on SIGTERM",
@@ -45,11 +91,56 @@ void ServiceFlags::ApplyLogging() const {
   log::SetMinLevel(level);
 }
 
+absl::Status ServiceFlags::LoadSecrets() {
+  const std::pair<const std::string*, std::string*> files[] = {
+      {&pg_password_file, &pg_password_},
+      {&pg_migrate_password_file, &pg_migrate_password_},
+      {&redis_password_file, &redis_password_}};
+  for (const auto& [path, out] : files) {
+    if (path->empty()) continue;
+    ASSIGN_OR_RETURN(*out, crypto::ReadSecretFile(*path));
+  }
+  if (!pg_migrate_password_file.empty() && pg_migrate_user.empty()) {
+    return absl::InvalidArgumentError("--pg-migrate-password-file needs --pg-migrate-user");
+  }
+  return absl::OkStatus();
+}
+
 pg::PoolOptions ServiceFlags::PoolOptions(const std::string& application_name) const {
   pg::PoolOptions options;
   options.connect.conninfo = pg_dsn;
+  options.connect.password = pg_password_;
   options.connect.application_name = application_name;
   options.max_size = pg_pool_size;
+  return options;
+}
+
+pg::ConnectOptions ServiceFlags::MigrateOptions(const std::string& application_name) const {
+  pg::ConnectOptions options = PoolOptions(application_name).connect;
+  if (!pg_migrate_user.empty()) {
+    options.user = pg_migrate_user;
+    options.password = pg_migrate_password_;
+  }
+  return options;
+}
+
+std::string ServiceFlags::RuntimeRoleToGrant() const {
+  if (pg_migrate_user.empty()) return "";
+  // The runtime role is whoever --pg-dsn logs in as.
+  PQconninfoOption* opts = PQconninfoParse(pg_dsn.c_str(), nullptr);
+  std::string user;
+  for (PQconninfoOption* o = opts; o != nullptr && o->keyword != nullptr; ++o) {
+    if (std::string(o->keyword) == "user" && o->val != nullptr) user = o->val;
+  }
+  PQconninfoFree(opts);
+  return user;
+}
+
+redis::Options ServiceFlags::RedisOptions() const {
+  redis::Options options;
+  options.user = redis_user;
+  options.password = redis_password_;
+  (void)redis::ParseAddress(redis_addr, &options);  // validated by the flag
   return options;
 }
 

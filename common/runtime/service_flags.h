@@ -1,6 +1,8 @@
 // The settings every service shares, registered on a config::Flags.
 #pragma once
 
+#include "common/redis/redis_client.h"
+
 #include <string>
 
 #include "absl/time/time.h"
@@ -15,20 +17,42 @@ struct ServiceFlags {
   std::string pg_dsn;
   int pg_pool_size = 16;
   std::string redis_addr = "127.0.0.1:6379";
+  std::string pg_password_file;
+  std::string pg_migrate_user;
+  std::string pg_migrate_password_file;
   std::string redis_user;
-  std::string redis_password;
+  std::string redis_password_file;
+  std::string public_keys_file;
   std::string log_level = "info";
   int grpc_threads = 32;
+  int grpc_max_receive_bytes = 64 * 1024;
   bool access_log = true;
   absl::Duration shutdown_timeout = absl::Seconds(10);
   absl::Duration startup_timeout = absl::Seconds(60);
 
   // Defaults differ per service (ports, database).
-  ServiceFlags(std::string grpc, std::string metrics, std::string database);
+  ServiceFlags(std::string grpc, std::string metrics, std::string database,
+               int max_receive_bytes);
   void Register(config::Flags& flags);
   // Applies the log level; call after parsing.
   void ApplyLogging() const;
+  // Reads the password files (refusing ones others may read). Call after
+  // parsing; errors name the file, never a secret.
+  absl::Status LoadSecrets();
+  // The runtime role's pool.
   pg::PoolOptions PoolOptions(const std::string& application_name) const;
+  // The connection migrations run on: the migration role when
+  // --pg-migrate-user is set, else the runtime role (development).
+  pg::ConnectOptions MigrateOptions(const std::string& application_name) const;
+  // The runtime role to GRANT the service's DML to after migrating; empty
+  // when migrations run as the runtime role itself.
+  std::string RuntimeRoleToGrant() const;
+  redis::Options RedisOptions() const;  // DieOnStartup-worthy errors were checked by Register
+
+ private:
+  std::string pg_password_;
+  std::string pg_migrate_password_;
+  std::string redis_password_;
 };
 
 }  // namespace ulticode::runtime

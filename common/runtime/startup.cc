@@ -10,7 +10,8 @@ namespace ulticode::runtime {
 
 absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
                               const std::vector<migrations::Migration>& migrations,
-                              absl::Duration timeout) {
+                              absl::Duration timeout, const std::string& runtime_role,
+                              const std::vector<std::string>& grants) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(100);
   while (true) {
@@ -18,8 +19,10 @@ absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
     auto conn = pg::Connection::Connect(options);
     if (conn.ok()) {
       auto applied = migrations::Apply(**conn, migrations);
-      if (applied.ok()) return absl::OkStatus();
-      status = applied.status();
+      if (applied.ok() && runtime_role.empty()) return absl::OkStatus();
+      status = applied.ok() ? migrations::GrantRuntime(**conn, runtime_role, grants)
+                            : applied.status();
+      if (status.ok()) return status;
       // A broken schema will not heal by waiting.
       if (status.code() == absl::StatusCode::kFailedPrecondition ||
           status.code() == absl::StatusCode::kInvalidArgument ||

@@ -11,10 +11,12 @@
 namespace ulticode::runtime {
 
 // Connects (retrying with back-off until `timeout`, so a service may start
-// before its database) and applies `migrations`.
+// before its database) and applies `migrations`; then, when `runtime_role` is
+// set, grants it `grants` (migrations::GrantRuntime).
 absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
                               const std::vector<migrations::Migration>& migrations,
-                              absl::Duration timeout);
+                              absl::Duration timeout, const std::string& runtime_role = "",
+                              const std::vector<std::string>& grants = {});
 
 // Logs `status` as a fatal start-up error and exits with code 1.
 [[noreturn]] void DieOnStartup(const char* component, const absl::Status& status);

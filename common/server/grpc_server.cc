@@ -36,6 +36,7 @@ absl::Status GrpcServer::Start() {
   grpc::ResourceQuota quota(absl::StrCat("ulticode-", options_.listen));
   quota.SetMaxThreads(options_.max_threads);
   builder.SetResourceQuota(quota);
+  builder.SetMaxReceiveMessageSize(options_.max_receive_bytes);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);

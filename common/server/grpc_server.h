@@ -29,6 +29,9 @@ struct ServerOptions {
   bool access_log = true;
   // Names the caller in the access log; null logs no principal.
   const PrincipalResolver* principal_resolver = nullptr;
+  // Larger request messages are refused (RESOURCE_EXHAUSTED) before any
+  // handler runs.
+  int max_receive_bytes = 64 * 1024;
 };
 
 class GrpcServer {

@@ -1,22 +1,34 @@
 #include "common/server/principal.h"
 
+#include <iterator>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/base/status_macros.h"
+#include "common/text/text.h"
 
 namespace ulticode::server {
 
-std::string Metadata(const grpc::ServerContextBase& context, const std::string& key) {
+absl::StatusOr<std::string> Metadata(const grpc::ServerContextBase& context,
+                                     const std::string& key) {
   const auto& md = context.client_metadata();
-  auto it = md.find(key);
-  if (it == md.end()) return "";
-  return std::string(it->second.data(), it->second.size());
+  auto [first, last] = md.equal_range(key);
+  if (first == last) return std::string();
+  if (std::next(first) != last) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata \"", key, "\" was sent ", std::distance(first, last),
+                     " times; send it once"));
+  }
+  return std::string(first->second.data(), first->second.size());
 }
 
 absl::StatusOr<Principal> HeaderPrincipalResolver::Resolve(
     const grpc::ServerContextBase& context) const {
-  std::string id = Metadata(context, kHeader);
+  absl::StatusOr<std::string> header = Metadata(context, kHeader);
+  if (!header.ok()) return absl::UnauthenticatedError(header.status().message());
+  std::string id = *std::move(header);
   if (id.empty()) {
     return absl::UnauthenticatedError(
         absl::StrCat("missing caller identity: send metadata \"", kHeader, "\""));
@@ -50,12 +62,15 @@ std::string PeerToIp(const std::string& peer) {
   return std::string(p);
 }
 
-CallInfo GetCallInfo(const grpc::ServerContextBase& context) {
+absl::StatusOr<CallInfo> GetCallInfo(const grpc::ServerContextBase& context) {
   CallInfo info;
   info.client_ip = PeerToIp(context.peer());
-  info.user_agent = Metadata(context, "user-agent");
+  ASSIGN_OR_RETURN(std::string agent, Metadata(context, "user-agent"));
+  agent = std::string(text::TruncateUtf8(agent, kMaxUserAgentBytes));
+  RETURN_IF_ERROR(text::Check("metadata user-agent", agent, {.max_chars = kMaxUserAgentBytes}));
+  info.user_agent = std::move(agent);
   // traceparent: version-traceid-parentid-flags
-  const std::string tp = Metadata(context, "traceparent");
+  ASSIGN_OR_RETURN(const std::string tp, Metadata(context, "traceparent"));
   std::vector<absl::string_view> parts = absl::StrSplit(tp, '-');
   if (parts.size() == 4 && parts[1].size() == 32) {
     bool hex = true;

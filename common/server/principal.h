@@ -38,12 +38,19 @@ struct CallInfo {
   std::string user_agent;  // the user-agent metadata
   std::string trace_id;    // from a W3C traceparent header, if any
 };
-CallInfo GetCallInfo(const grpc::ServerContextBase& context);
+// User agents longer than this are cut (at a character boundary).
+inline constexpr size_t kMaxUserAgentBytes = 512;
+// INVALID_ARGUMENT when user-agent or traceparent was sent more than once or
+// the user agent holds a control character or invalid UTF-8.
+absl::StatusOr<CallInfo> GetCallInfo(const grpc::ServerContextBase& context);
 
 // "ipv4:10.0.0.1:5000" -> "10.0.0.1"; "ipv6:[::1]:5000" -> "::1".
 std::string PeerToIp(const std::string& peer);
 
-// The first value of metadata `key`, or "".
-std::string Metadata(const grpc::ServerContextBase& context, const std::string& key);
+// The value of metadata `key`, "" when absent; INVALID_ARGUMENT naming the
+// key when it was sent more than once (a repeated header is ambiguous: two
+// readers could each believe a different one).
+absl::StatusOr<std::string> Metadata(const grpc::ServerContextBase& context,
+                                     const std::string& key);
 
 }  // namespace ulticode::server

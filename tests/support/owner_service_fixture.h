@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
+#include "common/crypto/crypto.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/mutation.h"
@@ -44,7 +45,7 @@ class OwnerServiceTest : public ::testing::Test {
     pool_ = std::make_unique<pg::Pool>(po);
     outbox::MutationHooks hooks;
     hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
-    service_ = std::make_unique<Impl>(*pool_, resolver_, hooks);
+    service_ = std::make_unique<Impl>(*pool_, resolver_, signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
     server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
                                                    metrics_->registry());
@@ -69,16 +70,21 @@ class OwnerServiceTest : public ::testing::Test {
   int64_t Scalar(const std::string& sql) { return QueryInt(*conn_, sql); }
   int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
 
-  // The event stored in the outbox under `event_id` (exactly one row).
+  // The event stored in the outbox under `event_id` (exactly one row),
+  // checked to be signed by this service's key over the exact payload.
   audit::AuditEvent Event(const std::string& event_id) {
     pg::Statement st{"event",
-                     "SELECT payload, event_type FROM audit_outbox WHERE event_id = $1::uuid"};
+                     "SELECT payload, event_type, signature, key_id FROM audit_outbox"
+                     " WHERE event_id = $1::uuid"};
     auto r = conn_->Execute(st, {pg::Text(event_id)});
     EXPECT_TRUE(r.ok() && r->rows() == 1) << event_id;
     audit::AuditEvent e;
     if (r.ok() && r->rows() == 1) {
       EXPECT_TRUE(e.ParseFromString(r->GetBytes(0, 0)));
       EXPECT_EQ(r->GetString(0, 1), e.event_type());
+      EXPECT_EQ(r->GetString(0, 3), signer_.key_id());
+      EXPECT_TRUE(signer_.public_key().Verify(r->GetBytes(0, 0), r->GetBytes(0, 2)))
+          << "outbox row " << event_id << " is not signed by the service's key";
     }
     return e;
   }
@@ -88,6 +94,7 @@ class OwnerServiceTest : public ::testing::Test {
     return absl::OkStatus();
   };
   server::HeaderPrincipalResolver resolver_;
+  const crypto::SigningKey signer_ = *crypto::SigningKey::Generate();
   std::unique_ptr<pg::Connection> conn_;
   std::unique_ptr<pg::Pool> pool_;
   std::unique_ptr<Impl> service_;

@@ -1,0 +1,207 @@
+#include "common/crypto/crypto.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace ulticode::crypto {
+namespace {
+
+constexpr size_t kMaxSecretBytes = 64 * 1024;
+
+struct MdCtxDeleter {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
+
+struct BioDeleter {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+using BioPtr = std::unique_ptr<BIO, BioDeleter>;
+
+absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
+  std::string raw(kEd25519PublicKeyBytes, '\0');
+  size_t len = raw.size();
+  if (EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(raw.data()), &len) != 1 ||
+      len != kEd25519PublicKeyBytes) {
+    return absl::InvalidArgumentError("not an Ed25519 key");
+  }
+  return raw;
+}
+
+}  // namespace
+
+void PkeyDeleter::operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+
+std::string Sha256(absl::string_view data) {
+  std::string out(kSha256Bytes, '\0');
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), reinterpret_cast<unsigned char*>(out.data()), &len,
+             EVP_sha256(), nullptr);
+  return out;
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("secret file ", path, " cannot be opened: ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("secret file ", path, " is not a file"));
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "secret file %s has mode %04o: group and others must have no access (chmod 600)", path,
+        st.st_mode & 07777));
+  }
+  if (static_cast<size_t>(st.st_size) > kMaxSecretBytes) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("secret file ", path, " is larger than ", kMaxSecretBytes, " bytes"));
+  }
+  std::string content(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < content.size()) {
+    const ssize_t n = ::read(fd, content.data() + got, content.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  content.resize(got);
+  absl::string_view v = content;
+  if (!absl::ConsumeSuffix(&v, "\r\n")) absl::ConsumeSuffix(&v, "\n");
+  if (v.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("secret file ", path, " is empty"));
+  }
+  return std::string(v);
+}
+
+absl::Status WriteSecretFile(const std::string& path, absl::string_view content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  ::fchmod(fd, 0600);
+  const bool ok = ::write(fd, content.data(), content.size()) ==
+                  static_cast<ssize_t>(content.size());
+  ::close(fd);
+  if (!ok) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+std::string KeyIdOf(absl::string_view raw_public_key) {
+  return absl::BytesToHexString(Sha256(raw_public_key).substr(0, 8));
+}
+
+VerifyKey::VerifyKey(PkeyPtr key, std::string raw)
+    : key_(std::move(key)), raw_(std::move(raw)), key_id_(KeyIdOf(raw_)) {}
+
+absl::StatusOr<VerifyKey> VerifyKey::FromRaw(absl::string_view raw) {
+  if (raw.size() != kEd25519PublicKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("an Ed25519 public key is ",
+                                                   kEd25519PublicKeyBytes, " bytes, not ",
+                                                   raw.size()));
+  }
+  PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
+                                          reinterpret_cast<const unsigned char*>(raw.data()),
+                                          raw.size()));
+  if (key == nullptr) return absl::InvalidArgumentError("not a valid Ed25519 public key");
+  return VerifyKey(std::move(key), std::string(raw));
+}
+
+absl::StatusOr<VerifyKey> VerifyKey::FromBase64(absl::string_view b64) {
+  std::string raw;
+  if (!absl::Base64Unescape(b64, &raw)) {
+    return absl::InvalidArgumentError("public key is not base64");
+  }
+  return FromRaw(raw);
+}
+
+bool VerifyKey::Verify(absl::string_view message, absl::string_view signature) const {
+  if (signature.size() != kEd25519SignatureBytes) return false;
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  if (ctx == nullptr ||
+      EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1) {
+    return false;
+  }
+  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                          signature.size(),
+                          reinterpret_cast<const unsigned char*>(message.data()),
+                          message.size()) == 1;
+}
+
+SigningKey::SigningKey(PkeyPtr key, VerifyKey public_key)
+    : key_(std::move(key)), public_key_(std::move(public_key)) {}
+
+absl::StatusOr<SigningKey> SigningKey::Generate() {
+  EVP_PKEY* raw = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
+  if (raw == nullptr) return absl::InternalError("Ed25519 key generation failed");
+  PkeyPtr key(raw);
+  auto pub_raw = RawPublicKey(key.get());
+  if (!pub_raw.ok()) return pub_raw.status();
+  auto pub = VerifyKey::FromRaw(*pub_raw);
+  if (!pub.ok()) return pub.status();
+  return SigningKey(std::move(key), *std::move(pub));
+}
+
+absl::StatusOr<SigningKey> SigningKey::FromPem(absl::string_view pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  if (key == nullptr || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519) {
+    return absl::InvalidArgumentError("not a PEM Ed25519 private key");
+  }
+  auto pub_raw = RawPublicKey(key.get());
+  if (!pub_raw.ok()) return pub_raw.status();
+  auto pub = VerifyKey::FromRaw(*pub_raw);
+  if (!pub.ok()) return pub.status();
+  return SigningKey(std::move(key), *std::move(pub));
+}
+
+absl::StatusOr<SigningKey> SigningKey::FromFile(const std::string& path) {
+  auto pem = ReadSecretFile(path);
+  if (!pem.ok()) return pem.status();
+  auto key = FromPem(*pem);
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("key file ", path, ": ", key.status().message()));
+  }
+  return key;
+}
+
+std::string SigningKey::Sign(absl::string_view message) const {
+  std::string sig(kEd25519SignatureBytes, '\0');
+  size_t len = sig.size();
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  if (ctx == nullptr ||
+      EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {
+    return "";  // unreachable for a valid Ed25519 key; verification then fails
+  }
+  sig.resize(len);
+  return sig;
+}
+
+std::string SigningKey::PrivatePem() const {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  PEM_write_bio_PrivateKey(bio.get(), key_.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(n));
+}
+
+}  // namespace ulticode::crypto

@@ -1,0 +1,115 @@
+#include "common/crypto/key_directory.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/log/log.h"
+
+namespace ulticode::crypto {
+namespace {
+
+std::string Stamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/",
+                      st.st_ino);
+}
+
+}  // namespace
+
+absl::StatusOr<KeyDirectory> KeyDirectory::Parse(absl::string_view content) {
+  KeyDirectory dir;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(content, '\n')) {
+    ++line_no;
+    if (auto hash = line.find('#'); hash != absl::string_view::npos) line = line.substr(0, hash);
+    std::vector<absl::string_view> words =
+        absl::StrSplit(absl::StripAsciiWhitespace(line), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (words.empty()) continue;
+    if (words.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key directory line ", line_no, ": want \"<party> <base64 key>\""));
+    }
+    auto key = VerifyKey::FromBase64(words[1]);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key directory line ", line_no, ": ", key.status().message()));
+    }
+    const std::string id = key->key_id();
+    if (!dir.entries_.emplace(id, Entry{std::string(words[0]), *std::move(key)}).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key directory line ", line_no, ": key ", id, " is listed twice"));
+    }
+  }
+  return dir;
+}
+
+absl::StatusOr<KeyDirectory> KeyDirectory::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("key directory ", path, " cannot be read"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  auto dir = Parse(buf.str());
+  if (!dir.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", dir.status().message()));
+  }
+  return dir;
+}
+
+const KeyDirectory::Entry* KeyDirectory::Find(absl::string_view key_id) const {
+  auto it = entries_.find(key_id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+std::string KeyDirectory::Describe() const {
+  std::vector<std::string> parts;
+  for (const auto& [id, e] : entries_) parts.push_back(absl::StrCat(e.party, ":", id));
+  std::sort(parts.begin(), parts.end());
+  return absl::StrJoin(parts, ",");
+}
+
+absl::StatusOr<std::unique_ptr<KeyDirectoryFile>> KeyDirectoryFile::Open(
+    std::string path, absl::Duration check_every) {
+  const std::string stamp = Stamp(path);
+  auto dir = KeyDirectory::FromFile(path);
+  if (!dir.ok()) return dir.status();
+  return std::unique_ptr<KeyDirectoryFile>(
+      new KeyDirectoryFile(std::move(path), check_every, *std::move(dir), stamp));
+}
+
+KeyDirectoryFile::KeyDirectoryFile(std::string path, absl::Duration check_every,
+                                   KeyDirectory first, std::string stamp)
+    : path_(std::move(path)),
+      check_every_(check_every),
+      current_(std::make_shared<const KeyDirectory>(std::move(first))),
+      stamp_(std::move(stamp)),
+      next_check_(absl::Now() + check_every) {}
+
+std::shared_ptr<const KeyDirectory> KeyDirectoryFile::Current() const {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  if (now < next_check_) return current_;
+  next_check_ = now + check_every_;
+  const std::string stamp = Stamp(path_);
+  if (stamp == stamp_) return current_;
+  auto dir = KeyDirectory::FromFile(path_);
+  if (!dir.ok()) {
+    log::Error("crypto", "key directory changed but does not load; keeping the previous keys",
+               {{"path", path_}, {"error", dir.status().ToString()}});
+    return current_;
+  }
+  stamp_ = stamp;
+  current_ = std::make_shared<const KeyDirectory>(*std::move(dir));
+  log::Info("crypto", "key directory reloaded",
+            {{"path", path_}, {"keys", current_->Describe()}});
+  return current_;
+}
+
+}  // namespace ulticode::crypto

@@ -1,0 +1,73 @@
+// Who holds which public key: the key directory that lets Admin verify event
+// signatures (keys of "auth" and "app") and owners verify receipts (keys of
+// "admin"), with several keys per party at once so keys rotate without
+// downtime.
+//
+// File format, one key a line ('#' starts a comment, blank lines ignored):
+//
+//   <party> <base64 of the 32 raw bytes of an Ed25519 public key>
+//
+//   auth  nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=
+//
+// The key id is derived from the key (crypto::KeyIdOf), so it cannot disagree
+// with the signer's.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/crypto/crypto.h"
+
+namespace ulticode::crypto {
+
+class KeyDirectory {
+ public:
+  struct Entry {
+    std::string party;
+    VerifyKey key;
+  };
+
+  // INVALID_ARGUMENT naming the line for anything malformed or a key listed
+  // twice.
+  static absl::StatusOr<KeyDirectory> Parse(absl::string_view content);
+  static absl::StatusOr<KeyDirectory> FromFile(const std::string& path);
+
+  // The entry of `key_id`, or null.
+  const Entry* Find(absl::string_view key_id) const;
+  size_t size() const { return entries_.size(); }
+  // "auth:1a2b...,app:..." for start-up logs.
+  std::string Describe() const;
+
+ private:
+  absl::flat_hash_map<std::string, Entry> entries_;
+};
+
+// A key directory file that is re-read when it changes (checked at most once
+// per `check_every`), so a key added or removed on disk takes effect without a
+// restart. A file that no longer parses keeps the last good directory and is
+// logged. Thread-safe.
+class KeyDirectoryFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<KeyDirectoryFile>> Open(
+      std::string path, absl::Duration check_every = absl::Seconds(2));
+
+  std::shared_ptr<const KeyDirectory> Current() const;
+
+ private:
+  KeyDirectoryFile(std::string path, absl::Duration check_every, KeyDirectory first,
+                   std::string stamp);
+  const std::string path_;
+  const absl::Duration check_every_;
+  mutable absl::Mutex mu_;
+  mutable std::shared_ptr<const KeyDirectory> current_ ABSL_GUARDED_BY(mu_);
+  mutable std::string stamp_ ABSL_GUARDED_BY(mu_);  // mtime + size + inode
+  mutable absl::Time next_check_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ulticode::crypto

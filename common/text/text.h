@@ -1,0 +1,53 @@
+// One validation layer for every client string that reaches a business row
+// or an audit event. PostgreSQL text cannot hold NUL, jsonb cannot hold
+// \u0000, libpq text parameters are C strings, and a control or bidi-override
+// character in a record can hide or disguise what happened. So every string
+// is checked here, before anything is written, against a rule that names its
+// field: INVALID_ARGUMENT "<field>: <what is wrong>" and nothing is written.
+//
+// Pure logic, no I/O. Thread-safe.
+#pragma once
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ulticode::text {
+
+struct Rule {
+  size_t min_chars = 0;     // code points
+  size_t max_chars = 256;   // code points
+  size_t max_bytes = 0;     // 0: 4 x max_chars (the UTF-8 worst case)
+  // Documented multi-line text may keep "\n" and "\t" (never "\r", which
+  // can overwrite a line on a terminal).
+  bool multiline = false;
+  // Identifiers, names and anything matched or shown as a key: no bidi
+  // controls (U+202A..U+202E, U+2066..U+2069, U+200E, U+200F, U+061C), no
+  // zero-width or invisible format characters.
+  bool identifier = false;
+};
+
+// OK or INVALID_ARGUMENT "<field>: ..." naming the first problem and, for a
+// bad character, its code point and position ("at character 3").
+absl::Status Check(absl::string_view field, absl::string_view value, const Rule& rule);
+
+// Well-formed UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
+bool IsValidUtf8(absl::string_view s);
+
+// Code points of valid UTF-8.
+size_t CodePoints(absl::string_view s);
+
+// The first code point that no stored string may hold: NUL, C0 (but "\n"
+// and "\t" when `multiline`), DEL and C1. -1 when there is none.
+// Assumes valid UTF-8.
+int FirstForbiddenControl(absl::string_view s, bool multiline);
+
+// True for bidi controls and invisible format characters (see Rule).
+bool IsBidiOrInvisible(char32_t cp);
+
+// Cuts `s` (valid UTF-8) to at most `max_bytes` without splitting a code
+// point.
+absl::string_view TruncateUtf8(absl::string_view s, size_t max_bytes);
+
+}  // namespace ulticode::text

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   server::BlockTerminationSignals();
 
   runtime::ServiceFlags common("127.0.0.1:50053", "127.0.0.1:9103", "ulticode_admin",
-                               16 * 1024);
+                               server::kAdminMaxReceiveBytes);
   admin::inbox::BridgeOptions bridge_options;
   std::string auth_stream, app_stream;
   admin::consumer::ConsumerOptions consumer_options;
@@ -47,10 +47,8 @@ int main(int argc, char** argv) {
   config::Flags flags("ulticode-admin", "Admin: audit inbox, audit_logs and the audit query API.");
   common.Register(flags);
   flags.String("receipt-signing-key-file", &signing_key_file,
-               "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every receipt",
-               [](const std::string& v) {
-                 return v.empty() ? absl::InvalidArgumentError("required") : absl::OkStatus();
-               });
+               "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every receipt");
+  flags.Require("receipt-signing-key-file");
   admin::inbox::RegisterBridgeFlags(flags, &bridge_options, &auth_stream, &app_stream);
   admin::consumer::RegisterConsumerFlags(flags, &consumer_options);
   config::ParseOrExit(flags, argc, argv);

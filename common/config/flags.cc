@@ -31,13 +31,8 @@ void Flags::String(std::string name, std::string* out, std::string help, Validat
   entries_.push_back(std::move(e));
 }
 
-void Flags::Secret(std::string name, std::string* out, std::string help) {
-  Entry e{name, std::move(help), out->empty() ? "" : "(set)", true, false, nullptr};
-  e.set = [out](const std::string& v) {
-    *out = v;
-    return absl::OkStatus();
-  };
-  entries_.push_back(std::move(e));
+void Flags::Require(absl::string_view name) {
+  if (Entry* e = Find(name); e != nullptr) e->required = true;
 }
 
 void Flags::Int(std::string name, int64_t* out, std::string help, int64_t min, int64_t max) {
@@ -135,6 +130,7 @@ absl::Status Flags::Parse(int argc, const char* const* argv) {
     if (const char* v = std::getenv(env.c_str()); v != nullptr) {
       absl::Status s = e.set(v);
       if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(s.message(), " (from ", env, ")"));
+      e.was_set = true;
     }
   }
   for (int i = 1; i < argc; ++i) {
@@ -165,6 +161,13 @@ absl::Status Flags::Parse(int argc, const char* const* argv) {
     }
     absl::Status s = e->set(value);
     if (!s.ok()) return s;
+    e->was_set = true;
+  }
+  for (const Entry& e : entries_) {
+    if (e.required && !e.was_set) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", e.name, " is required (or ", EnvName(e.name), ")"));
+    }
   }
   return absl::OkStatus();
 }
@@ -175,7 +178,11 @@ std::string Flags::Usage() const {
   for (const Entry& e : entries_) {
     absl::StrAppend(&out, "  --", e.name, e.is_bool ? "" : "=VALUE", "  (", EnvName(e.name), ")\n",
                     "      ", e.help);
-    if (!e.secret) absl::StrAppend(&out, " (default: \"", e.default_text, "\")");
+    if (e.required) {
+      absl::StrAppend(&out, " (required)");
+    } else {
+      absl::StrAppend(&out, " (default: \"", e.default_text, "\")");
+    }
     absl::StrAppend(&out, "\n");
   }
   return out;

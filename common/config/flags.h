@@ -25,14 +25,16 @@ class Flags {
   Flags(std::string program, std::string description);
 
   void String(std::string name, std::string* out, std::string help, Validator validate = nullptr);
-  // A secret: never printed by --help or in errors.
-  void Secret(std::string name, std::string* out, std::string help);
   void Int(std::string name, int64_t* out, std::string help, int64_t min, int64_t max);
   void Int(std::string name, int* out, std::string help, int min, int max);
   // Durations use Go syntax: "250ms", "30s", "5m".
   void Duration(std::string name, absl::Duration* out, std::string help, absl::Duration min,
                 absl::Duration max);
   void Bool(std::string name, bool* out, std::string help);
+  // Parse fails naming `name` unless the flag or its environment twin is set.
+  // Secrets are never flags: they come from files (--*-password-file, key
+  // files), so no value is ever visible in a command line or --help.
+  void Require(absl::string_view name);
 
   // Applies environment then argv. Returns InvalidArgument naming the setting
   // on any unknown flag, malformed or out-of-range value. Sets help_requested()
@@ -49,9 +51,10 @@ class Flags {
     std::string name;
     std::string help;
     std::string default_text;
-    bool secret = false;
+    bool required = false;
     bool is_bool = false;
     std::function<absl::Status(const std::string&)> set;
+    bool was_set = false;
   };
   Entry* Find(absl::string_view name);
 

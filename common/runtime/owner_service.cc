@@ -21,17 +21,15 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   server::BlockTerminationSignals();
   const std::string name = audit::OwnerName(spec.owner);
 
-  // A statement of up to 64 KiB plus the rest of its request.
-  ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database, 96 * 1024);
+  ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database,
+                      server::kOwnerMaxReceiveBytes);
   outbox::DispatcherOptions dispatch;
   std::string signing_key_file;
   config::Flags flags(spec.program, spec.description);
   common.Register(flags);
   flags.String("audit-signing-key-file", &signing_key_file,
-               "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event",
-               [](const std::string& v) {
-                 return v.empty() ? absl::InvalidArgumentError("required") : absl::OkStatus();
-               });
+               "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event");
+  flags.Require("audit-signing-key-file");
   outbox::RegisterDispatcherFlags(flags, &dispatch);
   config::ParseOrExit(flags, argc, const_cast<const char* const*>(argv));
   common.ApplyLogging();

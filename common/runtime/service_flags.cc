@@ -64,10 +64,8 @@ void ServiceFlags::Register(config::Flags& flags) {
                "file holding the Redis ACL user's password (mode 0600; empty: none)");
   flags.String("public-keys-file", &public_keys_file,
                "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
-               "it changes",
-               [](const std::string& v) {
-                 return v.empty() ? absl::InvalidArgumentError("required") : absl::OkStatus();
-               });
+               "it changes");
+  flags.Require("public-keys-file");
   flags.String("log-level", &log_level, "debug, info, warn or error", [](const std::string& v) {
     log::Level level;
     return log::ParseLevel(v, &level);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/redis/redis_client.h"
+#include "common/server/grpc_server.h"
 
 #include <string>
 
@@ -25,7 +26,7 @@ struct ServiceFlags {
   std::string public_keys_file;
   std::string log_level = "info";
   int grpc_threads = 32;
-  int grpc_max_receive_bytes = 64 * 1024;
+  int grpc_max_receive_bytes = server::kOwnerMaxReceiveBytes;
   bool access_log = true;
   absl::Duration shutdown_timeout = absl::Seconds(10);
   absl::Duration startup_timeout = absl::Seconds(60);

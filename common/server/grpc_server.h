@@ -21,6 +21,12 @@
 
 namespace ulticode::server {
 
+// Request size limits (--grpc-max-receive-bytes defaults): owners take a
+// problem statement of up to 64 KiB plus the rest of its request; Admin's
+// queries are small.
+inline constexpr int kOwnerMaxReceiveBytes = 96 * 1024;
+inline constexpr int kAdminMaxReceiveBytes = 16 * 1024;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
   // Upper bound on threads serving calls; beyond it callers get
@@ -31,7 +37,7 @@ struct ServerOptions {
   const PrincipalResolver* principal_resolver = nullptr;
   // Larger request messages are refused (RESOURCE_EXHAUSTED) before any
   // handler runs.
-  int max_receive_bytes = 64 * 1024;
+  int max_receive_bytes = kOwnerMaxReceiveBytes;
 };
 
 class GrpcServer {

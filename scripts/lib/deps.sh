@@ -27,6 +27,7 @@ ULTICODE_DEB_PACKAGES=(
   prometheus
   python3-grpcio python3-protobuf
   procps iproute2 curl
+  clang-14 libclang-rt-14-dev
 )
 
 _ulticode_log() { printf '[ulticode] %s\n' "$*" >&2; }

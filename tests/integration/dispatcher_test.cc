@@ -11,6 +11,7 @@
 #include "common/outbox/outbox_store.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
+#include "tests/support/keys.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
 #include "tests/support/pg_query.h"
@@ -49,7 +50,7 @@ class DispatcherTest : public ::testing::Test {
       e.mutable_record()->set_action("create_user");
       e.mutable_record()->set_entity_type("user");
       e.mutable_record()->set_entity_id(absl::StrCat("u", i));
-      EXPECT_TRUE(Append(*tx, e).ok());
+      EXPECT_TRUE(Append(*tx, e, ::ulticode::testing::SharedTestKeys().auth()).ok());
       ids.push_back(e.event_id());
     }
     EXPECT_TRUE(tx->Commit().ok());
@@ -109,6 +110,10 @@ TEST_F(DispatcherTest, PublishesEntriesWithRoutingFieldsAndTheExactEnvelope) {
     auto r = conn_->Execute(st, {pg::Text(ids[i])});
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(Field(entries[i], "envelope"), r->GetBytes(0, 0));  // byte for byte
+    // Signed in the business transaction; the signature travels unchanged.
+    const auto& key = ::ulticode::testing::SharedTestKeys().auth();
+    EXPECT_EQ(Field(entries[i], "key_id"), key.key_id());
+    EXPECT_TRUE(key.public_key().Verify(r->GetBytes(0, 0), Field(entries[i], "signature")));
   }
 }
 

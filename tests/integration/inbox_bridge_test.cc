@@ -25,6 +25,7 @@ namespace ulticode::admin::inbox {
 namespace {
 
 using ::ulticode::testing::EntryFields;
+using ::ulticode::testing::ReplaceEnvelope;
 using ::ulticode::testing::SampleEvent;
 using ::ulticode::testing::WaitFor;
 
@@ -48,6 +49,8 @@ class InboxBridgeTest : public ::testing::Test {
     options_.redis.host = redis.host;
     options_.redis.port = redis.port;
     options_.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
+    options_.keys = &::ulticode::testing::SharedTestKeys().directory_file();
+    options_.receipt_signer = &::ulticode::testing::SharedTestKeys().admin();
     metrics_ = metrics::Metrics::Unexposed("test");
     redis_ = std::make_unique<redis::Client>(options_.redis);
   }
@@ -181,6 +184,8 @@ TEST_F(InboxBridgeTest, CrashAfterCommitBeforeAckIsADuplicateOnRedeliveryAndOneA
 TEST_F(InboxBridgeTest, EveryPoisonReasonIsStoredCountedAndAcknowledgedWithoutBlockingValidOnes) {
   const absl::Time now = absl::Now();
   auto base = [&](int i) { return SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("p", i), now); };
+  const auto& keys = ::ulticode::testing::SharedTestKeys();
+  const crypto::SigningKey stranger = *crypto::SigningKey::Generate();
   std::vector<std::pair<std::string, redis::StreamFields>> cases;
   {
     auto f = EntryFields(base(1));
@@ -209,7 +214,7 @@ TEST_F(InboxBridgeTest, EveryPoisonReasonIsStoredCountedAndAcknowledgedWithoutBl
   }
   {
     auto f = EntryFields(base(6));
-    f[4].second = std::string("\xff\xff\xff garbage", 12);
+    ReplaceEnvelope(f, std::string("\xff\xff\xff garbage", 12), keys.auth());
     cases.push_back({"envelope_unparseable", f});
   }
   {
@@ -226,7 +231,7 @@ TEST_F(InboxBridgeTest, EveryPoisonReasonIsStoredCountedAndAcknowledgedWithoutBl
   {
     // An App event injected into Auth's stream with Auth's routing fields.
     auto e = SampleEvent(audit::v1::OWNER_APP, "p9", now);
-    auto f = EntryFields(e);
+    auto f = EntryFields(e, &keys.auth());
     f[1].second = "auth";
     f[2].second = "auth.user.created";
     cases.push_back({"envelope_owner_mismatch", f});
@@ -240,6 +245,31 @@ TEST_F(InboxBridgeTest, EveryPoisonReasonIsStoredCountedAndAcknowledgedWithoutBl
     auto e = base(11);
     e.mutable_record()->clear_actor();
     cases.push_back({"invalid_record", EntryFields(e)});
+  }
+  {
+    auto f = EntryFields(base(12));
+    f.pop_back();  // key_id
+    cases.push_back({"missing_signature", f});
+  }
+  {
+    auto f = EntryFields(base(13), &stranger);
+    cases.push_back({"unknown_key", f});
+  }
+  {
+    auto f = EntryFields(base(14), &keys.app());
+    cases.push_back({"key_owner_mismatch", f});
+  }
+  {
+    // A forger's copy: a fresh event id and actor, the owner's old signature.
+    auto e = base(15);
+    auto f = EntryFields(e);
+    const std::string signature = f[5].second;
+    e.set_event_id(SampleEvent(audit::v1::OWNER_AUTH, "y").event_id());
+    e.mutable_record()->set_audit_id(e.event_id());
+    e.mutable_record()->set_actor("mallory");
+    f = EntryFields(e);
+    f[5].second = signature;
+    cases.push_back({"bad_signature", f});
   }
   std::map<std::string, std::string> reason_by_entry;
   for (const auto& [reason, fields] : cases) reason_by_entry[Add(fields)] = reason;

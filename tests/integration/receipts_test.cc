@@ -14,6 +14,7 @@
 #include "common/outbox/receipt_reader.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
+#include "tests/support/keys.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
@@ -27,6 +28,8 @@ namespace {
 
 using ::ulticode::testing::SampleEvent;
 using ::ulticode::testing::WaitFor;
+
+const ::ulticode::testing::TestKeys& Keys() { return ::ulticode::testing::SharedTestKeys(); }
 
 class ReceiptsTest : public ::testing::Test {
  protected:
@@ -54,7 +57,7 @@ class ReceiptsTest : public ::testing::Test {
     EXPECT_TRUE(tx.ok());
     for (int i = 0; i < n; ++i) {
       auto e = SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i));
-      EXPECT_TRUE(outbox::Append(*tx, e).ok());
+      EXPECT_TRUE(outbox::Append(*tx, e, Keys().auth()).ok());
       ids.push_back(e.event_id());
     }
     EXPECT_TRUE(tx->Commit().ok());
@@ -79,12 +82,16 @@ class ReceiptsTest : public ::testing::Test {
     b.pg = admin_pg_;
     b.redis = ro;
     b.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
+    b.keys = &Keys().directory_file();
+    b.receipt_signer = &Keys().admin();
     return b;
   }
   outbox::ReceiptReaderOptions ReaderOptions(const redis::Options& ro) {
     outbox::ReceiptReaderOptions r;
     r.owner = audit::v1::OWNER_AUTH;
+    r.audit_stream = stream_;
     r.stream = audit::ReceiptStreamFor(stream_);
+    r.keys = &Keys().directory_file();
     r.block = absl::Milliseconds(50);
     r.pg = owner_pg_;
     r.redis = ro;
@@ -92,13 +99,37 @@ class ReceiptsTest : public ::testing::Test {
     return r;
   }
 
-  std::vector<std::string> AllIds() {
-    std::vector<std::string> ids;
-    pg::Statement st{"ids", "SELECT event_id::text FROM audit_outbox"};
-    auto r = owner_->Execute(st);
+  // What a true receipt lists for `ids` (all rows when empty): each event
+  // with the SHA-256 of the bytes the outbox committed.
+  std::vector<audit::ReceiptItem> Items(const std::vector<std::string>& ids = {}) {
+    std::vector<audit::ReceiptItem> items;
+    pg::Statement st{"items",
+                     "SELECT event_id::text, sha256(payload) FROM audit_outbox"
+                     " WHERE cardinality($1::uuid[]) = 0 OR event_id = ANY($1::uuid[])"
+                     " ORDER BY event_id"};
+    auto r = owner_->Execute(st, {pg::TextArray(ids)});
     EXPECT_TRUE(r.ok()) << r.status();
-    for (int i = 0; r.ok() && i < r->rows(); ++i) ids.push_back(r->GetString(i, 0));
-    return ids;
+    for (int i = 0; r.ok() && i < r->rows(); ++i) {
+      items.push_back({r->GetString(i, 0), r->GetBytes(i, 1)});
+    }
+    return items;
+  }
+
+  // XADDs `fields` to the receipt stream and runs one reader cycle over it.
+  outbox::ReceiptCycle ReadReceipt(const redis::StreamFields& fields) {
+    redis::Client client(redis_);
+    EXPECT_TRUE(client.XAddBatch(audit::ReceiptStreamFor(stream_), {fields}).ok());
+    outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
+    auto cycle = reader.RunOnce(*owner_, client, &receipt_cursor_);
+    EXPECT_TRUE(cycle.ok()) << cycle.status();
+    return cycle.ok() ? *cycle : outbox::ReceiptCycle{};
+  }
+
+  // Claims and marks every row PUBLISHED (as a dispatcher would).
+  void PublishAll() {
+    outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
+    redis::Client client(redis_);
+    ASSERT_TRUE(dispatcher.RunOnce(*owner_, client, "d").ok());
   }
 
   int64_t OwnerScalar(const std::string& sql) {
@@ -108,6 +139,7 @@ class ReceiptsTest : public ::testing::Test {
     return ::ulticode::testing::QueryInt(*admin_, sql);
   }
 
+  std::string receipt_cursor_ = "0-0";  // ReadReceipt's, across calls
   pg::ConnectOptions owner_pg_, admin_pg_;
   std::unique_ptr<pg::Connection> owner_, admin_;
   redis::Options redis_;
@@ -136,10 +168,16 @@ TEST_F(ReceiptsTest, ReceiptsListWhatTheInboxHoldsAndConfirmTheOutboxRows) {
   auto receipts = client.XRead(audit::ReceiptStreamFor(stream_), 10, absl::ZeroDuration(), "0");
   ASSERT_TRUE(receipts.ok()) << receipts.status();
   ASSERT_EQ(receipts->size(), 1u);
-  auto got = audit::DecodeReceipt((*receipts)[0].fields);
-  std::sort(got.begin(), got.end());
-  std::sort(ids.begin(), ids.end());
-  EXPECT_EQ(got, ids);
+  auto got = audit::DecodeReceipt(stream_, (*receipts)[0].fields, Keys().directory());
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::sort(got->begin(), got->end(),
+            [](const auto& a, const auto& b) { return a.event_id < b.event_id; });
+  const auto want = Items(ids);
+  ASSERT_EQ(got->size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ((*got)[i].event_id, want[i].event_id);
+    EXPECT_EQ((*got)[i].payload_sha256, want[i].payload_sha256) << "the bytes Admin holds";
+  }
 
   outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
   std::string at = "0-0";
@@ -216,7 +254,7 @@ TEST_F(ReceiptsTest, RowsWithoutAReceiptArePublishedAgainAfterTheResendTimeout) 
   ASSERT_TRUE(len.ok());
   EXPECT_EQ(len->length, 4) << "each event published twice";
   // Confirmed rows are never swept again.
-  ASSERT_TRUE(outbox::Confirm(*owner_, AllIds()).ok());
+  ASSERT_TRUE(outbox::Confirm(*owner_, Items()).ok());
   absl::SleepFor(absl::Milliseconds(400));  // past the resend timeout on purpose
   auto none = dispatcher.SweepUnconfirmed(*owner_);
   ASSERT_TRUE(none.ok());
@@ -278,7 +316,7 @@ TEST_F(ReceiptsTest, AReceiptForAClaimedRowWinsOverTheLateSettleOfThatClaim) {
   auto ids = Append(2);
   auto claimed = outbox::Claim(*owner_, "d", absl::Seconds(30), 10);
   ASSERT_TRUE(claimed.ok() && claimed->size() == 2);
-  ASSERT_TRUE(outbox::Confirm(*owner_, ids).ok());  // the receipt of an earlier publication
+  ASSERT_TRUE(outbox::Confirm(*owner_, Items(ids)).ok());  // the receipt of an earlier publication
   const auto& a = (*claimed)[0];
   const auto& b = (*claimed)[1];
   auto marked = outbox::MarkPublished(*owner_, {{a.event_id, a.fencing_token, "1-1"}});
@@ -291,9 +329,13 @@ TEST_F(ReceiptsTest, AReceiptForAClaimedRowWinsOverTheLateSettleOfThatClaim) {
 }
 
 TEST_F(ReceiptsTest, AReaderWhoseCursorIsAheadOfARecreatedStreamStartsOver) {
-  auto ids = Append(1);
+  Append(1);
+  PublishAll();
   redis::Client client(redis_);
-  ASSERT_TRUE(client.XAddBatch(audit::ReceiptStreamFor(stream_), {audit::EncodeReceipt(ids)}).ok());
+  ASSERT_TRUE(client
+                  .XAddBatch(audit::ReceiptStreamFor(stream_),
+                             {audit::EncodeReceipt(stream_, Items(), Keys().admin())})
+                  .ok());
   outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
   // A cursor written by a Redis whose clock was far ahead of this one.
   std::string cursor = absl::StrCat(absl::ToUnixMillis(absl::Now() + absl::Hours(24)), "-0");
@@ -306,17 +348,94 @@ TEST_F(ReceiptsTest, AReaderWhoseCursorIsAheadOfARecreatedStreamStartsOver) {
   EXPECT_EQ(read->confirmed, 1);
 }
 
-TEST(ReceiptContractTest, MalformedIdsAreSkippedAndCounted) {
-  int rejected = 0;
-  auto ids = audit::DecodeReceipt(
-      {{"event_ids",
-        "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79,nope,01A22B29-6E56-75FF-86A6-5DFE3EBD9B79,"}},
-      &rejected);
-  EXPECT_EQ(ids, std::vector<std::string>{"01a22b29-6e56-75ff-86a6-5dfe3ebd9b79"});
-  EXPECT_EQ(rejected, 2);
-  audit::DecodeReceipt({{"something", "else"}}, &rejected);
-  EXPECT_EQ(rejected, 1) << "an entry without event_ids is malformed";
-  EXPECT_EQ(audit::DecodeReceipt(audit::EncodeReceipt({"a-b"})).size(), 0u);
+// --- forged receipts: a writer of the receipt stream without Admin's key ---
+
+TEST_F(ReceiptsTest, ForgedReceiptsConfirmNothing) {
+  Append(3);
+  PublishAll();
+  const auto items = Items();
+  const crypto::SigningKey stranger = *crypto::SigningKey::Generate();
+  struct Case {
+    const char* what;
+    redis::StreamFields fields;
+  };
+  std::vector<Case> cases;
+  // The pre-signing format: a bare list of ids.
+  cases.push_back({"unsigned", {{"event_ids", items[0].event_id}}});
+  {
+    auto f = audit::EncodeReceipt(stream_, items, Keys().admin());
+    f.pop_back();  // no signature
+    cases.push_back({"no signature", f});
+  }
+  // A stranger's key claiming Admin's key id.
+  auto claimed = audit::EncodeReceipt(stream_, items, stranger);
+  claimed[1].second = Keys().admin().key_id();
+  cases.push_back({"bad signature", claimed});
+  cases.push_back({"unknown key", audit::EncodeReceipt(stream_, items, stranger)});
+  // An owner's key is valid, but not for receipts.
+  cases.push_back({"owner's key", audit::EncodeReceipt(stream_, items, Keys().auth())});
+  // A true receipt of another stream, replayed here.
+  cases.push_back({"other stream", audit::EncodeReceipt("audit:app", items, Keys().admin())});
+  // A true receipt with one more id appended after signing.
+  auto grown = audit::EncodeReceipt(stream_, {items[0]}, Keys().admin());
+  grown[0].second += "," + items[1].event_id + ":" + std::string(64, '0');
+  cases.push_back({"altered", grown});
+  for (const Case& c : cases) {
+    const outbox::ReceiptCycle cycle = ReadReceipt(c.fields);
+    EXPECT_EQ(cycle.rejected, 1) << c.what;
+    EXPECT_EQ(cycle.confirmed, 0) << c.what;
+    EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'"), 0)
+        << c.what;
+  }
+  // The true receipt still confirms.
+  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, items, Keys().admin())).confirmed, 3);
+}
+
+TEST_F(ReceiptsTest, ATrueReceiptConfirmsOnlyPublishedRowsWithTheReceiptedBytes) {
+  const auto published = Append(2);
+  PublishAll();
+  const auto never_published = Append(1);  // PENDING, never claimed
+  auto items = Items();
+  ASSERT_EQ(items.size(), 3u);
+  // A receipt (signed by Admin's key, e.g. leaked) for bytes the outbox did
+  // not commit, and for a row that was never handed to Redis.
+  std::vector<audit::ReceiptItem> lies;
+  for (auto item : items) {
+    if (item.event_id == published[0]) item.payload_sha256 = crypto::Sha256("other bytes");
+    lies.push_back(item);
+  }
+  const outbox::ReceiptCycle cycle =
+      ReadReceipt(audit::EncodeReceipt(stream_, lies, Keys().admin()));
+  EXPECT_EQ(cycle.rejected, 0);
+  EXPECT_EQ(cycle.confirmed, 1) << "only the published row with matching bytes";
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED' AND "
+                        "event_id = '" + published[1] + "'"),
+            1);
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING' AND "
+                        "event_id = '" + never_published[0] + "'"),
+            1);
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED' AND "
+                        "event_id = '" + published[0] + "'"),
+            1);
+}
+
+TEST(ReceiptContractTest, MalformedSignedItemsRefuseTheWholeReceipt) {
+  const auto& keys = ::ulticode::testing::SharedTestKeys();
+  auto good = audit::EncodeReceipt(
+      "s", {{"01a22b29-6e56-75ff-86a6-5dfe3ebd9b79", crypto::Sha256("x")}}, keys.admin());
+  ASSERT_TRUE(audit::DecodeReceipt("s", good, keys.directory()).ok());
+  for (const char* events : {"01A22B29-6E56-75FF-86A6-5DFE3EBD9B79:00", "nope",
+                             "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79"}) {
+    auto bad = good;
+    bad[0].second = events;
+    bad[2].second = keys.admin().Sign(absl::StrCat("ulticode.receipt.v1\ns\n", events));
+    auto decoded = audit::DecodeReceipt("s", bad, keys.directory());
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument) << events;
+  }
+  auto twice = good;
+  twice.push_back(good[0]);
+  EXPECT_EQ(audit::DecodeReceipt("s", twice, keys.directory()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // A real service binary: flags, reflection (as grpcurl uses it), health,
 // /metrics that promtool accepts, graceful shutdown.
+#include <sys/stat.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/keys.h"
 #include "tests/support/process.h"
 #include "tests/support/test_env.h"
 
@@ -47,10 +50,37 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   EXPECT_EQ(env.exit_code, 2);
   EXPECT_NE(env.output.find("ULTICODE_GRPC_THREADS"), std::string::npos) << env.output;
 
+  // Secrets only from files: a password in the DSN is refused before start.
+  auto dsn = RunCommand(AuthBinary() + " '--pg-dsn=host=x password=hunter2'");
+  EXPECT_EQ(dsn.exit_code, 2) << dsn.output;
+  EXPECT_NE(dsn.output.find("--pg-dsn: must not hold a password"), std::string::npos)
+      << dsn.output;
+  EXPECT_EQ(dsn.output.find("hunter2"), std::string::npos) << dsn.output;
+  auto uri = RunCommand(AuthBinary() + " --pg-dsn=postgresql://u:hunter2@h/db");
+  EXPECT_EQ(uri.exit_code, 2) << uri.output;
+  EXPECT_EQ(uri.output.find("hunter2"), std::string::npos) << uri.output;
+  // The signing key is required, and a key file others can read is refused.
+  auto no_key = RunCommand(AuthBinary() + " --public-keys-file=/dev/null");
+  EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
+  EXPECT_NE(no_key.output.find("--audit-signing-key-file is required"), std::string::npos)
+      << no_key.output;
+  ::ulticode::testing::TestKeys keys;
+  const std::string loose = keys.KeyFile("auth");
+  ASSERT_EQ(chmod(loose.c_str(), 0644), 0);
+  auto open_key = RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
+                             " --audit-signing-key-file=" + loose);
+  EXPECT_EQ(open_key.exit_code, 1) << open_key.output;
+  EXPECT_NE(open_key.output.find("has mode 0644: group and others must have no access"),
+            std::string::npos)
+      << open_key.output;
+  EXPECT_EQ(open_key.output.find("PRIVATE KEY"), std::string::npos) << open_key.output;
+
   auto help = RunCommand(AuthBinary() + " --help");
   EXPECT_EQ(help.exit_code, 0);
   for (const char* f : {"--grpc-listen", "ULTICODE_GRPC_LISTEN", "--pg-dsn", "--redis-addr",
-                        "--metrics-listen", "--shutdown-timeout"}) {
+                        "--metrics-listen", "--shutdown-timeout", "--pg-password-file",
+                        "--redis-password-file", "--audit-signing-key-file",
+                        "--public-keys-file", "--grpc-max-receive-bytes"}) {
     EXPECT_NE(help.output.find(f), std::string::npos) << f;
   }
 }
@@ -73,15 +103,19 @@ class ServerTest : public ::testing::TestWithParam<Service> {
                                absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
                                absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_),
                                "--pg-dsn=" + pg.ConnInfo(db),
-                               absl::StrCat("--redis-addr=", redis.host, ":", redis.port)},
+                               absl::StrCat("--redis-addr=", redis.host, ":", redis.port),
+                               "--public-keys-file=" + keys_.public_keys_file()},
                               // Owners publish to a stream of this test's own.
                               {"ULTICODE_DISPATCH_STREAM=test:server:" +
-                               ::ulticode::testing::RandomSuffix()}));
+                                   ::ulticode::testing::RandomSuffix(),
+                               "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
+                               "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));
     ASSERT_TRUE(server_.Running()) << server_.Output();
   }
 
+  ::ulticode::testing::TestKeys keys_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   ChildProcess server_;

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/audit/event.h"
 #include "common/redis/redis_client.h"
+#include "tests/support/keys.h"
 
 namespace ulticode::testing {
 
@@ -27,13 +28,29 @@ inline audit::AuditEvent SampleEvent(audit::Owner owner, const std::string& enti
   return e;
 }
 
-// The entry a dispatcher publishes for `event` (see outbox::Dispatcher::EntryFor).
-inline redis::StreamFields EntryFields(const audit::AuditEvent& event) {
+// The entry a dispatcher publishes for `event` (see outbox::Dispatcher::EntryFor),
+// signed by `signer` (default: the event owner's key of SharedTestKeys()).
+inline redis::StreamFields EntryFields(const audit::AuditEvent& event,
+                                       const crypto::SigningKey* signer = nullptr) {
+  if (signer == nullptr) signer = &SharedTestKeys().owner(audit::OwnerName(event.owner()));
+  const std::string envelope = audit::Serialize(event);
   return {{"event_id", event.event_id()},
           {"owner", audit::OwnerName(event.owner())},
           {"event_type", event.event_type()},
           {"schema_version", absl::StrCat(event.schema_version())},
-          {"envelope", audit::Serialize(event)}};
+          {"envelope", envelope},
+          {"signature", signer->Sign(envelope)},
+          {"key_id", signer->key_id()}};
+}
+
+// Replaces the envelope of `fields` and signs it again with `signer` (a
+// producer that holds the key and sends bad bytes).
+inline void ReplaceEnvelope(redis::StreamFields& fields, const std::string& envelope,
+                            const crypto::SigningKey& signer) {
+  for (auto& [name, value] : fields) {
+    if (name == "envelope") value = envelope;
+    if (name == "signature") value = signer.Sign(envelope);
+  }
 }
 
 }  // namespace ulticode::testing

@@ -86,6 +86,7 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
       "--pg-dsn=" + Dsn(service),
       "--redis-addr=" + options_.redis_addr,
       "--log-level=warn",
+      "--public-keys-file=" + keys_.public_keys_file(),
   };
   const std::string name = absl::StrCat(Binary(service), "-", replica);
   const std::vector<std::string>* extra = nullptr;
@@ -93,11 +94,13 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
     case Service::kAuth:
       argv.push_back("--dispatch-stream=" + auth_stream_);
       argv.push_back("--dispatch-instance-id=" + name);
+      argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("auth"));
       extra = &options_.auth_args;
       break;
     case Service::kApp:
       argv.push_back("--dispatch-stream=" + app_stream_);
       argv.push_back("--dispatch-instance-id=" + name);
+      argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("app"));
       extra = &options_.app_args;
       break;
     case Service::kAdmin:
@@ -105,6 +108,7 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
       argv.push_back("--inbox-app-stream=" + app_stream_);
       argv.push_back("--inbox-consumer-name=" + name);
       argv.push_back("--consumer-instance-id=" + name);
+      argv.push_back("--receipt-signing-key-file=" + keys_.KeyFile("admin"));
       extra = &options_.admin_args;
       break;
   }

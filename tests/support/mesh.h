@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "tests/support/keys.h"
 #include "tests/support/process.h"
 #include "tests/support/test_env.h"
 
@@ -48,6 +49,8 @@ class Mesh {
   std::string Dsn(Service service) const;
   const std::string& auth_stream() const { return auth_stream_; }
   const std::string& app_stream() const { return app_stream_; }
+  // The signing keys every replica runs with, and their directory.
+  const TestKeys& keys() const { return keys_; }
 
  private:
   struct Replica {
@@ -62,6 +65,7 @@ class Mesh {
   MeshOptions options_;
   std::string auth_db_, app_db_, admin_db_;
   std::string auth_stream_, app_stream_;
+  TestKeys keys_;
   std::vector<Replica> replicas_[3];
 };
 

@@ -20,6 +20,8 @@
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "absl/strings/match.h"
+#include "tests/support/keys.h"
 #include "tests/support/test_env.h"
 #include "tests/support/pg_query.h"
 
@@ -45,7 +47,11 @@ class OwnerServiceTest : public ::testing::Test {
     pool_ = std::make_unique<pg::Pool>(po);
     outbox::MutationHooks hooks;
     hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
-    service_ = std::make_unique<Impl>(*pool_, resolver_, signer_, hooks);
+    // The owner's key of the process-wide test keys (Admin-side checks in a
+    // test find it in SharedTestKeys().directory()).
+    signer_ = &SharedTestKeys().owner(
+        absl::StrContains(service_name, ".app.") ? "app" : "auth");
+    service_ = std::make_unique<Impl>(*pool_, resolver_, *signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
     server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
                                                    metrics_->registry());
@@ -82,8 +88,8 @@ class OwnerServiceTest : public ::testing::Test {
     if (r.ok() && r->rows() == 1) {
       EXPECT_TRUE(e.ParseFromString(r->GetBytes(0, 0)));
       EXPECT_EQ(r->GetString(0, 1), e.event_type());
-      EXPECT_EQ(r->GetString(0, 3), signer_.key_id());
-      EXPECT_TRUE(signer_.public_key().Verify(r->GetBytes(0, 0), r->GetBytes(0, 2)))
+      EXPECT_EQ(r->GetString(0, 3), signer_->key_id());
+      EXPECT_TRUE(signer_->public_key().Verify(r->GetBytes(0, 0), r->GetBytes(0, 2)))
           << "outbox row " << event_id << " is not signed by the service's key";
     }
     return e;
@@ -94,7 +100,7 @@ class OwnerServiceTest : public ::testing::Test {
     return absl::OkStatus();
   };
   server::HeaderPrincipalResolver resolver_;
-  const crypto::SigningKey signer_ = *crypto::SigningKey::Generate();
+  const crypto::SigningKey* signer_ = nullptr;
   std::unique_ptr<pg::Connection> conn_;
   std::unique_ptr<pg::Pool> pool_;
   std::unique_ptr<Impl> service_;

@@ -4,12 +4,14 @@
 
 #include "app/app_service.h"
 #include "google/protobuf/util/time_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::app {
 namespace {
 
 using google::protobuf::util::TimeUtil;
+using ::testing::HasSubstr;
 
 constexpr char kUuid[] = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
 
@@ -93,10 +95,14 @@ TEST(AppValidationTest, CreateProblemAcceptsRangeEdges) {
   for (int i = 0; i < 200; ++i) title += "é";
   unicode.set_title(title);
   EXPECT_TRUE(ValidateCreateProblem(unicode).ok());
-  // Statements are text: newlines and tabs are fine.
+  // Statements are multi-line text: newlines and tabs are fine, a carriage
+  // return (which can overwrite a line on a terminal) is not.
   auto multiline = GoodProblem();
-  multiline.set_statement("line 1\n\tline 2\r\n");
+  multiline.set_statement("line 1\n\tline 2\n");
   EXPECT_TRUE(ValidateCreateProblem(multiline).ok());
+  multiline.set_statement("line 1\r\n");
+  EXPECT_THAT(ValidateCreateProblem(multiline).message(),
+              HasSubstr("statement: control character U+000D at character 7"));
 }
 
 TEST(AppValidationTest, CreateProblemRejectsEachBadField) {

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
+#include "tests/support/keys.h"
 
 namespace ulticode::admin::inbox {
 namespace {
@@ -62,15 +63,26 @@ audit::AuditEvent GoodAppEvent() {
   return event;
 }
 
-// The entry exactly as Dispatcher::EntryFor builds it from `envelope`'s bytes.
+// Owner and Admin keys, and the directory Admin checks signatures against.
+const testing::TestKeys& Keys() {
+  static const auto* keys = new testing::TestKeys;
+  return *keys;
+}
+
+// The entry exactly as Dispatcher::EntryFor builds it from `envelope`'s bytes,
+// signed with the key of the event's owner (a producer holding that key).
 redis::StreamEntry EntryFor(const audit::AuditEvent& event, const std::string& envelope) {
+  const crypto::SigningKey& key =
+      Keys().owner(event.owner() == kApp ? "app" : "auth");
   redis::StreamEntry entry;
   entry.id = "1750000000000-0";
   entry.fields = {{"event_id", event.event_id()},
                   {"owner", audit::OwnerName(event.owner())},
                   {"event_type", event.event_type()},
                   {"schema_version", absl::StrCat(event.schema_version())},
-                  {"envelope", envelope}};
+                  {"envelope", envelope},
+                  {"signature", key.Sign(envelope)},
+                  {"key_id", key.key_id()}};
   return entry;
 }
 redis::StreamEntry EntryFor(const audit::AuditEvent& event) {
@@ -117,7 +129,7 @@ Rejection ExpectRejected(const Verdict& verdict, PoisonReason reason) {
 }
 
 Verdict Check(const redis::StreamEntry& entry, const ValidationLimits& limits = {}) {
-  return ValidateEntry(kAuth, entry, kNow, limits);
+  return ValidateEntry(kAuth, entry, kNow, Keys().directory(), limits);
 }
 
 // --- accepted -------------------------------------------------------------
@@ -138,7 +150,7 @@ TEST(EntryValidationTest, AcceptsWhatTheDispatcherPublishes) {
 
 TEST(EntryValidationTest, AcceptsAnAppEventOnTheAppStream) {
   const audit::AuditEvent event = GoodAppEvent();
-  AcceptedEntry a = ExpectAccepted(ValidateEntry(kApp, EntryFor(event), kNow));
+  AcceptedEntry a = ExpectAccepted(ValidateEntry(kApp, EntryFor(event), kNow, Keys().directory()));
   EXPECT_EQ(a.owner, kApp);
   EXPECT_EQ(a.event_type, "app.problem.created");
   EXPECT_EQ(a.event_id, event.event_id());
@@ -215,7 +227,7 @@ TEST_P(MissingFieldTest, Rejected) {
   const audit::AuditEvent event = GoodEvent();
   redis::StreamEntry entry = EntryFor(event);
   RemoveField(entry, GetParam());
-  ASSERT_EQ(entry.fields.size(), 4u);
+  ASSERT_EQ(entry.fields.size(), 6u);
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
   EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("missing")));
   // The claimed id travels with the rejection unless it is what is missing.
@@ -226,6 +238,80 @@ INSTANTIATE_TEST_SUITE_P(EntryValidationTest, MissingFieldTest,
                          ::testing::Values("event_id", "owner", "event_type", "schema_version",
                                            "envelope"),
                          [](const auto& info) { return info.param; });
+
+// --- signatures -------------------------------------------------------------
+
+class MissingSignatureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MissingSignatureTest, RemovedOrEmptyIsUnsigned) {
+  const audit::AuditEvent event = GoodEvent();
+  for (bool remove : {true, false}) {
+    redis::StreamEntry entry = EntryFor(event);
+    if (remove) {
+      RemoveField(entry, GetParam());
+    } else {
+      SetField(entry, GetParam(), "");
+    }
+    Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingSignature);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("unsigned")));
+    EXPECT_EQ(r.event_id, event.event_id());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EntryValidationTest, MissingSignatureTest,
+                         ::testing::Values("signature", "key_id"),
+                         [](const auto& info) { return info.param; });
+
+TEST(EntryValidationTest, UnknownKeyIsRejected) {
+  auto stranger = crypto::SigningKey::Generate();
+  ASSERT_TRUE(stranger.ok());
+  const audit::AuditEvent event = GoodEvent();
+  redis::StreamEntry entry = EntryFor(event);
+  SetField(entry, "signature", stranger->Sign(audit::Serialize(event)));
+  SetField(entry, "key_id", stranger->key_id());
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnknownKey);
+  EXPECT_THAT(r.detail, HasSubstr(stranger->key_id()));
+}
+
+TEST(EntryValidationTest, AnotherOwnersKeyIsRejected) {
+  // App's key is valid, but not for the auth stream.
+  const audit::AuditEvent event = GoodEvent();
+  const std::string bytes = audit::Serialize(event);
+  redis::StreamEntry entry = EntryFor(event, bytes);
+  SetField(entry, "signature", Keys().app().Sign(bytes));
+  SetField(entry, "key_id", Keys().app().key_id());
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
+  EXPECT_THAT(r.detail, AllOf(HasSubstr("belongs to app"), HasSubstr("not to auth")));
+  // Admin's receipt key cannot sign events either.
+  SetField(entry, "signature", Keys().admin().Sign(bytes));
+  SetField(entry, "key_id", Keys().admin().key_id());
+  ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
+}
+
+TEST(EntryValidationTest, ForgedCopyWithAFreshEventIdIsABadSignature) {
+  // A forger with Redis access copies a real entry, gives it a fresh event id
+  // (field and envelope) and another actor, and keeps the owner's signature.
+  const audit::AuditEvent real = GoodEvent();
+  const redis::StreamEntry original = EntryFor(real);
+  audit::AuditEvent forged = real;
+  const std::string fresh = ids::NewUuidV7();
+  forged.set_event_id(fresh);
+  forged.mutable_record()->set_audit_id(fresh);
+  forged.mutable_record()->set_actor("mallory");
+  redis::StreamEntry entry = original;
+  SetField(entry, "event_id", fresh);
+  SetField(entry, "envelope", audit::Serialize(forged));
+  Rejection r = ExpectRejected(Check(entry), PoisonReason::kBadSignature);
+  EXPECT_THAT(r.detail, HasSubstr("does not verify"));
+  EXPECT_EQ(r.event_id, fresh);
+  // One flipped bit of a signature is refused too.
+  redis::StreamEntry flipped = original;
+  std::string sig = Keys().auth().Sign(audit::Serialize(real));
+  sig[10] ^= 1;
+  SetField(flipped, "signature", sig);
+  ExpectRejected(Check(flipped), PoisonReason::kBadSignature);
+  ExpectAccepted(Check(original));
+}
 
 TEST(EntryValidationTest, MissingFieldWithABadEventIdCarriesNoId) {
   redis::StreamEntry entry = EntryFor(GoodEvent());
@@ -322,7 +408,7 @@ TEST(EntryValidationTest, OwnerFieldOfAnotherOwner) {
   const audit::AuditEvent app = GoodAppEvent();
   redis::StreamEntry app_entry = EntryFor(app);
   SetField(app_entry, "owner", "auth");
-  r = ExpectRejected(ValidateEntry(kApp, app_entry, kNow), PoisonReason::kOwnerMismatch);
+  r = ExpectRejected(ValidateEntry(kApp, app_entry, kNow, Keys().directory()), PoisonReason::kOwnerMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("\"auth\""), HasSubstr("app stream")));
   EXPECT_EQ(r.event_id, app.event_id());
 }
@@ -444,6 +530,9 @@ TEST(EntryValidationTest, EnvelopeOwnerOfAnotherOwner) {
   event.set_owner(kApp);  // routing fields still say auth (EntryFor from a copy)
   redis::StreamEntry entry = EntryFor(event);
   SetField(entry, "owner", "auth");
+  // Signed by Auth's key: a compromised Auth writing App's history.
+  SetField(entry, "signature", Keys().auth().Sign(audit::Serialize(event)));
+  SetField(entry, "key_id", Keys().auth().key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope owner"), HasSubstr("\"app\""),
                               HasSubstr("auth stream")));

@@ -211,6 +211,34 @@ ulticode_pg_start "${state}/pg" "${PG_PORT}" on 9>&-
 ulticode_pg_createdb "${PG_PORT}" "${DATABASES[@]}"
 ulticode_redis_start "${state}/redis" "${REDIS_PORT}" yes 9>&-
 
+# Dev keys, made once (openssl, mode 0600 in a 0700 directory): each owner
+# signs its audit events, Admin signs its receipts; public-keys.txt is the key
+# directory every service verifies against (see docs/security.md).
+secrets="${state}/secrets"
+(umask 077 && mkdir -p -- "${secrets}")
+chmod 700 "${secrets}"
+for party in auth app admin; do
+  key="${secrets}/${party}-ed25519.key"
+  if [[ ! -s "${key}" ]]; then
+    (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}")
+    log "created dev signing key ${key}"
+  fi
+done
+public_keys="${secrets}/public-keys.txt"
+{
+  echo "# <party> <base64 Ed25519 public key>: made by scripts/run-local.sh"
+  for party in auth app admin; do
+    printf '%s %s\n' "${party}" "$(openssl pkey -in "${secrets}/${party}-ed25519.key" -pubout \
+      -outform DER | tail -c 32 | base64)"
+  done
+} >"${public_keys}.tmp"
+mv -f -- "${public_keys}.tmp" "${public_keys}"
+declare -A KEY_FLAG=(
+  [auth]="--audit-signing-key-file=${secrets}/auth-ed25519.key"
+  [app]="--audit-signing-key-file=${secrets}/app-ed25519.key"
+  [admin]="--receipt-signing-key-file=${secrets}/admin-ed25519.key"
+)
+
 started=()
 for svc in "${SERVICES[@]}"; do
   bin="${build_dir}/${svc}/ulticode-${svc}"
@@ -235,6 +263,8 @@ for svc in "${SERVICES[@]}"; do
     --metrics-listen="${METRICS[${svc}]}" \
     --pg-dsn="host=127.0.0.1 port=${PG_PORT} user=postgres dbname=ulticode_${svc}" \
     --redis-addr="127.0.0.1:${REDIS_PORT}" \
+    --public-keys-file="${public_keys}" \
+    "${KEY_FLAG[${svc}]}" \
     </dev/null >"${logfile}" 2>&1 9>&- &
   PIDS[${svc}]=$!
   printf '%s\n' "${PIDS[${svc}]}" >"${rundir}/${svc}.pid"
@@ -277,6 +307,7 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
   echo "  curl -s http://${METRICS[admin]}/metrics | grep ^ulticode_"
   echo "  psql -h 127.0.0.1 -p ${PG_PORT} -U postgres ulticode_admin"
   echo "  redis-cli -p ${REDIS_PORT} --scan"
+  echo "Keys: $(rel "${secrets}")/{auth,app,admin}-ed25519.key, directory $(rel "${public_keys}")"
   echo
 } >&2
 

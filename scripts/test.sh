@@ -10,7 +10,7 @@
 #   ULTICODE_SKIP_DEPS=1 skip the apt package check
 #   ULTICODE_NO_BUILD=1  skip the build step (use an existing build directory)
 # Exported to the tests: ULTICODE_TEST_PG_HOST/PORT/USER,
-#   ULTICODE_TEST_REDIS_HOST/PORT, ULTICODE_TEST_BIN_DIR.
+#   ULTICODE_TEST_REDIS_HOST/PORT/USER/PASSWORD_FILE, ULTICODE_TEST_BIN_DIR.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -52,14 +52,22 @@ ULTICODE_PG_CHMOD_WITHIN="${tmp}"
 
 pg_port="$(ulticode_free_port)"
 ulticode_pg_start "${tmp}/pg" "${pg_port}" off
+# Service roles need their SCRAM password; the tests' superuser does not.
+ulticode_pg_hba "${tmp}/pg" trust
+# Redis with the default user off; the tests connect as an all-powerful user
+# whose password is in a file, and give each service its own ACL user.
 redis_port="$(ulticode_free_port)"
-ulticode_redis_start "${tmp}/redis" "${redis_port}" no
+(umask 077 && openssl rand -hex 16 >"${tmp}/redis-test.password")
+ulticode_redis_superuser_acl "${tmp}/redis-users.acl" ulticode-test "${tmp}/redis-test.password"
+ulticode_redis_start "${tmp}/redis" "${redis_port}" no "${tmp}/redis-users.acl"
 
 export ULTICODE_TEST_PG_HOST=127.0.0.1
 export ULTICODE_TEST_PG_PORT="${pg_port}"
 export ULTICODE_TEST_PG_USER=postgres
 export ULTICODE_TEST_REDIS_HOST=127.0.0.1
 export ULTICODE_TEST_REDIS_PORT="${redis_port}"
+export ULTICODE_TEST_REDIS_USER=ulticode-test
+export ULTICODE_TEST_REDIS_PASSWORD_FILE="${tmp}/redis-test.password"
 export ULTICODE_TEST_BIN_DIR="${build_dir}"
 
 echo "[ulticode] PostgreSQL 127.0.0.1:${pg_port}, Redis 127.0.0.1:${redis_port}, build ${build_dir}" >&2

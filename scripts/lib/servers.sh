@@ -16,7 +16,16 @@
 #   ulticode_pg_crash <datadir>                 pg_ctl stop -m immediate: a crash, for fault tests
 #   ulticode_pg_wait <port> [timeout_s]         wait until pg_isready succeeds
 #   ulticode_pg_createdb <port> <name...>       create databases that do not exist yet
-#   ulticode_redis_start <dir> <port> <yes|no>  start daemonized redis-server (or reuse); arg 3 = AOF
+#   ulticode_pg_hba <datadir> <trust|scram-sha-256>
+#                                               loopback TCP: every role but the superuser needs a
+#                                               SCRAM password; arg 2 = the superuser's method
+#                                               (trust only for throw-away test clusters)
+#   ulticode_redis_start <dir> <port> <yes|no> [aclfile]
+#                                               start daemonized redis-server (or reuse); arg 3 = AOF,
+#                                               arg 4 = ACL file to load (default user off there)
+#   ulticode_redis_superuser_acl <out> <user> <password file>
+#                                               write an ACL file: default off, <user> all-powerful
+#                                               (throw-away test servers only)
 #   ulticode_redis_stop <dir>                   SIGTERM, wait (SIGKILL after 15 s)
 #   ulticode_pid_alive <pid>                    process exists and is not a zombie
 #
@@ -318,6 +327,26 @@ ulticode_pg_createdb() {
   done
 }
 
+ulticode_pg_hba() {
+  local datadir="${1:?usage: ulticode_pg_hba <datadir> <trust|scram-sha-256>}"
+  local superuser="${2:?usage: ulticode_pg_hba <datadir> <trust|scram-sha-256>}"
+  case "${superuser}" in
+    trust | scram-sha-256) ;;
+    *) _ulticode_log "superuser method must be trust or scram-sha-256, not ${superuser}"; return 2 ;;
+  esac
+  datadir="$(realpath -m -- "${datadir}")"
+  # The unix socket lives in a private directory next to the data directory.
+  cat >"${datadir}/pg_hba.conf.new" <<HBA || return 1
+# Written by ulticode_pg_hba (scripts/lib/servers.sh).
+local all all trust
+host  all postgres 127.0.0.1/32 ${superuser}
+host  all all      127.0.0.1/32 scram-sha-256
+HBA
+  if ((EUID == 0)); then chown postgres:postgres -- "${datadir}/pg_hba.conf.new" || return 1; fi
+  mv -f -- "${datadir}/pg_hba.conf.new" "${datadir}/pg_hba.conf" || return 1
+  _ulticode_pg_run pg_ctl reload -D "${datadir}" >/dev/null
+}
+
 # ---------------------------------------------------------------- Redis
 
 # Prints the pid from <dir>/redis.pid if that process is a live redis-server.
@@ -332,14 +361,26 @@ _ulticode_redis_pid() {
   printf '%s\n' "${pid}"
 }
 
+# Up: PONG, or NOAUTH when the default user is off.
 _ulticode_redis_ping() {
-  [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == PONG ]]
+  [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>&1)" =~ ^(PONG|NOAUTH) ]]
+}
+
+ulticode_redis_superuser_acl() {
+  local out="${1:?usage: ulticode_redis_superuser_acl <out> <user> <password file>}"
+  local user="${2:?usage: ulticode_redis_superuser_acl <out> <user> <password file>}"
+  local pwfile="${3:?usage: ulticode_redis_superuser_acl <out> <user> <password file>}"
+  local hash
+  hash="$(tr -d '\n' <"${pwfile}" | sha256sum | cut -d' ' -f1)" || return 1
+  (umask 077 && printf 'user default off resetkeys resetchannels -@all\nuser %s on #%s ~* &* +@all\n' \
+    "${user}" "${hash}" >"${out}")
 }
 
 ulticode_redis_start() {
-  local dir="${1:?usage: ulticode_redis_start <dir> <port> <aof:yes|no>}"
-  local port="${2:?usage: ulticode_redis_start <dir> <port> <aof:yes|no>}"
-  local aof="${3:?usage: ulticode_redis_start <dir> <port> <aof:yes|no>}"
+  local dir="${1:?usage: ulticode_redis_start <dir> <port> <aof:yes|no> [aclfile]}"
+  local port="${2:?usage: ulticode_redis_start <dir> <port> <aof:yes|no> [aclfile]}"
+  local aof="${3:?usage: ulticode_redis_start <dir> <port> <aof:yes|no> [aclfile]}"
+  local aclfile="${4:-}"
   local pid served_pid deadline
   local -a args=()
   _ulticode_is_port "${port}" || { _ulticode_log "bad port: ${port}"; return 2; }
@@ -351,7 +392,8 @@ ulticode_redis_start() {
   mkdir -p -- "${dir}" || return 1
 
   if pid="$(_ulticode_redis_pid "${dir}")"; then
-    served_pid="$(redis-cli -h 127.0.0.1 -p "${port}" info server 2>/dev/null | sed -n 's/^process_id:\([0-9]*\).*/\1/p')"
+    # Which process serves the port (INFO needs a user once the default is off).
+    served_pid="$(ss -Htlnp "sport = :${port}" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1)"
     if [[ "${served_pid}" == "${pid}" ]]; then
       _ulticode_log "Redis already running on 127.0.0.1:${port} (pid ${pid}, ${dir}); reusing it"
       return 0
@@ -365,6 +407,9 @@ ulticode_redis_start() {
     --pidfile "${dir}/redis.pid" --logfile "${dir}/redis.log" --appendonly "${aof}")
   if [[ "${aof}" == no ]]; then
     args+=(--save '')
+  fi
+  if [[ -n "${aclfile}" ]]; then
+    args+=(--aclfile "$(realpath -- "${aclfile}")")
   fi
   _ulticode_log "starting Redis on 127.0.0.1:${port} (appendonly=${aof}, dir ${dir})"
   redis-server "${args[@]}" || return 1

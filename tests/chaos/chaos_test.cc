@@ -399,7 +399,13 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
                         "--consumer-poll-interval=500ms",
                         "--startup-timeout=120s",
                         "--shutdown-timeout=2s"};
+  // The harness's Redis user (the default user is off under scripts/test.sh).
   testing::RedisEndpoint redis_endpoint{"127.0.0.1", redis.port()};
+  if (auto shared = testing::RedisFromEnv()) {
+    redis_endpoint.user = shared->user;
+    redis_endpoint.password = shared->password;
+    redis_endpoint.password_file = shared->password_file;
+  }
   Mesh mesh(pg.endpoint(), redis_endpoint, options);
   for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
     for (int r = 0; r < kReplicas; ++r) ASSERT_TRUE(mesh.Start(s, r, &error)) << error;

@@ -79,6 +79,8 @@ class AdminQueryTest : public ::testing::Test {
     pool_ = std::make_unique<pg::Pool>(po);
     redis_.host = redis.host;
     redis_.port = redis.port;
+    redis_.user = redis.user;
+    redis_.password = redis.password;
     const std::string sfx = RandomSuffix();
     auth_stream_ = "test:audit:auth:" + sfx;
     app_stream_ = "test:audit:app:" + sfx;

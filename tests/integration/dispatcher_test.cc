@@ -35,6 +35,8 @@ class DispatcherTest : public ::testing::Test {
     options_.stream = "test:dispatch:" + ::ulticode::testing::RandomSuffix();
     options_.redis.host = redis.host;
     options_.redis.port = redis.port;
+    options_.redis.user = redis.user;
+    options_.redis.password = redis.password;
     options_.claim_lease = absl::Seconds(30);
     options_.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
     metrics_ = metrics::Metrics::Unexposed("test");

@@ -48,6 +48,8 @@ class InboxBridgeTest : public ::testing::Test {
     options_.claim_idle = absl::Seconds(30);
     options_.redis.host = redis.host;
     options_.redis.port = redis.port;
+    options_.redis.user = redis.user;
+    options_.redis.password = redis.password;
     options_.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
     options_.keys = &::ulticode::testing::SharedTestKeys().directory_file();
     options_.receipt_signer = &::ulticode::testing::SharedTestKeys().admin();

@@ -47,6 +47,8 @@ class ReceiptsTest : public ::testing::Test {
     ASSERT_TRUE(migrations::Apply(*admin_, admin::Migrations()).ok());
     redis_.host = redis.host;
     redis_.port = redis.port;
+    redis_.user = redis.user;
+    redis_.password = redis.password;
     stream_ = "test:rcpt:" + ::ulticode::testing::RandomSuffix();
     metrics_ = metrics::Metrics::Unexposed("test");
   }

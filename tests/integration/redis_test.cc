@@ -225,6 +225,8 @@ class RedisTest : public ::testing::Test {
     ULTI_REQUIRE_REDIS(endpoint);
     options_.host = endpoint.host;
     options_.port = endpoint.port;
+    options_.user = endpoint.user;
+    options_.password = endpoint.password;
     client_.emplace(options_);
     key_ = "test:redis:" + ut::RandomSuffix();
   }

@@ -109,6 +109,8 @@ class ServerTest : public ::testing::TestWithParam<Service> {
                               {"ULTICODE_DISPATCH_STREAM=test:server:" +
                                    ::ulticode::testing::RandomSuffix(),
                                "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
+                               "ULTICODE_REDIS_USER=" + redis.user,
+                               "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
                                "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));

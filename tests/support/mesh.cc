@@ -1,5 +1,11 @@
 #include "tests/support/mesh.h"
 
+#include "common/crypto/crypto.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "gtest/gtest.h"
+#include "tools/bootstrap/bootstrap.h"
+
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
@@ -36,14 +42,87 @@ const char* BinaryPath(Service s) {
 
 Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options)
     : pg_(pg), redis_(redis), options_(std::move(options)) {
-  auth_db_ = CreateScratchDatabase(pg_, options_.prefix + "_auth");
-  app_db_ = CreateScratchDatabase(pg_, options_.prefix + "_app");
-  admin_db_ = CreateScratchDatabase(pg_, options_.prefix + "_admin");
   const std::string suffix = RandomSuffix();
   auth_stream_ = absl::StrCat(options_.prefix, ":", suffix, ":audit:auth");
   app_stream_ = absl::StrCat(options_.prefix, ":", suffix, ":audit:app");
   if (options_.redis_addr.empty())
     options_.redis_addr = absl::StrCat(redis_.host, ":", redis_.port);
+  if (!options_.least_privilege) {
+    auth_db_ = CreateScratchDatabase(pg_, options_.prefix + "_auth");
+    app_db_ = CreateScratchDatabase(pg_, options_.prefix + "_app");
+    admin_db_ = CreateScratchDatabase(pg_, options_.prefix + "_admin");
+    return;
+  }
+  auth_db_ = absl::StrCat(options_.prefix, "_", suffix, "_auth");
+  app_db_ = absl::StrCat(options_.prefix, "_", suffix, "_app");
+  admin_db_ = absl::StrCat(options_.prefix, "_", suffix, "_admin");
+  pg::ConnectOptions super;
+  super.conninfo = absl::StrCat("host=", pg_.host, " port=", pg_.port, " user=", pg_.user);
+  pg::ConnectOptions in_postgres = super;
+  in_postgres.conninfo += " dbname=postgres";
+  auto conn = pg::Connection::Connect(in_postgres);
+  EXPECT_TRUE(conn.ok()) << conn.status();
+  redis::Options ro;
+  ro.host = redis_.host;
+  ro.user = redis_.user;
+  ro.password = redis_.password;
+  EXPECT_TRUE(redis::ParseAddress(options_.redis_addr, &ro).ok());
+  redis::Client redis_admin(ro);
+  std::vector<bootstrap::RedisUser> users;
+  for (Service s : {Service::kAuth, Service::kApp, Service::kAdmin}) {
+    Credentials& c = creds_[static_cast<int>(s)];
+    c = {bootstrap::NewPassword(), bootstrap::NewPassword(),
+         absl::StrCat(options_.prefix, "-", suffix, "-", Binary(s)), bootstrap::NewPassword()};
+    const std::string& db = DbName(s);
+    if (conn.ok()) {
+      EXPECT_TRUE(bootstrap::BootstrapDatabase(**conn, super,
+                                               {db, db + "_migrator", db + "_runtime"},
+                                               c.migrator_password, c.runtime_password)
+                      .ok());
+    }
+    bootstrap::RedisUser u{c.redis_user, bootstrap::RedisRole::kOwner, c.redis_password, {}};
+    if (s == Service::kAuth) u.streams = {auth_stream_};
+    if (s == Service::kApp) u.streams = {app_stream_};
+    if (s == Service::kAdmin) u = {c.redis_user, bootstrap::RedisRole::kAdmin, c.redis_password,
+                                   {auth_stream_, app_stream_}};
+    users.push_back(std::move(u));
+  }
+  EXPECT_TRUE(bootstrap::ApplyAcl(redis_admin, users).ok());
+  // Keep the users across a restart of a Redis started with an ACL file
+  // (a wipe in the chaos test); a Redis without one has nothing to save to.
+  (void)redis_admin.Command({"ACL", "SAVE"});
+}
+
+std::string Mesh::Secret(const std::string& name, const std::string& value) const {
+  const std::string path = absl::StrCat(keys_.dir(), "/", name);
+  EXPECT_TRUE(crypto::WriteSecretFile(path, value).ok()) << path;
+  return path;
+}
+
+const std::string& Mesh::DbName(Service service) const {
+  return service == Service::kAuth ? auth_db_ : service == Service::kApp ? app_db_ : admin_db_;
+}
+
+std::string Mesh::RuntimeRole(Service service) const {
+  return absl::StrCat(DbName(service), "_runtime");
+}
+
+std::string Mesh::RuntimePassword(Service service) const {
+  return creds_[static_cast<int>(service)].runtime_password;
+}
+
+std::vector<std::string> Mesh::Secrets() const {
+  std::vector<std::string> out;
+  for (const Credentials& c : creds_) {
+    for (const std::string* s :
+         {&c.migrator_password, &c.runtime_password, &c.redis_password}) {
+      if (!s->empty()) out.push_back(*s);
+    }
+  }
+  for (const crypto::SigningKey* k : {&keys_.auth(), &keys_.app(), &keys_.admin()}) {
+    out.push_back(k->PrivatePem());
+  }
+  return out;
 }
 
 Mesh::~Mesh() {
@@ -83,12 +162,28 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
       BinDir() + "/" + BinaryPath(service),
       absl::StrCat("--grpc-listen=127.0.0.1:", r.grpc_port),
       absl::StrCat("--metrics-listen=127.0.0.1:", r.metrics_port),
-      "--pg-dsn=" + Dsn(service),
       "--redis-addr=" + options_.redis_addr,
       "--log-level=warn",
       "--public-keys-file=" + keys_.public_keys_file(),
   };
   const std::string name = absl::StrCat(Binary(service), "-", replica);
+  if (options_.least_privilege) {
+    const Credentials& c = creds_[static_cast<int>(service)];
+    const std::string& db = DbName(service);
+    argv.push_back(absl::StrCat("--pg-dsn=host=", pg_.host, " port=", pg_.port, " user=", db,
+                                "_runtime dbname=", db));
+    argv.push_back("--pg-password-file=" + Secret(db + "_runtime.password", c.runtime_password));
+    argv.push_back("--pg-migrate-user=" + db + "_migrator");
+    argv.push_back("--pg-migrate-password-file=" +
+                   Secret(db + "_migrator.password", c.migrator_password));
+    argv.push_back("--redis-user=" + c.redis_user);
+    argv.push_back("--redis-password-file=" +
+                   Secret(c.redis_user + ".redis-password", c.redis_password));
+  } else {
+    argv.push_back("--pg-dsn=" + Dsn(service));
+    argv.push_back("--redis-user=" + redis_.user);
+    argv.push_back("--redis-password-file=" + redis_.password_file);
+  }
   const std::vector<std::string>* extra = nullptr;
   switch (service) {
     case Service::kAuth:

@@ -1,7 +1,10 @@
 // The whole mesh as real processes for end-to-end and chaos tests: Auth, App
 // and Admin binaries (any number of replicas each) against the test
 // PostgreSQL (one scratch database per service) and Redis (streams named for
-// this test alone, so tests never see each other's entries).
+// this test alone, so tests never see each other's entries), deployed with
+// least privilege as run-local does: per service a migration role, a runtime
+// role and a Redis ACL user (tools/bootstrap), passwords and signing keys in
+// 0600 files.
 #pragma once
 
 #include <memory>
@@ -23,6 +26,9 @@ struct MeshOptions {
   std::vector<std::string> auth_args, app_args, admin_args;
   // Redis to point the services at (default: the test Redis).
   std::string redis_addr;
+  // Per-service database roles and Redis ACL users (the default). Off runs
+  // every service as the test superusers.
+  bool least_privilege = true;
 };
 
 class Mesh {
@@ -45,8 +51,13 @@ class Mesh {
   int grpc_port(Service service, int replica);
   int metrics_port(Service service, int replica);
 
-  // libpq conninfo of each service's database.
+  // libpq conninfo of each service's database, as the test's superuser.
   std::string Dsn(Service service) const;
+  // The service's runtime role and its password (what the service runs as).
+  std::string RuntimeRole(Service service) const;
+  std::string RuntimePassword(Service service) const;
+  // Every password and private key the mesh was given (for leak checks).
+  std::vector<std::string> Secrets() const;
   const std::string& auth_stream() const { return auth_stream_; }
   const std::string& app_stream() const { return app_stream_; }
   // The signing keys every replica runs with, and their directory.
@@ -64,6 +75,13 @@ class Mesh {
   RedisEndpoint redis_;
   MeshOptions options_;
   std::string auth_db_, app_db_, admin_db_;
+  // Per service: migrator and runtime passwords, Redis user name and password.
+  struct Credentials {
+    std::string migrator_password, runtime_password, redis_user, redis_password;
+  };
+  Credentials creds_[3];
+  std::string Secret(const std::string& name, const std::string& value) const;
+  const std::string& DbName(Service service) const;
   std::string auth_stream_, app_stream_;
   TestKeys keys_;
   std::vector<Replica> replicas_[3];

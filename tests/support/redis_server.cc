@@ -1,5 +1,10 @@
 #include "tests/support/redis_server.h"
 
+#include <unistd.h>
+
+#include "absl/strings/escaping.h"
+#include "common/crypto/crypto.h"
+
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
@@ -7,21 +12,43 @@
 
 namespace ulticode::testing {
 
-RedisServer::RedisServer() : port_(FreePort()) {}
+RedisServer::RedisServer() : port_(FreePort()) {
+  // The same users as the shared test Redis (scripts/test.sh): the default
+  // user off, the harness's user with its password. Kept in a file, so a
+  // restart (a wipe) keeps them, and ACL SAVE keeps users added later.
+  const auto shared = RedisFromEnv();
+  if (!shared || shared->user.empty()) return;
+  char tmpl[] = "/tmp/ulticode-redis-acl-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return;
+  aclfile_ = tmpl;
+  const std::string acl = absl::StrCat(
+      "user default off resetkeys resetchannels -@all\nuser ", shared->user, " on #",
+      absl::BytesToHexString(crypto::Sha256(shared->password)), " ~* &* +@all\n");
+  (void)!::write(fd, acl.data(), acl.size());
+  ::close(fd);
+}
 
-RedisServer::~RedisServer() { Kill(); }
+RedisServer::~RedisServer() {
+  Kill();
+  if (!aclfile_.empty()) ::unlink(aclfile_.c_str());
+}
 
 bool RedisServer::Start() {
   Kill();
   child_ = std::make_unique<ChildProcess>();
-  if (!child_->Start({"redis-server", "--port", absl::StrCat(port_), "--bind", "127.0.0.1",
-                      "--save", "", "--appendonly", "no"})) {
-    return false;
+  std::vector<std::string> argv = {"redis-server", "--port",       absl::StrCat(port_),
+                                   "--bind",       "127.0.0.1",    "--save",
+                                   "",             "--appendonly", "no"};
+  if (!aclfile_.empty()) {
+    argv.push_back("--aclfile");
+    argv.push_back(aclfile_);
   }
+  if (!child_->Start(argv)) return false;
   return WaitFor(
       [&] {
-        return RunCommand(absl::StrCat("redis-cli -p ", port_, " ping")).output.find("PONG") !=
-               std::string::npos;
+        const std::string out = RunCommand(absl::StrCat("redis-cli -p ", port_, " ping")).output;
+        return out.find("PONG") != std::string::npos || out.find("NOAUTH") != std::string::npos;
       },
       std::chrono::seconds(10));
 }

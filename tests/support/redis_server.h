@@ -24,6 +24,7 @@ class RedisServer {
 
  private:
   int port_;
+  std::string aclfile_;  // empty outside scripts/test.sh: default user on
   std::unique_ptr<ChildProcess> child_;
 };
 

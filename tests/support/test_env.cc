@@ -1,5 +1,7 @@
 #include "tests/support/test_env.h"
 
+#include "common/crypto/crypto.h"
+
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -42,6 +44,13 @@ std::optional<RedisEndpoint> RedisFromEnv() {
   RedisEndpoint r;
   r.host = *host;
   if (!absl::SimpleAtoi(*port, &r.port)) return std::nullopt;
+  r.user = Env("ULTICODE_TEST_REDIS_USER").value_or("");
+  r.password_file = Env("ULTICODE_TEST_REDIS_PASSWORD_FILE").value_or("");
+  if (!r.password_file.empty()) {
+    auto password = crypto::ReadSecretFile(r.password_file);
+    if (!password.ok()) return std::nullopt;
+    r.password = *password;
+  }
   return r;
 }
 

@@ -28,6 +28,11 @@ struct PgEndpoint {
 struct RedisEndpoint {
   std::string host;
   int port = 0;
+  // The test harness's all-powerful ACL user (the default user is off in
+  // scripts/test.sh's Redis), and the file holding its password.
+  std::string user;
+  std::string password;
+  std::string password_file;
 };
 
 std::optional<PgEndpoint> PgFromEnv();

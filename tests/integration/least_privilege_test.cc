@@ -1,0 +1,180 @@
+// Least privilege, proven on the mesh as deployed: the three real binaries
+// migrate as their migration roles and run as their runtime roles and Redis
+// ACL users (tools/bootstrap, as scripts/run-local.sh sets them up). Then
+// each role and user is tried against what it must not do.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "gtest/gtest.h"
+#include "tests/support/mesh.h"
+#include "tests/support/pg_query.h"
+#include "tests/support/test_env.h"
+#include "tools/bootstrap/bootstrap.h"
+
+namespace ulticode {
+namespace {
+
+using testing::Mesh;
+using testing::Service;
+
+class LeastPrivilegeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    pg_ = pg;
+    redis_ = redis;
+    testing::MeshOptions options;
+    options.prefix = "lp";
+    mesh_ = std::make_unique<Mesh>(pg, redis, options);
+    std::string error;
+    for (Service s : {Service::kAuth, Service::kApp, Service::kAdmin}) {
+      ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;
+    }
+  }
+  void TearDown() override {
+    if (!mesh_) return;
+    for (Service s : {Service::kAuth, Service::kApp, Service::kAdmin}) mesh_->Terminate(s, 0);
+  }
+
+  // A connection as `service`'s runtime role to `database_of`'s database.
+  absl::StatusOr<std::unique_ptr<pg::Connection>> AsRuntime(Service service, Service database_of,
+                                                            std::string password = "") {
+    pg::ConnectOptions o;
+    const std::string dsn = mesh_->Dsn(database_of);
+    o.conninfo = dsn.substr(0, dsn.find(" user=")) + dsn.substr(dsn.find(" dbname="));
+    o.user = mesh_->RuntimeRole(service);
+    o.password = password.empty() ? mesh_->RuntimePassword(service) : password;
+    return pg::Connection::Connect(o);
+  }
+
+  static absl::Status Exec(pg::Connection& c, const std::string& sql) {
+    return c.Execute(pg::Statement{"lp", sql.c_str()}).status();
+  }
+
+  testing::PgEndpoint pg_;
+  testing::RedisEndpoint redis_;
+  std::unique_ptr<Mesh> mesh_;
+};
+
+TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeverRewriteIt) {
+  auto admin = AsRuntime(Service::kAdmin, Service::kAdmin);
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  ASSERT_TRUE(Exec(**admin,
+                   "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, "
+                   "entity_type, entity_id, occurred_at, envelope) VALUES "
+                   "('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'auth', 'auth.user.created', 'a', "
+                   "'create_user', 'user', 'u', now(), '\\x00')")
+                  .ok());
+  EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);
+  for (const char* sql : {"UPDATE audit_logs SET actor = 'mallory'", "DELETE FROM audit_logs",
+                          "TRUNCATE audit_logs", "DROP TABLE audit_logs",
+                          "ALTER TABLE audit_logs DISABLE TRIGGER ALL",
+                          "CREATE TABLE shadow (x int)", "DELETE FROM poison_events",
+                          "UPDATE poison_events SET reason = 'x'"}) {
+    absl::Status s = Exec(**admin, sql);
+    EXPECT_FALSE(s.ok()) << sql;
+    // 42501 insufficient_privilege ("permission denied", "must be owner").
+    EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << sql << ": " << s;
+  }
+}
+
+TEST_F(LeastPrivilegeTest, NoServiceRoleCanConnectToAnotherServicesDatabase) {
+  for (Service who : {Service::kAuth, Service::kApp, Service::kAdmin}) {
+    for (Service where : {Service::kAuth, Service::kApp, Service::kAdmin}) {
+      auto conn = AsRuntime(who, where);
+      if (who == where) {
+        EXPECT_TRUE(conn.ok()) << conn.status();
+        continue;
+      }
+      ASSERT_FALSE(conn.ok()) << mesh_->RuntimeRole(who) << " reached another database";
+      EXPECT_NE(std::string(conn.status().message()).find("permission denied for database"),
+                std::string::npos)
+          << conn.status();
+    }
+  }
+}
+
+TEST_F(LeastPrivilegeTest, OwnerRuntimeRolesHaveOnlyTheirDml) {
+  auto auth = AsRuntime(Service::kAuth, Service::kAuth);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_TRUE(Exec(**auth, "SELECT count(*) FROM users").ok());
+  for (const char* sql : {"DELETE FROM audit_outbox", "DELETE FROM users", "TRUNCATE users",
+                          "DELETE FROM idempotency_keys", "UPDATE roles SET description = ''",
+                          "DROP TABLE users", "CREATE TABLE shadow (x int)",
+                          "DELETE FROM schema_migrations"}) {
+    absl::Status s = Exec(**auth, sql);
+    EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << sql << ": " << s;
+  }
+}
+
+TEST_F(LeastPrivilegeTest, RuntimeRolesNeedTheirScramPassword) {
+  auto wrong = AsRuntime(Service::kAuth, Service::kAuth, "not-the-password");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(std::string(wrong.status().message()).find("password authentication failed"),
+            std::string::npos)
+      << wrong.status();
+  EXPECT_EQ(std::string(wrong.status().message()).find("not-the-password"), std::string::npos);
+}
+
+TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
+  // Users like the mesh's, on streams of this test alone.
+  const std::string p = "lpr:" + testing::RandomSuffix();
+  const std::string auth_stream = p + ":audit:auth", app_stream = p + ":audit:app";
+  std::vector<bootstrap::RedisUser> users = {
+      {p + "-auth", bootstrap::RedisRole::kOwner, bootstrap::NewPassword(), {auth_stream}},
+      {p + "-admin", bootstrap::RedisRole::kAdmin, bootstrap::NewPassword(),
+       {auth_stream, app_stream}},
+      {p + "-ops", bootstrap::RedisRole::kOps, bootstrap::NewPassword(), {}}};
+  redis::Options super;
+  super.host = redis_.host;
+  super.port = redis_.port;
+  super.user = redis_.user;
+  super.password = redis_.password;
+  redis::Client root(super);
+  ASSERT_TRUE(bootstrap::ApplyAcl(root, users).ok());
+  auto as = [&](const bootstrap::RedisUser& u) {
+    redis::Options o = super;
+    o.user = u.name;
+    o.password = u.password;
+    return std::make_unique<redis::Client>(o);
+  };
+  auto denied = [](redis::Client& c, std::vector<std::string> cmd) {
+    auto r = c.Command(cmd);
+    return !r.ok() && r.status().code() == absl::StatusCode::kPermissionDenied;
+  };
+  auto auth = as(users[0]);
+  EXPECT_TRUE(auth->Command({"XADD", auth_stream, "*", "k", "v"}).ok());
+  EXPECT_TRUE(auth->Command({"XREAD", "STREAMS", auth_stream + ":receipts", "0"}).ok());
+  EXPECT_TRUE(denied(*auth, {"XADD", app_stream, "*", "k", "v"}));
+  EXPECT_TRUE(denied(*auth, {"XADD", auth_stream + ":receipts", "*", "k", "v"}));
+  EXPECT_TRUE(denied(*auth, {"XADD", app_stream + ":receipts", "*", "k", "v"}));
+  EXPECT_TRUE(denied(*auth, {"XREAD", "STREAMS", auth_stream, "0"}));
+  EXPECT_TRUE(denied(*auth, {"XDEL", auth_stream, "0-1"}));
+  EXPECT_TRUE(denied(*auth, {"FLUSHALL"}));
+  EXPECT_TRUE(denied(*auth, {"CONFIG", "GET", "maxmemory"}));
+  EXPECT_TRUE(denied(*auth, {"XGROUP", "DESTROY", auth_stream, "admin-audit"}));
+  EXPECT_TRUE(denied(*auth, {"DEL", auth_stream}));
+
+  auto admin = as(users[1]);
+  EXPECT_TRUE(admin->Command({"XGROUP", "CREATE", auth_stream, "g", "0", "MKSTREAM"}).ok());
+  EXPECT_TRUE(admin->Command({"XREADGROUP", "GROUP", "g", "c", "STREAMS", auth_stream, ">"}).ok());
+  EXPECT_TRUE(admin->Command({"XADD", auth_stream + ":receipts", "*", "k", "v"}).ok());
+  EXPECT_TRUE(denied(*admin, {"XADD", auth_stream, "*", "k", "v"})) << "Admin never writes events";
+  EXPECT_TRUE(denied(*admin, {"XGROUP", "DESTROY", auth_stream, "g"}));
+  EXPECT_TRUE(denied(*admin, {"XTRIM", auth_stream, "MAXLEN", "0"}));
+  EXPECT_TRUE(denied(*admin, {"FLUSHALL"}));
+
+  auto ops = as(users[2]);
+  EXPECT_TRUE(ops->Command({"XLEN", auth_stream}).ok());
+  EXPECT_TRUE(denied(*ops, {"FLUSHALL"}));
+  EXPECT_TRUE(denied(*ops, {"CONFIG", "SET", "appendonly", "no"}));
+  EXPECT_TRUE(denied(*ops, {"ACL", "SETUSER", users[0].name, "+@all"}));
+  for (const auto& u : users) (void)root.Command({"ACL", "DELUSER", u.name});
+  (void)root.Command({"DEL", auth_stream, auth_stream + ":receipts"});
+}
+
+}  // namespace
+}  // namespace ulticode

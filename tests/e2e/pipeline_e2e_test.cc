@@ -46,6 +46,8 @@ class PipelineE2ETest : public ::testing::Test {
     ULTI_REQUIRE_REDIS(redis);
     testing::MeshOptions options;
     options.prefix = "e2e";
+    // Everything a process says, for the secrets check at the end.
+    options.auth_args = options.app_args = options.admin_args = {"--log-level=debug"};
     mesh_ = std::make_unique<Mesh>(pg, redis, options);
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
@@ -310,6 +312,19 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
   for (Service s : {Service::kAuth, Service::kApp, Service::kAdmin}) {
     EXPECT_EQ(mesh_->Terminate(s, 0), 0) << mesh_->Output(s, 0);
   }
+
+  // The whole run's logs (debug level, access logs with every error's
+  // detail) name no password and hold no private key.
+  std::string logs;
+  for (Service s : {Service::kAuth, Service::kApp, Service::kAdmin}) logs += mesh_->Output(s, 0);
+  ASSERT_GT(logs.size(), 1000u);
+  const std::vector<std::string> secrets = mesh_->Secrets();
+  ASSERT_EQ(secrets.size(), 12u);  // 3 x (2 database passwords, 1 Redis password, 1 key)
+  for (const std::string& secret : secrets) {
+    const std::string needle = secret.size() > 100 ? secret.substr(28, 40) : secret;  // PEM body
+    EXPECT_EQ(logs.find(needle), std::string::npos) << "a secret reached the logs";
+  }
+  EXPECT_EQ(logs.find("PRIVATE KEY"), std::string::npos);
 }
 
 }  // namespace

@@ -206,17 +206,34 @@ if ((build)); then
 fi
 build_dir="$(ulticode_build_dir)"
 
+# Least privilege (docs/security.md): passwords made once under
+# .state/secrets (0600); the superuser only bootstraps; each service migrates
+# as <svc>_migrator and runs as <svc>_runtime (SCRAM), and talks to Redis as
+# its own ACL user; the Redis default user is off.
+secrets="${state}/secrets"
+(umask 077 && mkdir -p -- "${secrets}")
+chmod 700 "${secrets}"
+if [[ ! -s "${secrets}/pg-postgres.password" ]]; then
+  (umask 077 && openssl rand -hex 16 >"${secrets}/pg-postgres.password")
+fi
+(umask 077 && printf '127.0.0.1:%s:*:postgres:%s\n' "${PG_PORT}" \
+  "$(cat "${secrets}/pg-postgres.password")" >"${secrets}/pgpass")
+export PGPASSFILE="${secrets}/pgpass"
+bootstrap="${build_dir}/tools/bootstrap/ulticode-bootstrap"
+[[ -x "${bootstrap}" ]] || { log "${bootstrap} is missing; build first (drop --no-build)"; exit 1; }
+"${bootstrap}" --secrets-dir="${secrets}" --redis-acl-file="${secrets}/redis-users.acl"
+
 # 9>&-: daemons must not inherit the lock descriptor.
 ulticode_pg_start "${state}/pg" "${PG_PORT}" on 9>&-
-ulticode_pg_createdb "${PG_PORT}" "${DATABASES[@]}"
-ulticode_redis_start "${state}/redis" "${REDIS_PORT}" yes 9>&-
+"${bootstrap}" --secrets-dir="${secrets}" \
+  --pg-dsn="host=127.0.0.1 port=${PG_PORT} user=postgres dbname=postgres" \
+  --pg-password-file="${secrets}/pg-postgres.password"
+ulticode_pg_hba "${state}/pg" scram-sha-256
+ulticode_redis_start "${state}/redis" "${REDIS_PORT}" yes "${secrets}/redis-users.acl" 9>&-
 
 # Dev keys, made once (openssl, mode 0600 in a 0700 directory): each owner
 # signs its audit events, Admin signs its receipts; public-keys.txt is the key
 # directory every service verifies against (see docs/security.md).
-secrets="${state}/secrets"
-(umask 077 && mkdir -p -- "${secrets}")
-chmod 700 "${secrets}"
 for party in auth app admin; do
   key="${secrets}/${party}-ed25519.key"
   if [[ ! -s "${key}" ]]; then
@@ -261,8 +278,13 @@ for svc in "${SERVICES[@]}"; do
   setsid "${bin}" \
     --grpc-listen="${GRPC[${svc}]}" \
     --metrics-listen="${METRICS[${svc}]}" \
-    --pg-dsn="host=127.0.0.1 port=${PG_PORT} user=postgres dbname=ulticode_${svc}" \
+    --pg-dsn="host=127.0.0.1 port=${PG_PORT} user=${svc}_runtime dbname=ulticode_${svc}" \
+    --pg-password-file="${secrets}/pg-${svc}_runtime.password" \
+    --pg-migrate-user="${svc}_migrator" \
+    --pg-migrate-password-file="${secrets}/pg-${svc}_migrator.password" \
     --redis-addr="127.0.0.1:${REDIS_PORT}" \
+    --redis-user="${svc}" \
+    --redis-password-file="${secrets}/redis-${svc}.password" \
     --public-keys-file="${public_keys}" \
     "${KEY_FLAG[${svc}]}" \
     </dev/null >"${logfile}" 2>&1 9>&- &
@@ -305,8 +327,9 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
   echo "  ${PY} scripts/grpcurl.py -plaintext ${GRPC[admin]} list"
   echo "  ${PY} scripts/grpcurl.py -plaintext ${GRPC[auth]} grpc.health.v1.Health/Check"
   echo "  curl -s http://${METRICS[admin]}/metrics | grep ^ulticode_"
-  echo "  psql -h 127.0.0.1 -p ${PG_PORT} -U postgres ulticode_admin"
-  echo "  redis-cli -p ${REDIS_PORT} --scan"
+  echo "Operators (passwords in $(rel "${secrets}"), never on a command line):"
+  echo "  PGPASSFILE=$(rel "${secrets}")/pgpass psql -h 127.0.0.1 -p ${PG_PORT} -U postgres ulticode_admin"
+  echo "  REDISCLI_AUTH=\"\$(cat $(rel "${secrets}")/redis-ops.password)\" redis-cli -p ${REDIS_PORT} --user ops --scan"
   echo "Keys: $(rel "${secrets}")/{auth,app,admin}-ed25519.key, directory $(rel "${public_keys}")"
   echo
 } >&2

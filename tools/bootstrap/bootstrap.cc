@@ -132,6 +132,14 @@ absl::Status BootstrapDatabase(pg::Connection& superuser, const pg::ConnectOptio
   return absl::OkStatus();
 }
 
+absl::Status SetOwnPassword(pg::Connection& superuser, const std::string& password) {
+  const std::string role = PQuser(superuser.raw());
+  RETURN_IF_ERROR(CheckName("superuser", role));
+  ASSIGN_OR_RETURN(const std::string verifier, ScramVerifier(superuser, role, password));
+  return Run(superuser, "bootstrap.own_password",
+             absl::StrCat("ALTER ROLE \"", role, "\" PASSWORD '", verifier, "'"));
+}
+
 std::vector<std::string> AclRules(const RedisUser& user) {
   std::vector<std::string> rules = {"reset", "on", absl::StrCat("#", Sha256Hex(user.password)),
                                     "resetchannels", "-@all", "+hello", "+auth", "+ping",

@@ -48,6 +48,10 @@ absl::Status BootstrapDatabase(pg::Connection& superuser, const pg::ConnectOptio
                                const std::string& migrator_password,
                                const std::string& runtime_password);
 
+// Sets the password of the role `superuser` is logged in as (a SCRAM
+// verifier, computed here).
+absl::Status SetOwnPassword(pg::Connection& superuser, const std::string& password);
+
 enum class RedisRole { kOwner, kAdmin, kOps };
 
 struct RedisUser {

@@ -39,6 +39,11 @@ absl::Status BootstrapPostgres(const std::string& dsn, const std::string& passwo
   }
   auto superuser = pg::Connection::Connect(connect);
   if (!superuser.ok()) return superuser.status();
+  if (!connect.password.empty()) {
+    // A new cluster trusts loopback until pg_hba asks for SCRAM: give the
+    // superuser its password first.
+    if (auto s = bootstrap::SetOwnPassword(**superuser, connect.password); !s.ok()) return s;
+  }
   for (const char* svc : kServices) {
     bootstrap::ServiceDatabase db{absl::StrCat("ulticode_", svc), absl::StrCat(svc, "_migrator"),
                                   absl::StrCat(svc, "_runtime")};
@@ -83,7 +88,8 @@ int main(int argc, char** argv) {
   flags.String("secrets-dir", &secrets, "directory of the password files (made if missing)");
   flags.Require("secrets-dir");
   flags.String("pg-dsn", &pg_dsn, "superuser conninfo of the cluster (empty: skip PostgreSQL)");
-  flags.String("pg-password-file", &pg_password_file, "the superuser's password file");
+  flags.String("pg-password-file", &pg_password_file,
+               "the superuser's password file; the superuser's password is (re)set to it");
   flags.String("redis-acl-file", &acl_file, "ACL file to write (empty: skip Redis)");
   config::ParseOrExit(flags, argc, argv);
   if (!pg_dsn.empty()) {

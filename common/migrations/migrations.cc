@@ -86,8 +86,15 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
     }
   }
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  // Exactly `grants`, whatever an earlier version granted: revoke first.
+  const std::string quoted = absl::StrCat("\"", role, "\"");
+  for (const char* what : {"TABLES", "SEQUENCES"}) {
+    const std::string revoke =
+        absl::StrCat("REVOKE ALL ON ALL ", what, " IN SCHEMA public FROM ", quoted);
+    RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.revoke", revoke.c_str()}).status());
+  }
   for (const std::string& grant : grants) {
-    const std::string sql = absl::StrReplaceAll(grant, {{"{role}", absl::StrCat("\"", role, "\"")}});
+    const std::string sql = absl::StrReplaceAll(grant, {{"{role}", quoted}});
     RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.grant", sql.c_str()}).status());
   }
   return tx.Commit();

@@ -35,7 +35,9 @@ absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migrat
 
 // Least privilege: after migrating as the schema's owner, grant the runtime
 // role exactly the DML the service needs. Each statement names the role as
-// "{role}" (replaced by the quoted identifier). Idempotent; one transaction.
+// "{role}" (replaced by the quoted identifier). Everything else the role held
+// on the schema's tables and sequences is revoked first, so a
+// narrowed list takes effect on the next start. Idempotent; one transaction.
 // INVALID_ARGUMENT for a role name outside [a-z0-9_].
 absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
                           const std::vector<std::string>& grants);

@@ -3,6 +3,7 @@
 
 #include "common/migrations/migrations.h"
 #include "gtest/gtest.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::migrations {
@@ -95,6 +96,28 @@ TEST_F(MigrationsTest, EditedMigrationIsRefused) {
   auto r = Apply(*conn, edited);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(MigrationsTest, GrantRuntimeGrantsExactlyTheListRevokingEarlierGrants) {
+  auto conn = Connect();
+  ASSERT_TRUE(Apply(*conn, TwoMigrations()).ok());
+  const std::string role = "mig_rt_" + ::ulticode::testing::RandomSuffix();
+  auto exec = [&](const std::string& sql) {
+    return conn->Execute(pg::Statement{"t", sql.c_str()}).status();
+  };
+  ASSERT_TRUE(exec("CREATE ROLE " + role).ok());
+  // An earlier version granted more.
+  ASSERT_TRUE(exec("GRANT SELECT, INSERT, UPDATE, DELETE ON things TO " + role).ok());
+  ASSERT_TRUE(GrantRuntime(*conn, role, {"GRANT SELECT, INSERT ON things TO {role}"}).ok());
+  auto privileges = [&](const std::string& p) {
+    return ::ulticode::testing::QueryText(
+        *conn, "SELECT has_table_privilege('" + role + "', 'things', '" + p + "')::text");
+  };
+  EXPECT_EQ(privileges("SELECT"), "true");
+  EXPECT_EQ(privileges("INSERT"), "true");
+  EXPECT_EQ(privileges("UPDATE"), "false");
+  EXPECT_EQ(privileges("DELETE"), "false");
+  EXPECT_EQ(GrantRuntime(*conn, "Robert'); DROP", {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

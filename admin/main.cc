@@ -59,9 +59,9 @@ int main(int argc, char** argv) {
   if (!signer.ok()) runtime::DieOnStartup("admin", signer.status());
   auto keys = crypto::KeyDirectoryFile::Open(common.public_keys_file);
   if (!keys.ok()) runtime::DieOnStartup("admin", keys.status());
-  log::Info("admin", "keys loaded",
-            {{"receipt_key_id", signer->key_id()},
-             {"public_keys", (*keys)->Current()->Describe()}});
+  log::Info(
+      "admin", "keys loaded",
+      {{"receipt_key_id", signer->key_id()}, {"public_keys", (*keys)->Current()->Describe()}});
 
   auto metrics = metrics::Metrics::Start(common.metrics_listen, "admin");
   if (!metrics.ok()) runtime::DieOnStartup("admin", metrics.status());

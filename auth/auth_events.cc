@@ -11,28 +11,10 @@ namespace {
 
 using outbox::Values;
 
-// What a record says about one change.
-struct Change {
-  const char* event_type;
-  const char* action;
-  std::string subject;
-  const char* entity_type;
-  std::string entity_id;
-  std::optional<Values> old_value = std::nullopt;
-  std::optional<Values> new_value = std::nullopt;
-};
+using outbox::Change;
 
 audit::AuditEvent Build(const audit::Actor& actor, const Change& c) {
-  audit::AuditEvent event =
-      audit::NewEvent(audit::v1::OWNER_AUTH, c.event_type, actor, absl::Now());
-  auto* rec = event.mutable_record();
-  rec->set_action(c.action);
-  rec->set_subject(c.subject);
-  rec->set_entity_type(c.entity_type);
-  rec->set_entity_id(c.entity_id);
-  if (c.old_value.has_value()) *rec->mutable_old_value() = c.old_value->get();
-  if (c.new_value.has_value()) *rec->mutable_new_value() = c.new_value->get();
-  return event;
+  return outbox::BuildEvent(audit::v1::OWNER_AUTH, actor, c);
 }
 
 Values AuthzValues(const Authz& a) {

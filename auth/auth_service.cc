@@ -72,8 +72,8 @@ grpc::Status Reply(absl::StatusOr<T> result, T* out, const char* method) {
   return grpc::Status::OK;
 }
 
-constexpr text::Rule kEmailRule{.min_chars = 1, .max_chars = 254, .max_bytes = 254,
-                                .identifier = true};
+constexpr text::Rule kEmailRule{
+    .min_chars = 1, .max_chars = 254, .max_bytes = 254, .identifier = true};
 constexpr text::Rule kDisplayNameRule{.max_chars = 128, .identifier = true};
 // Single-line: a reason is shown in one row of an audit listing.
 constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 512};

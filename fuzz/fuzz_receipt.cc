@@ -30,9 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto items = audit::DecodeReceipt(stream, fields, keys.directory);
   if (!items.ok()) {
     const auto code = items.status().code();
-    FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
-                   code == absl::StatusCode::kPermissionDenied,
-               items.status().ToString());
+    FUZZ_CHECK(
+        code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kPermissionDenied,
+        items.status().ToString());
     return 0;
   }
   std::optional<std::string> events, signature;
@@ -45,9 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  absl::StrCat("ulticode.receipt.v1\n", stream, "\n", *events), *signature),
              "decoded a receipt Admin's key did not sign");
   for (const audit::ReceiptItem& item : *items) {
-    FUZZ_CHECK(ids::IsValidUuid(item.event_id) && absl::AsciiStrToLower(item.event_id) ==
-                                                      item.event_id,
-               item.event_id);
+    FUZZ_CHECK(
+        ids::IsValidUuid(item.event_id) && absl::AsciiStrToLower(item.event_id) == item.event_id,
+        item.event_id);
     FUZZ_CHECK(item.payload_sha256.size() == crypto::kSha256Bytes, "hash is not 32 bytes");
   }
   auto again = audit::DecodeReceipt(stream, audit::EncodeReceipt(stream, *items, keys.admin),

@@ -33,8 +33,8 @@ bool Parse(absl::string_view bytes, Request* req) {
 // What text::Check promises for OK.
 void CheckText(absl::string_view value) {
   static constexpr text::Rule kRules[] = {
-      {},                                                         // the default
-      {.min_chars = 1, .max_chars = 64, .identifier = true},      // a name
+      {},                                                                     // the default
+      {.min_chars = 1, .max_chars = 64, .identifier = true},                  // a name
       {.min_chars = 0, .max_chars = 40, .max_bytes = 48, .multiline = true},  // short text
       {.min_chars = 2, .max_chars = 100000, .max_bytes = 100000, .multiline = true},
   };

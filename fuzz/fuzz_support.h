@@ -27,13 +27,13 @@
 
 // An invariant of the code under test is broken: report and abort, which
 // libFuzzer records as a crash (with the input that caused it).
-#define FUZZ_CHECK(cond, what)                                                         \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "FUZZ_CHECK failed at %s:%d: %s: %s\n", __FILE__, __LINE__, \
-                   #cond, std::string(what).c_str());                                  \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define FUZZ_CHECK(cond, what)                                                                \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::fprintf(stderr, "FUZZ_CHECK failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   std::string(what).c_str());                                                \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 
 namespace ulticode::fuzz {
@@ -46,9 +46,8 @@ inline absl::Time Now() { return absl::FromUnixSeconds(1750000000); }
 inline std::string FixedPem(absl::string_view label) {
   static constexpr char kPkcs8Prefix[] =
       "\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70\x04\x22\x04\x20";
-  const std::string der =
-      absl::StrCat(absl::string_view(kPkcs8Prefix, sizeof(kPkcs8Prefix) - 1),
-                   crypto::Sha256(absl::StrCat("ulticode fuzz key: ", label)));
+  const std::string der = absl::StrCat(absl::string_view(kPkcs8Prefix, sizeof(kPkcs8Prefix) - 1),
+                                       crypto::Sha256(absl::StrCat("ulticode fuzz key: ", label)));
   return absl::StrCat("-----BEGIN PRIVATE KEY-----\n", absl::Base64Escape(der),
                       "\n-----END PRIVATE KEY-----\n");
 }
@@ -73,11 +72,11 @@ inline crypto::SigningKey MustKey(absl::string_view label) {
 inline const FixedKeys& Keys() {
   static const FixedKeys* keys = [] {
     crypto::SigningKey auth = MustKey("auth"), app = MustKey("app"), admin = MustKey("admin");
-    auto dir = crypto::KeyDirectory::Parse(absl::StrCat(
-        "# fuzz-only keys\n",                                          //
-        "auth ", absl::Base64Escape(auth.public_key().raw()), "\n",    //
-        "app ", absl::Base64Escape(app.public_key().raw()), "\n",      //
-        "admin ", absl::Base64Escape(admin.public_key().raw()), "\n"));
+    auto dir = crypto::KeyDirectory::Parse(
+        absl::StrCat("# fuzz-only keys\n",                                        //
+                     "auth ", absl::Base64Escape(auth.public_key().raw()), "\n",  //
+                     "app ", absl::Base64Escape(app.public_key().raw()), "\n",    //
+                     "admin ", absl::Base64Escape(admin.public_key().raw()), "\n"));
     FUZZ_CHECK(dir.ok() && dir->size() == 3, dir.status().ToString());
     return new FixedKeys{std::move(auth), std::move(app), std::move(admin), *std::move(dir)};
   }();
@@ -148,8 +147,8 @@ inline bool HasJsonNulEscape(absl::string_view json) {
 // column is valid UTF-8 without NUL, and occurred_at formats as RFC 3339.
 inline void CheckStorable(const audit::AuditEvent& e) {
   const auto& r = e.record();
-  for (const google::protobuf::Struct* s :
-       {r.has_old_value() ? &r.old_value() : nullptr, r.has_new_value() ? &r.new_value() : nullptr}) {
+  for (const google::protobuf::Struct* s : {r.has_old_value() ? &r.old_value() : nullptr,
+                                            r.has_new_value() ? &r.new_value() : nullptr}) {
     if (s == nullptr) continue;
     std::string json;
     const auto status = google::protobuf::util::MessageToJsonString(*s, &json);
@@ -160,14 +159,14 @@ inline void CheckStorable(const audit::AuditEvent& e) {
   }
   FUZZ_CHECK(ids::IsValidUuid(e.event_id()), e.event_id());
   FUZZ_CHECK(!audit::OwnerName(e.owner()).empty(), "validated event has no owner");
-  for (const std::string* s : {&e.event_type(), &r.actor(), &r.subject(), &r.action(),
-                               &r.entity_type(), &r.entity_id(), &r.client_ip(), &r.user_agent(),
-                               &r.request_id(), &r.trace_id()}) {
+  for (const std::string* s :
+       {&e.event_type(), &r.actor(), &r.subject(), &r.action(), &r.entity_type(), &r.entity_id(),
+        &r.client_ip(), &r.user_agent(), &r.request_id(), &r.trace_id()}) {
     FUZZ_CHECK(text::IsValidUtf8(*s) && s->find('\0') == std::string::npos,
                absl::StrCat("validated text column is not storable: ", absl::CHexEscape(*s)));
   }
-  const absl::Time at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
-                        absl::Nanoseconds(e.occurred_at().nanos());
+  const absl::Time at =
+      absl::FromUnixSeconds(e.occurred_at().seconds()) + absl::Nanoseconds(e.occurred_at().nanos());
   const std::string rfc = absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone());
   absl::Time back;
   std::string err;

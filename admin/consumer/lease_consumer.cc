@@ -45,10 +45,11 @@ LeaseConsumer::LeaseConsumer(ConsumerOptions options, prometheus::Registry& regi
                                "Leases renewed by the heartbeat");
   notifications_ = &metrics::Counter(registry, "ulticode_consumer_notifications_total",
                                      "NOTIFY wake-ups received from the inbox bridge");
-  auto& lag = prometheus::BuildHistogram()
-                  .Name("ulticode_audit_commit_lag_seconds")
-                  .Help("Time from the owner's commit (occurred_at) to the audit_logs row committing")
-                  .Register(registry);
+  auto& lag =
+      prometheus::BuildHistogram()
+          .Name("ulticode_audit_commit_lag_seconds")
+          .Help("Time from the owner's commit (occurred_at) to the audit_logs row committing")
+          .Register(registry);
   for (audit::Owner owner : {audit::v1::OWNER_AUTH, audit::v1::OWNER_APP}) {
     lag_[owner] = &lag.Add({{"owner", audit::OwnerName(owner)}}, metrics::LatencyBuckets());
   }
@@ -106,7 +107,9 @@ absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& c
   absl::flat_hash_set<int64_t> still_held(held.begin(), held.end());
   std::vector<AuditLogInput> logs;
   for (const Work* w : batch) {
-    if (still_held.contains(w->row->id)) logs.push_back(AuditLogInput{&w->event, &w->row->payload, &w->row->signature, &w->row->key_id});
+    if (still_held.contains(w->row->id))
+      logs.push_back(
+          AuditLogInput{&w->event, &w->row->payload, &w->row->signature, &w->row->key_id});
   }
   ASSIGN_OR_RETURN(int64_t written, InsertAuditLogs(tx, logs));
   RETURN_IF_ERROR(tx.Commit());

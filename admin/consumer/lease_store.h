@@ -19,7 +19,7 @@ struct LeasedRow {
   std::string event_id;
   std::string payload;  // the owner's serialized AuditEvent
   int64_t fencing_token = 0;
-  int attempts = 0;  // including this claim
+  int attempts = 0;       // including this claim
   std::string signature;  // the owner's signature of `payload`, and its key
   std::string key_id;
 };

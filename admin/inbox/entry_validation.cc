@@ -10,8 +10,8 @@
 namespace ulticode::admin::inbox {
 namespace {
 
-constexpr const char* kRequiredFields[] = {"event_id",  "owner",     "event_type", "schema_version",
-                                           "envelope",  "signature", "key_id"};
+constexpr const char* kRequiredFields[] = {"event_id", "owner",     "event_type", "schema_version",
+                                           "envelope", "signature", "key_id"};
 constexpr size_t kSignatureField = 5;
 
 // Values are echoed into details; keep them short and printable.
@@ -113,9 +113,10 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   const std::string claimed_id = fields[0].value_or("");
   for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
     if (i >= kSignatureField && (!fields[i].has_value() || fields[i]->empty())) {
-      return Reject(PoisonReason::kMissingSignature,
-                    absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsigned entry"),
-                    IsCanonicalId(claimed_id) ? claimed_id : "");
+      return Reject(
+          PoisonReason::kMissingSignature,
+          absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsigned entry"),
+          IsCanonicalId(claimed_id) ? claimed_id : "");
     }
     if (!fields[i].has_value()) {
       return Reject(PoisonReason::kMissingField,

@@ -60,7 +60,7 @@ struct AcceptedEntry {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
   std::string event_type;
   absl::Time occurred_at;
-  std::string envelope;  // the owner's exact bytes
+  std::string envelope;   // the owner's exact bytes
   std::string signature;  // the owner's Ed25519 signature of `envelope`
   std::string key_id;
 };

@@ -1,11 +1,10 @@
 #include "admin/inbox/inbox_store.h"
 
-#include "common/text/text.h"
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/text/text.h"
 
 namespace ulticode::admin::inbox {
 namespace {
@@ -107,10 +106,10 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
   }
   ASSIGN_OR_RETURN(
       pg::Result inserted,
-      tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
-                           pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
-                           pg::TextArray(entries), pg::TextArray(signatures),
-                           pg::TextArray(keys)}));
+      tx.Execute(kInsert,
+                 {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
+                  pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
+                  pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys)}));
   result.inserted = inserted.rows();
   if (result.inserted == static_cast<int64_t>(arrivals.size())) return result;
 

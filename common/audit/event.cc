@@ -15,12 +15,12 @@ namespace ulticode::audit {
 namespace {
 
 constexpr const char* kAuthTypes[] = {
-    "auth.user.created",  "auth.user.disabled",        "auth.role.assigned",
-    "auth.role.revoked",  "auth.login_policy.updated",
+    "auth.user.created", "auth.user.disabled",        "auth.role.assigned",
+    "auth.role.revoked", "auth.login_policy.updated",
 };
 constexpr const char* kAppTypes[] = {
-    "app.problem.created",         "app.problem.updated",           "app.contest.created",
-    "app.contest.problem_added",   "app.contest.problem_removed",   "app.contest.published",
+    "app.problem.created",       "app.problem.updated",         "app.contest.created",
+    "app.contest.problem_added", "app.contest.problem_removed", "app.contest.published",
 };
 
 // Struct nesting Admin will store (jsonb and the JSON printer recurse).
@@ -32,14 +32,13 @@ constexpr int kMaxValueDepth = 32;
 constexpr text::Rule kNameRule{.min_chars = 1, .max_chars = 256, .identifier = true};
 constexpr text::Rule kOptionalNameRule{.max_chars = 256, .identifier = true};
 constexpr text::Rule kCallRule{.max_chars = 512};
-constexpr text::Rule kValueRule{.max_chars = kMaxEventBytes, .max_bytes = kMaxEventBytes,
-                                .multiline = true};
+constexpr text::Rule kValueRule{
+    .max_chars = kMaxEventBytes, .max_bytes = kMaxEventBytes, .multiline = true};
 constexpr text::Rule kKeyRule{.min_chars = 1, .max_chars = 128, .identifier = true};
 
 absl::Status ValidateValue(const std::string& path, const google::protobuf::Value& v, int depth);
 
-absl::Status ValidateStruct(const std::string& path, const google::protobuf::Struct& s,
-                            int depth) {
+absl::Status ValidateStruct(const std::string& path, const google::protobuf::Struct& s, int depth) {
   if (depth > kMaxValueDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": nested deeper than ", kMaxValueDepth, " levels"));
@@ -99,9 +98,12 @@ absl::Status ValidateRecordText(const v1::AuditRecord& r) {
 
 std::string OwnerName(Owner owner) {
   switch (owner) {
-    case v1::OWNER_AUTH: return "auth";
-    case v1::OWNER_APP: return "app";
-    default: return "";
+    case v1::OWNER_AUTH:
+      return "auth";
+    case v1::OWNER_APP:
+      return "app";
+    default:
+      return "";
   }
 }
 
@@ -115,9 +117,11 @@ std::string StreamFor(Owner owner) { return absl::StrCat("audit:", OwnerName(own
 
 bool IsKnownEventType(Owner owner, absl::string_view event_type) {
   if (owner == v1::OWNER_AUTH) {
-    for (const char* t : kAuthTypes) if (event_type == t) return true;
+    for (const char* t : kAuthTypes)
+      if (event_type == t) return true;
   } else if (owner == v1::OWNER_APP) {
-    for (const char* t : kAppTypes) if (event_type == t) return true;
+    for (const char* t : kAppTypes)
+      if (event_type == t) return true;
   }
   return false;
 }
@@ -130,8 +134,8 @@ AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& acto
   event.set_owner(owner);
   event.set_event_type(std::string(event_type));
   event.set_schema_version(kSchemaVersion);
-  *event.mutable_occurred_at() = google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(
-      absl::ToUnixMicros(occurred_at));
+  *event.mutable_occurred_at() =
+      google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(occurred_at));
   auto* record = event.mutable_record();
   record->set_audit_id(id);
   record->set_actor(actor.principal);
@@ -151,9 +155,9 @@ absl::Status Validate(const AuditEvent& event) {
     return absl::InvalidArgumentError("owner is unspecified or unknown");
   }
   if (!IsKnownEventType(event.owner(), event.event_type())) {
-    return absl::InvalidArgumentError(absl::StrCat("event_type \"", event.event_type().substr(0, 64),
-                                                   "\" is not known for owner ",
-                                                   OwnerName(event.owner())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_type \"", event.event_type().substr(0, 64),
+                     "\" is not known for owner ", OwnerName(event.owner())));
   }
   if (event.schema_version() != kSchemaVersion) {
     return absl::InvalidArgumentError(

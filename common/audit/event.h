@@ -35,7 +35,7 @@ bool IsKnownEventType(Owner owner, absl::string_view event_type);
 
 // Who did what, from where: everything about a call that goes into the record.
 struct Actor {
-  std::string principal;   // the resolved caller principal id
+  std::string principal;  // the resolved caller principal id
   std::string client_ip;
   std::string user_agent;
   std::string request_id;

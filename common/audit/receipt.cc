@@ -69,9 +69,8 @@ absl::StatusOr<std::vector<ReceiptItem>> DecodeReceipt(absl::string_view audit_s
   }
   const crypto::KeyDirectory::Entry* entry = keys.Find(*key_id);
   if (entry == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("receipt signed by unknown key \"", absl::CHexEscape(key_id->substr(0, 32)),
-                     "\""));
+    return absl::PermissionDeniedError(absl::StrCat("receipt signed by unknown key \"",
+                                                    absl::CHexEscape(key_id->substr(0, 32)), "\""));
   }
   if (entry->party != kReceiptSigner) {
     return absl::PermissionDeniedError(absl::StrCat("receipt signed by key ", *key_id, " of ",
@@ -89,8 +88,9 @@ absl::StatusOr<std::vector<ReceiptItem>> DecodeReceipt(absl::string_view audit_s
         colon == absl::string_view::npos ? absl::string_view() : part.substr(colon + 1);
     if (!ids::IsValidUuid(id) || absl::AsciiStrToLower(id) != id ||
         hex.size() != 2 * crypto::kSha256Bytes || !IsLowerHex(hex)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "receipt item \"", absl::CHexEscape(part.substr(0, 80)), "\" is not <uuid>:<sha256 hex>"));
+      return absl::InvalidArgumentError(absl::StrCat("receipt item \"",
+                                                     absl::CHexEscape(part.substr(0, 80)),
+                                                     "\" is not <uuid>:<sha256 hex>"));
     }
     items.push_back(ReceiptItem{std::string(id), absl::HexStringToBytes(hex)});
   }

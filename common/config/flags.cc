@@ -36,12 +36,13 @@ void Flags::Require(absl::string_view name) {
 }
 
 void Flags::Int(std::string name, int64_t* out, std::string help, int64_t min, int64_t max) {
-  Entry e{name, absl::StrCat(help, " [", min, "..", max, "]"), absl::StrCat(*out), false, false,
+  Entry e{name,   absl::StrCat(help, " [", min, "..", max, "]"), absl::StrCat(*out), false, false,
           nullptr};
   e.set = [name, out, min, max](const std::string& v) -> absl::Status {
     int64_t parsed;
     if (!absl::SimpleAtoi(v, &parsed)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": \"", v, "\" is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": \"", v, "\" is not an integer"));
     }
     if (parsed < min || parsed > max) {
       return absl::InvalidArgumentError(
@@ -54,12 +55,13 @@ void Flags::Int(std::string name, int64_t* out, std::string help, int64_t min, i
 }
 
 void Flags::Int(std::string name, int* out, std::string help, int min, int max) {
-  Entry e{name, absl::StrCat(help, " [", min, "..", max, "]"), absl::StrCat(*out), false, false,
+  Entry e{name,   absl::StrCat(help, " [", min, "..", max, "]"), absl::StrCat(*out), false, false,
           nullptr};
   e.set = [name, out, min, max](const std::string& v) -> absl::Status {
     int parsed;
     if (!absl::SimpleAtoi(v, &parsed)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": \"", v, "\" is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": \"", v, "\" is not an integer"));
     }
     if (parsed < min || parsed > max) {
       return absl::InvalidArgumentError(
@@ -75,7 +77,10 @@ void Flags::Duration(std::string name, absl::Duration* out, std::string help, ab
                      absl::Duration max) {
   Entry e{name,
           absl::StrCat(help, " [", absl::FormatDuration(min), "..", absl::FormatDuration(max), "]"),
-          absl::FormatDuration(*out), false, false, nullptr};
+          absl::FormatDuration(*out),
+          false,
+          false,
+          nullptr};
   e.set = [name, out, min, max](const std::string& v) -> absl::Status {
     absl::Duration parsed;
     if (!absl::ParseDuration(v, &parsed)) {
@@ -129,7 +134,8 @@ absl::Status Flags::Parse(int argc, const char* const* argv) {
     const std::string env = EnvName(e.name);
     if (const char* v = std::getenv(env.c_str()); v != nullptr) {
       absl::Status s = e.set(v);
-      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(s.message(), " (from ", env, ")"));
+      if (!s.ok())
+        return absl::InvalidArgumentError(absl::StrCat(s.message(), " (from ", env, ")"));
       e.was_set = true;
     }
   }
@@ -208,8 +214,7 @@ absl::Status ValidateHostPort(const std::string& value) {
   }
   int port;
   if (!absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 1 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", value, "\" has no valid port (1..65535)"));
+    return absl::InvalidArgumentError(absl::StrCat("\"", value, "\" has no valid port (1..65535)"));
   }
   return absl::OkStatus();
 }

@@ -93,12 +93,11 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
 absl::Status WriteSecretFile(const std::string& path, absl::string_view content) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   }
   ::fchmod(fd, 0600);
-  const bool ok = ::write(fd, content.data(), content.size()) ==
-                  static_cast<ssize_t>(content.size());
+  const bool ok =
+      ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
   ::close(fd);
   if (!ok) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -113,13 +112,11 @@ VerifyKey::VerifyKey(PkeyPtr key, std::string raw)
 
 absl::StatusOr<VerifyKey> VerifyKey::FromRaw(absl::string_view raw) {
   if (raw.size() != kEd25519PublicKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("an Ed25519 public key is ",
-                                                   kEd25519PublicKeyBytes, " bytes, not ",
-                                                   raw.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an Ed25519 public key is ", kEd25519PublicKeyBytes, " bytes, not ", raw.size()));
   }
-  PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
-                                          reinterpret_cast<const unsigned char*>(raw.data()),
-                                          raw.size()));
+  PkeyPtr key(EVP_PKEY_new_raw_public_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
   if (key == nullptr) return absl::InvalidArgumentError("not a valid Ed25519 public key");
   return VerifyKey(std::move(key), std::string(raw));
 }
@@ -140,8 +137,7 @@ bool VerifyKey::Verify(absl::string_view message, absl::string_view signature) c
     return false;
   }
   return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
-                          signature.size(),
-                          reinterpret_cast<const unsigned char*>(message.data()),
+                          signature.size(), reinterpret_cast<const unsigned char*>(message.data()),
                           message.size()) == 1;
 }
 
@@ -177,7 +173,8 @@ absl::StatusOr<SigningKey> SigningKey::FromFile(const std::string& path) {
   if (!pem.ok()) return pem.status();
   auto key = FromPem(*pem);
   if (!key.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("key file ", path, ": ", key.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("key file ", path, ": ", key.status().message()));
   }
   return key;
 }
@@ -186,8 +183,7 @@ std::string SigningKey::Sign(absl::string_view message) const {
   std::string sig(kEd25519SignatureBytes, '\0');
   size_t len = sig.size();
   MdCtxPtr ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr ||
-      EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1 ||
+  if (ctx == nullptr || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1 ||
       EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
                      reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {
     return "";  // unreachable for a valid Ed25519 key; verification then fails

@@ -18,8 +18,7 @@ namespace {
 std::string Stamp(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return "";
-  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/",
-                      st.st_ino);
+  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/", st.st_ino);
 }
 
 }  // namespace
@@ -84,8 +83,8 @@ absl::StatusOr<std::unique_ptr<KeyDirectoryFile>> KeyDirectoryFile::Open(
       new KeyDirectoryFile(std::move(path), check_every, *std::move(dir), stamp));
 }
 
-KeyDirectoryFile::KeyDirectoryFile(std::string path, absl::Duration check_every,
-                                   KeyDirectory first, std::string stamp)
+KeyDirectoryFile::KeyDirectoryFile(std::string path, absl::Duration check_every, KeyDirectory first,
+                                   std::string stamp)
     : path_(std::move(path)),
       check_every_(check_every),
       current_(std::make_shared<const KeyDirectory>(std::move(first))),
@@ -107,8 +106,7 @@ std::shared_ptr<const KeyDirectory> KeyDirectoryFile::Current() const {
   }
   stamp_ = stamp;
   current_ = std::make_shared<const KeyDirectory>(*std::move(dir));
-  log::Info("crypto", "key directory reloaded",
-            {{"path", path_}, {"keys", current_->Describe()}});
+  log::Info("crypto", "key directory reloaded", {{"path", path_}, {"keys", current_->Describe()}});
   return current_;
 }
 

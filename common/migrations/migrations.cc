@@ -1,11 +1,10 @@
 #include "common/migrations/migrations.h"
 
-#include "absl/strings/str_replace.h"
-
 #include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 
@@ -60,12 +59,14 @@ absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migrat
       continue;
     }
     RETURN_IF_ERROR(conn.ExecuteScript(m->name, m->sql, absl::Minutes(10)));
-    RETURN_IF_ERROR(tx.Execute(kRecord, {pg::Int(m->version), pg::Text(m->name), pg::Text(m->sha256)})
-                        .status());
+    RETURN_IF_ERROR(
+        tx.Execute(kRecord, {pg::Int(m->version), pg::Text(m->name), pg::Text(m->sha256)})
+            .status());
     result.applied.push_back(m->version);
   }
   RETURN_IF_ERROR(tx.Commit());
-  for (const auto& [version, sum] : applied) result.current_version = std::max(result.current_version, version);
+  for (const auto& [version, sum] : applied)
+    result.current_version = std::max(result.current_version, version);
   for (int64_t v : result.applied) result.current_version = std::max(result.current_version, v);
   if (!result.applied.empty()) {
     log::Info("migrations", "applied migrations",

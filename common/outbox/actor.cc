@@ -1,5 +1,6 @@
 #include "common/outbox/actor.h"
 
+#include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 
 namespace ulticode::outbox {
@@ -29,6 +30,18 @@ Values& Values::Set(const std::string& key, const std::vector<std::string>& list
   auto* l = (*s_.mutable_fields())[key].mutable_list_value();
   for (const auto& item : list) l->add_values()->set_string_value(item);
   return *this;
+}
+
+audit::AuditEvent BuildEvent(audit::Owner owner, const audit::Actor& actor, const Change& c) {
+  audit::AuditEvent event = audit::NewEvent(owner, c.event_type, actor, absl::Now());
+  auto* rec = event.mutable_record();
+  rec->set_action(c.action);
+  rec->set_subject(c.subject);
+  rec->set_entity_type(c.entity_type);
+  rec->set_entity_id(c.entity_id);
+  if (c.old_value.has_value()) *rec->mutable_old_value() = c.old_value->get();
+  if (c.new_value.has_value()) *rec->mutable_new_value() = c.new_value->get();
+  return event;
 }
 
 }  // namespace ulticode::outbox

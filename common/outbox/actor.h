@@ -3,6 +3,7 @@
 // request field.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -29,5 +30,20 @@ class Values {
  private:
   google::protobuf::Struct s_;
 };
+
+// What an audit record says about one change; the services' event builders
+// (auth/auth_events, app/app_events) describe each change with one.
+struct Change {
+  const char* event_type;
+  const char* action;
+  std::string subject;
+  const char* entity_type;
+  std::string entity_id;
+  std::optional<Values> old_value = std::nullopt;
+  std::optional<Values> new_value = std::nullopt;
+};
+
+// A fresh event of `owner` for `change` made by `actor`, now.
+audit::AuditEvent BuildEvent(audit::Owner owner, const audit::Actor& actor, const Change& change);
 
 }  // namespace ulticode::outbox

@@ -13,12 +13,11 @@ namespace {
 
 constexpr int kMaxAttempts = 4;
 
-constexpr pg::Statement kLockKey{"idempotency.lock",
-                                 "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))"};
-constexpr pg::Statement kFindKey{
-    "idempotency.find",
-    "SELECT method, request_sha256, response FROM idempotency_keys"
-    " WHERE principal = $1 AND request_id = $2"};
+constexpr pg::Statement kLockKey{
+    "idempotency.lock", "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))"};
+constexpr pg::Statement kFindKey{"idempotency.find",
+                                 "SELECT method, request_sha256, response FROM idempotency_keys"
+                                 " WHERE principal = $1 AND request_id = $2"};
 constexpr pg::Statement kSaveKey{
     "idempotency.save",
     "INSERT INTO idempotency_keys (principal, request_id, method, request_sha256, response)"
@@ -44,9 +43,8 @@ std::string CanonicalHash(const google::protobuf::Message& request) {
   return crypto::Sha256(Deterministic(*copy));
 }
 
-absl::Status Attempt(pg::Pool& pool, absl::string_view method,
-                     const std::string& request_hash, absl::string_view principal,
-                     absl::string_view request_id,
+absl::Status Attempt(pg::Pool& pool, absl::string_view method, const std::string& request_hash,
+                     absl::string_view principal, absl::string_view request_id,
                      google::protobuf::Message& response,
                      const std::function<absl::Status(pg::Transaction&)>& body,
                      const MutationHooks& hooks) {
@@ -55,7 +53,8 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method,
   if (!request_id.empty()) {
     // Serializes concurrent repeats of one key without aborting either.
     RETURN_IF_ERROR(tx.Execute(kLockKey, {pg::Text(principal), pg::Text(request_id)}).status());
-    ASSIGN_OR_RETURN(pg::Result found, tx.Execute(kFindKey, {pg::Text(principal), pg::Text(request_id)}));
+    ASSIGN_OR_RETURN(pg::Result found,
+                     tx.Execute(kFindKey, {pg::Text(principal), pg::Text(request_id)}));
     if (!found.empty()) {
       if (found.Get(0, 0) != method || found.GetBytes(0, 1) != request_hash) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -69,9 +68,10 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method,
   }
   RETURN_IF_ERROR(body(tx));
   if (!request_id.empty()) {
-    RETURN_IF_ERROR(tx.Execute(kSaveKey, {pg::Text(principal), pg::Text(request_id), pg::Text(method),
-                                          pg::Bytes(request_hash), pg::Bytes(Deterministic(response))})
-                        .status());
+    RETURN_IF_ERROR(
+        tx.Execute(kSaveKey, {pg::Text(principal), pg::Text(request_id), pg::Text(method),
+                              pg::Bytes(request_hash), pg::Bytes(Deterministic(response))})
+            .status());
   }
   if (hooks.before_commit) RETURN_IF_ERROR(hooks.before_commit(method));
   return tx.Commit();
@@ -106,7 +106,8 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
     status = Attempt(pool, method, request_hash, principal, request_id, response, body, hooks);
     if (status.ok() || !pg::IsRetryable(status)) return status;
     log::Debug("mutation", "retrying transaction",
-               {{"method", std::string(method)}, {"attempt", absl::StrCat(attempt)},
+               {{"method", std::string(method)},
+                {"attempt", absl::StrCat(attempt)},
                 {"error", status.ToString()}});
   }
   return status;

@@ -92,9 +92,10 @@ absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
                     const crypto::SigningKey& signer) {
   RETURN_IF_ERROR(audit::Validate(event));
   const std::string payload = audit::Serialize(event);
-  return tx.Execute(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()),
-                              pg::Bytes(payload), pg::Bytes(signer.Sign(payload)),
-                              pg::Text(signer.key_id())})
+  return tx
+      .Execute(kAppend,
+               {pg::Text(event.event_id()), pg::Text(event.event_type()), pg::Bytes(payload),
+                pg::Bytes(signer.Sign(payload)), pg::Text(signer.key_id())})
       .status();
 }
 
@@ -104,11 +105,10 @@ absl::StatusOr<std::vector<ClaimedRow>> Claim(pg::Connection& conn, const std::s
                    conn.Execute(kClaim, {pg::Text(owner), pg::Seconds(lease), pg::Int(limit)}));
   std::vector<ClaimedRow> rows;
   rows.reserve(r.rows());
-  const int id = r.Column("event_id"), type = r.Column("event_type"),
-            payload = r.Column("payload"), token = r.Column("fencing_token"),
-            attempts = r.Column("attempts"), failures = r.Column("failures"),
-            created = r.Column("created_at"), sig = r.Column("signature"),
-            key = r.Column("key_id");
+  const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
+            token = r.Column("fencing_token"), attempts = r.Column("attempts"),
+            failures = r.Column("failures"), created = r.Column("created_at"),
+            sig = r.Column("signature"), key = r.Column("key_id");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               r.GetInt64(i, token), static_cast<int>(r.GetInt64(i, attempts)),
@@ -149,8 +149,9 @@ absl::StatusOr<int64_t> Reschedule(pg::Connection& conn, const std::vector<Retry
 
 absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_id,
                                  int64_t fencing_token, const std::string& reason) {
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kMarkDead, {pg::Text(event_id), pg::Int(fencing_token),
-                                                          pg::Text(Truncated(reason))}));
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kMarkDead, {pg::Text(event_id), pg::Int(fencing_token),
+                                            pg::Text(Truncated(reason))}));
   return r.affected_rows();
 }
 
@@ -161,7 +162,8 @@ absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedR
     ids.push_back(p.event_id);
     tokens.push_back(absl::StrCat(p.fencing_token));
   }
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kRelease, {pg::TextArray(ids), pg::TextArray(tokens)}));
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kRelease, {pg::TextArray(ids), pg::TextArray(tokens)}));
   return r.affected_rows();
 }
 
@@ -174,8 +176,8 @@ absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
       ids.push_back(items[k].event_id);
       hashes.push_back(absl::BytesToHexString(items[k].payload_sha256));
     }
-    ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kConfirm, {pg::TextArray(ids),
-                                                           pg::TextArray(hashes)}));
+    ASSIGN_OR_RETURN(pg::Result r,
+                     conn.Execute(kConfirm, {pg::TextArray(ids), pg::TextArray(hashes)}));
     confirmed += r.affected_rows();
   }
   return confirmed;

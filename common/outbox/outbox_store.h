@@ -91,8 +91,7 @@ absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedR
 // stored payload hashes to the receipted SHA-256. Never-published, DEAD,
 // already CONFIRMED, unknown or mismatching rows are left alone, so receipts
 // are idempotent. Returns how many rows changed.
-absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
-                                const std::vector<audit::ReceiptItem>& items);
+absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<audit::ReceiptItem>& items);
 
 // The resend sweep: up to `limit` rows PUBLISHED without a receipt go back
 // to PENDING, due now, resends + 1. The wait doubles with each re-send

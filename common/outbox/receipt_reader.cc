@@ -41,9 +41,11 @@ ReceiptReader::ReceiptReader(ReceiptReaderOptions options, prometheus::Registry&
                                 "Receipt entries read from Admin", labels);
   confirmed_ = &metrics::Counter(registry, "ulticode_outbox_confirmed_total",
                                  "Outbox rows marked CONFIRMED by a receipt", labels);
-  rejected_ = &metrics::Counter(registry, "ulticode_outbox_receipt_rejected_total",
-                                "Receipt entries refused (unsigned, unknown key, bad signature, malformed); none "
-                                "of their events is confirmed", labels);
+  rejected_ = &metrics::Counter(
+      registry, "ulticode_outbox_receipt_rejected_total",
+      "Receipt entries refused (unsigned, unknown key, bad signature, malformed); none "
+      "of their events is confirmed",
+      labels);
   errors_ = &metrics::Counter(
       registry, "ulticode_outbox_receipt_errors_total",
       "Receipt cycles that failed (Redis or PostgreSQL unavailable); retried", labels);

@@ -3,12 +3,11 @@
 // One thread reads the owner's receipt stream (`<audit stream>:receipts`)
 // with plain XREAD BLOCK from a cursor it keeps in memory, starting
 // `start_lookback` in the past (older receipts concern rows that are either
-// confirmed or will be re-sent and receipted again anyway). Every replica of the owner reads every receipt:
-// confirming is an idempotent UPDATE, so there is no consumer group, no
-// pending list and nothing to take over when a replica dies. The cursor only
-// moves past a receipt once its rows are confirmed, so a failed UPDATE is
-// retried; a receipt lost with Redis's data only delays confirmation until the
-// resend sweep publishes the event again (see Dispatcher, resend_timeout).
+// confirmed or will be re-sent and receipted again anyway). Every replica of the owner reads every
+// receipt: confirming is an idempotent UPDATE, so there is no consumer group, no pending list and
+// nothing to take over when a replica dies. The cursor only moves past a receipt once its rows are
+// confirmed, so a failed UPDATE is retried; a receipt lost with Redis's data only delays
+// confirmation until the resend sweep publishes the event again (see Dispatcher, resend_timeout).
 // When Redis restarts without data on a host whose clock is behind the
 // cursor, new receipts would get smaller ids than the cursor: an idle reader
 // notices (XINFO last-generated-id below the cursor) and starts over.
@@ -20,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
-#include "common/crypto/key_directory.h"
 #include "common/backoff/backoff.h"
+#include "common/crypto/key_directory.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/worker/waker.h"

@@ -1,10 +1,9 @@
 #include "common/pg/connection.h"
 
-#include <vector>
-
 #include <poll.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -30,7 +29,8 @@ bool WaitSocket(int fd, bool for_write, absl::Time deadline) {
 }
 
 void LogNotice(void*, const char* message) {
-  log::Debug("pg", "server notice", {{"notice", std::string(absl::StripTrailingAsciiWhitespace(message))}});
+  log::Debug("pg", "server notice",
+             {{"notice", std::string(absl::StripTrailingAsciiWhitespace(message))}});
 }
 
 std::string Trimmed(const char* msg) {
@@ -43,13 +43,17 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOpt
   const std::string timeout =
       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
   // Later keys override what the expanded conninfo set.
-  std::vector<const char*> keys = {"dbname",      "application_name", "connect_timeout", "options",
-                                   "keepalives",  "keepalives_idle",  "keepalives_interval",
-                                   "keepalives_count", "tcp_user_timeout"};
-  std::vector<const char*> values = {options.conninfo.c_str(), options.application_name.c_str(),
-                                     timeout.c_str(),          "-c TimeZone=UTC",
-                                     "1",                      "10",
-                                     "3",                      "3",
+  std::vector<const char*> keys = {
+      "dbname",          "application_name",    "connect_timeout",  "options",         "keepalives",
+      "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout"};
+  std::vector<const char*> values = {options.conninfo.c_str(),
+                                     options.application_name.c_str(),
+                                     timeout.c_str(),
+                                     "-c TimeZone=UTC",
+                                     "1",
+                                     "10",
+                                     "3",
+                                     "3",
                                      "15000"};
   if (!options.user.empty()) {
     keys.push_back("user");
@@ -91,14 +95,15 @@ absl::Status Connection::LastError(absl::string_view name, PGresult* res, bool i
     if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": ", message));
     return absl::UnavailableError(absl::StrCat(name, ": connection lost: ", message));
   }
-  absl::Status s = StatusFromSqlState(state == nullptr ? "" : state, absl::StrCat(name, ": ", message));
+  absl::Status s =
+      StatusFromSqlState(state == nullptr ? "" : state, absl::StrCat(name, ": ", message));
   if (s.code() == absl::StatusCode::kUnavailable) MarkBroken();
   return s;
 }
 
 absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
-                                       const Params& params, absl::Duration timeout,
-                                       bool is_commit, Protocol protocol) {
+                                       const Params& params, absl::Duration timeout, bool is_commit,
+                                       Protocol protocol) {
   if (broken()) {
     MarkBroken();
     if (is_commit) return CommitOutcomeUnknownError("connection already broken");

@@ -1,6 +1,7 @@
 #include "common/runtime/owner_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/audit/receipt.h"
 #include "common/config/flags.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
@@ -8,7 +9,6 @@
 #include "common/outbox/dispatcher_flags.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
-#include "common/audit/receipt.h"
 #include "common/redis/redis_client.h"
 #include "common/runtime/service_flags.h"
 #include "common/runtime/startup.h"
@@ -38,8 +38,9 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   if (!signer.ok()) DieOnStartup(name.c_str(), signer.status());
   auto keys = crypto::KeyDirectoryFile::Open(common.public_keys_file);
   if (!keys.ok()) DieOnStartup(name.c_str(), keys.status());
-  log::Info(name, "keys loaded",
-            {{"signing_key_id", signer->key_id()}, {"public_keys", (*keys)->Current()->Describe()}});
+  log::Info(
+      name, "keys loaded",
+      {{"signing_key_id", signer->key_id()}, {"public_keys", (*keys)->Current()->Describe()}});
 
   auto metrics = metrics::Metrics::Start(common.metrics_listen, name);
   if (!metrics.ok()) DieOnStartup(name.c_str(), metrics.status());
@@ -65,8 +66,7 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
 
   outbox::ReceiptReaderOptions receipts;
   receipts.owner = spec.owner;
-  receipts.audit_stream =
-      dispatch.stream.empty() ? audit::StreamFor(spec.owner) : dispatch.stream;
+  receipts.audit_stream = dispatch.stream.empty() ? audit::StreamFor(spec.owner) : dispatch.stream;
   receipts.stream = audit::ReceiptStreamFor(receipts.audit_stream);
   receipts.keys = keys->get();
   // Receipts older than two resend timeouts concern rows that are confirmed
@@ -80,10 +80,9 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
 
   server::HeaderPrincipalResolver resolver;
   std::unique_ptr<grpc::Service> service = spec.make_service(pool, resolver, *signer);
-  server::GrpcServer grpc_server(
-      {common.grpc_listen, common.grpc_threads, common.access_log, &resolver,
-       common.grpc_max_receive_bytes},
-      (*metrics)->registry());
+  server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log,
+                                  &resolver, common.grpc_max_receive_bytes},
+                                 (*metrics)->registry());
   grpc_server.AddService(service.get(), spec.service_name);
   if (auto s = grpc_server.Start(); !s.ok()) DieOnStartup(name.c_str(), s);
   grpc_server.SetServing(true);

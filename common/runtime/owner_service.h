@@ -19,10 +19,10 @@
 namespace ulticode::runtime {
 
 struct OwnerServiceSpec {
-  std::string program;       // "ulticode-auth"
-  std::string description;   // --help text
+  std::string program;      // "ulticode-auth"
+  std::string description;  // --help text
   audit::Owner owner;
-  std::string grpc_listen;   // default
+  std::string grpc_listen;  // default
   std::string metrics_listen;
   std::string database;
   std::string service_name;  // "ulticode.auth.v1.AuthService"

@@ -4,10 +4,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
-
-#include "absl/strings/str_cat.h"
 #include "common/log/log.h"
 
 namespace ulticode::runtime {
@@ -19,8 +18,8 @@ bool HoldsPassword(const std::string& dsn) {
   const size_t scheme = dsn.find("://");
   if (scheme == std::string::npos) return false;
   const size_t at = dsn.find('@', scheme);
-  return at != std::string::npos && dsn.substr(scheme + 3, at - scheme - 3).find(':') !=
-                                        std::string::npos;
+  return at != std::string::npos &&
+         dsn.substr(scheme + 3, at - scheme - 3).find(':') != std::string::npos;
 }
 
 }  // namespace

@@ -1,14 +1,13 @@
 // The settings every service shares, registered on a config::Flags.
 #pragma once
 
-#include "common/redis/redis_client.h"
-#include "common/server/grpc_server.h"
-
 #include <string>
 
 #include "absl/time/time.h"
 #include "common/config/flags.h"
 #include "common/pg/pool.h"
+#include "common/redis/redis_client.h"
+#include "common/server/grpc_server.h"
 
 namespace ulticode::runtime {
 
@@ -32,8 +31,7 @@ struct ServiceFlags {
   absl::Duration startup_timeout = absl::Seconds(60);
 
   // Defaults differ per service (ports, database).
-  ServiceFlags(std::string grpc, std::string metrics, std::string database,
-               int max_receive_bytes);
+  ServiceFlags(std::string grpc, std::string metrics, std::string database, int max_receive_bytes);
   void Register(config::Flags& flags);
   // Applies the log level; call after parsing.
   void ApplyLogging() const;

@@ -20,8 +20,8 @@ absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
     if (conn.ok()) {
       auto applied = migrations::Apply(**conn, migrations);
       if (applied.ok() && runtime_role.empty()) return absl::OkStatus();
-      status = applied.ok() ? migrations::GrantRuntime(**conn, runtime_role, grants)
-                            : applied.status();
+      status =
+          applied.ok() ? migrations::GrantRuntime(**conn, runtime_role, grants) : applied.status();
       if (status.ok()) return status;
       // A broken schema will not heal by waiting.
       if (status.code() == absl::StatusCode::kFailedPrecondition ||
@@ -33,11 +33,11 @@ absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
       status = conn.status();
     }
     if (absl::Now() + backoff > deadline) {
-      return absl::UnavailableError(
-          absl::StrCat("database not ready within ", absl::FormatDuration(timeout), ": ",
-                       status.message()));
+      return absl::UnavailableError(absl::StrCat(
+          "database not ready within ", absl::FormatDuration(timeout), ": ", status.message()));
     }
-    log::Warn("startup", "database not ready; retrying", {{"error", std::string(status.message())}});
+    log::Warn("startup", "database not ready; retrying",
+              {{"error", std::string(status.message())}});
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }

@@ -43,9 +43,8 @@ absl::Status GrpcServer::Start() {
   for (auto& [service, name] : services_) builder.RegisterService(service);
 
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
-  creators.push_back(
-      std::make_unique<CallMetricsInterceptorFactory>(registry_, options_.access_log,
-                                                      options_.principal_resolver));
+  creators.push_back(std::make_unique<CallMetricsInterceptorFactory>(registry_, options_.access_log,
+                                                                     options_.principal_resolver));
   builder.experimental().SetInterceptorCreators(std::move(creators));
 
   server_ = builder.BuildAndStart();

@@ -14,9 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/server/principal.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "common/server/principal.h"
 #include "prometheus/registry.h"
 
 namespace ulticode::server {

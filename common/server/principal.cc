@@ -17,9 +17,8 @@ absl::StatusOr<std::string> Metadata(const grpc::ServerContextBase& context,
   auto [first, last] = md.equal_range(key);
   if (first == last) return std::string();
   if (std::next(first) != last) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metadata \"", key, "\" was sent ", std::distance(first, last),
-                     " times; send it once"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata \"", key, "\" was sent ", std::distance(first, last), " times; send it once"));
   }
   return std::string(first->second.data(), first->second.size());
 }
@@ -38,8 +37,7 @@ absl::StatusOr<Principal> HeaderPrincipalResolver::Resolve(
   }
   for (char c : id) {
     if (!(absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' || c == '@' || c == '-')) {
-      return absl::UnauthenticatedError(
-          absl::StrCat(kHeader, " may only hold [A-Za-z0-9_.:@-]"));
+      return absl::UnauthenticatedError(absl::StrCat(kHeader, " may only hold [A-Za-z0-9_.:@-]"));
     }
   }
   return Principal{std::move(id)};

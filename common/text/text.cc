@@ -95,14 +95,14 @@ absl::Status Check(absl::string_view field, absl::string_view value, const Rule&
           absl::StrCat(field, ": not valid UTF-8 at character ", chars));
     }
     if (IsForbiddenControl(cp, rule.multiline)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: control character U+%04X at character %d is not allowed%s", field, cp, chars,
-          rule.multiline ? " (only \\n and \\t are)" : ""));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: control character U+%04X at character %d is not allowed%s", field,
+                          cp, chars, rule.multiline ? " (only \\n and \\t are)" : ""));
     }
     if (rule.identifier && IsBidiOrInvisible(static_cast<char32_t>(cp))) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: bidi or invisible character U+%04X at character %d is not allowed", field, cp,
-          chars));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: bidi or invisible character U+%04X at character %d is not allowed",
+                          field, cp, chars));
     }
   }
   if (chars < rule.min_chars || chars > rule.max_chars) {

@@ -16,9 +16,9 @@
 namespace ulticode::text {
 
 struct Rule {
-  size_t min_chars = 0;     // code points
-  size_t max_chars = 256;   // code points
-  size_t max_bytes = 0;     // 0: 4 x max_chars (the UTF-8 worst case)
+  size_t min_chars = 0;    // code points
+  size_t max_chars = 256;  // code points
+  size_t max_bytes = 0;    // 0: 4 x max_chars (the UTF-8 worst case)
   // Documented multi-line text may keep "\n" and "\t" (never "\r", which
   // can overwrite a line on a terminal).
   bool multiline = false;

@@ -98,9 +98,9 @@ class AdminQueryTest : public ::testing::Test {
   void Serve(const QueryServiceOptions& options) {
     if (server_) server_->Shutdown(absl::Seconds(1));
     service_ = std::make_unique<AuditQueryService>(*pool_, options);
-    server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false, nullptr,
-                                                                         server::kAdminMaxReceiveBytes},
-                                                   metrics_->registry());
+    server_ = std::make_unique<server::GrpcServer>(
+        server::ServerOptions{"127.0.0.1:0", 8, false, nullptr, server::kAdminMaxReceiveBytes},
+        metrics_->registry());
     server_->AddService(service_.get(), "ulticode.admin.v1.AdminService");
     ASSERT_TRUE(server_->Start().ok());
     stub_ = v1::AdminService::NewStub(grpc::CreateChannel(

@@ -1,5 +1,7 @@
 // The outbox dispatcher against real PostgreSQL and Redis: publication,
 // NOTIFY wake-up, Redis outages, crash windows, fencing, concurrency.
+#include "common/outbox/dispatcher.h"
+
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -7,14 +9,13 @@
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
-#include "common/outbox/dispatcher.h"
 #include "common/outbox/outbox_store.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
-#include "tests/support/pg_query.h"
 
 namespace ulticode::outbox {
 namespace {
@@ -74,14 +75,16 @@ class DispatcherTest : public ::testing::Test {
       redis::StreamEntry entry;
       entry.id = e.elements()[0].str();
       const auto& f = e.elements()[1].elements();
-      for (size_t i = 0; i + 1 < f.size(); i += 2) entry.fields.emplace_back(f[i].str(), f[i + 1].str());
+      for (size_t i = 0; i + 1 < f.size(); i += 2)
+        entry.fields.emplace_back(f[i].str(), f[i + 1].str());
       out.push_back(entry);
     }
     return out;
   }
 
   static std::string Field(const redis::StreamEntry& e, const std::string& k) {
-    for (const auto& [key, value] : e.fields) if (key == k) return value;
+    for (const auto& [key, value] : e.fields)
+      if (key == k) return value;
     return "";
   }
 
@@ -178,9 +181,11 @@ TEST_F(DispatcherTest, CrashAfterXaddBeforeMarkRepublishesOnceTheClaimExpires) {
   auto early = healthy.RunOnce(*conn_, client, "healthy");
   ASSERT_TRUE(early.ok());
   EXPECT_EQ(early->claimed, 0);  // still held by the crashed claim
-  ASSERT_TRUE(WaitFor([&] {
-    return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 1;
-  }, std::chrono::seconds(5)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 1;
+      },
+      std::chrono::seconds(5)));
   auto later = healthy.RunOnce(*conn_, client, "healthy");
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_EQ(later->published, 1);
@@ -196,9 +201,11 @@ TEST_F(DispatcherTest, StaleClaimCannotSettleRowsTakenOverByANewClaim) {
   auto stale = Claim(*conn_, "A", absl::Milliseconds(200), 10);
   ASSERT_TRUE(stale.ok());
   ASSERT_EQ(stale->size(), 2u);
-  ASSERT_TRUE(WaitFor([&] {
-    return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 2;
-  }, std::chrono::seconds(5)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 2;
+      },
+      std::chrono::seconds(5)));
   auto fresh = Claim(*conn_, "B", absl::Seconds(30), 10);
   ASSERT_TRUE(fresh.ok());
   ASSERT_EQ(fresh->size(), 2u);
@@ -207,9 +214,10 @@ TEST_F(DispatcherTest, StaleClaimCannotSettleRowsTakenOverByANewClaim) {
   for (const auto& r : *stale) stale_marks.push_back({r.event_id, r.fencing_token, "1-1"});
   for (const auto& r : *fresh) fresh_marks.push_back({r.event_id, r.fencing_token, "2-2"});
   EXPECT_EQ(*MarkPublished(*conn_, stale_marks), 0);
-  EXPECT_EQ(*Reschedule(*conn_, {{(*stale)[0].event_id, (*stale)[0].fencing_token, absl::Seconds(1)}},
-                        "late"),
-            0);
+  EXPECT_EQ(
+      *Reschedule(*conn_, {{(*stale)[0].event_id, (*stale)[0].fencing_token, absl::Seconds(1)}},
+                  "late"),
+      0);
   EXPECT_EQ(*MarkDead(*conn_, (*stale)[0].event_id, (*stale)[0].fencing_token, "late"), 0);
   EXPECT_EQ(*Release(*conn_, *stale), 0);
   EXPECT_EQ(CountState("PUBLISHED"), 0);
@@ -238,9 +246,10 @@ TEST_F(DispatcherTest, TwoDispatchersOnSeparateConnectionsNeverPublishARowTwice)
 TEST_F(DispatcherTest, PermanentFailuresGoDeadAtOnceWithTheirReason) {
   options_.max_event_bytes = 64;
   AppendEvents(1);
-  ASSERT_TRUE(conn_->Execute({"garbage",
-                              "INSERT INTO audit_outbox (event_id, event_type, payload) VALUES "
-                              "(gen_random_uuid(), 'auth.user.created', '\\xff00ff'::bytea)"})
+  ASSERT_TRUE(conn_
+                  ->Execute({"garbage",
+                             "INSERT INTO audit_outbox (event_id, event_type, payload) VALUES "
+                             "(gen_random_uuid(), 'auth.user.created', '\\xff00ff'::bytea)"})
                   .ok());
   Dispatcher d(options_, metrics_->registry());
   redis::Client client(options_.redis);
@@ -248,9 +257,10 @@ TEST_F(DispatcherTest, PermanentFailuresGoDeadAtOnceWithTheirReason) {
   ASSERT_TRUE(cycle.ok()) << cycle.status();
   EXPECT_EQ(cycle->dead, 2);
   EXPECT_EQ(CountState("DEAD"), 2);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%over the limit of 64%' "
-                   "AND attempts = 1 AND failures = 0"),
-            1);
+  EXPECT_EQ(
+      Scalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%over the limit of 64%' "
+             "AND attempts = 1 AND failures = 0"),
+      1);
   EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%not a serialized%'"),
             1);
   EXPECT_TRUE(StreamEntries(options_.redis).empty());

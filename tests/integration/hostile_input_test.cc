@@ -25,8 +25,8 @@
 #include "app/app_service.h"
 #include "auth/auth_service.h"
 #include "common/ids/uuid.h"
-#include "common/text/text.h"
 #include "common/migrations/migrations.h"
+#include "common/text/text.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
 #include "tests/support/owner_service_fixture.h"
@@ -52,20 +52,53 @@ namespace {
 // (gRPC refuses to serialize or parse it); text::Check's own UTF-8 checks
 // are covered by text_test.
 const std::vector<std::string> kPieces = {
-    "",       "a",        "Z",          "0",         "_",       "-",        ".",
-    "@",      " ",        std::string("\0", 1),      "\x01",    "\x1b[2J",  "\x7f",
-    "\n",     "\t",       "\r",         "\xc2\x85",  "\xc2\x9f", "\xe2\x80\xae",  // NEL, APC, RLO
-    "\xe2\x81\xa6",       "\xe2\x80\x8b",            "\xef\xbb\xbf",                // LRI, ZWSP, BOM
-    "\xc3\xa9",           "\xe6\xbc\xa2\xe5\xad\x97", "\xf0\x9f\x8f\x86",           // é 漢字 🏆
-    "\xd9\x85\xd8\xb1",   "\xcc\x81",                                               // Arabic, combining
-    "\\u0000", "\\",      "\"",         "'",         "{}",      "{\"a\":1}", ",",
-    "NULL",   "%s%n",     "'; DROP TABLE users; --",  "<script>", "${jndi:x}", "a@b.co",
+    "",
+    "a",
+    "Z",
+    "0",
+    "_",
+    "-",
+    ".",
+    "@",
+    " ",
+    std::string("\0", 1),
+    "\x01",
+    "\x1b[2J",
+    "\x7f",
+    "\n",
+    "\t",
+    "\r",
+    "\xc2\x85",
+    "\xc2\x9f",
+    "\xe2\x80\xae",  // NEL, APC, RLO
+    "\xe2\x81\xa6",
+    "\xe2\x80\x8b",
+    "\xef\xbb\xbf",  // LRI, ZWSP, BOM
+    "\xc3\xa9",
+    "\xe6\xbc\xa2\xe5\xad\x97",
+    "\xf0\x9f\x8f\x86",  // é 漢字 🏆
+    "\xd9\x85\xd8\xb1",
+    "\xcc\x81",  // Arabic, combining
+    "\\u0000",
+    "\\",
+    "\"",
+    "'",
+    "{}",
+    "{\"a\":1}",
+    ",",
+    "NULL",
+    "%s%n",
+    "'; DROP TABLE users; --",
+    "<script>",
+    "${jndi:x}",
+    "a@b.co",
 };
 
 // The characters no stored string may hold (or, in names, show).
 const std::vector<std::string> kHostile = {
-    std::string("\0", 1), "\x01", "\x1b", "\x7f", "\r", "\xc2\x85", "\xc2\x9f",
-    "\xe2\x80\xae", "\xe2\x81\xa6", "\xe2\x80\x8b", "\xef\xbb\xbf", "\xe2\x80\x8f"};
+    std::string("\0", 1), "\x01",        "\x1b",         "\x7f",         "\r",
+    "\xc2\x85",           "\xc2\x9f",    "\xe2\x80\xae", "\xe2\x81\xa6", "\xe2\x80\x8b",
+    "\xef\xbb\xbf",       "\xe2\x80\x8f"};
 
 class Generator {
  public:
@@ -89,8 +122,8 @@ class Generator {
     std::string s;
     for (const std::string& p : pieces) s += p;
     if (Chance(10)) {
-      const int target = Pick(std::vector<int>{31, 32, 33, 127, 128, 129, 199, 200, 201, 253,
-                                               254, 255, 511, 512, 513});
+      const int target = Pick(
+          std::vector<int>{31, 32, 33, 127, 128, 129, 199, 200, 201, 253, 254, 255, 511, 512, 513});
       const std::string unit = Chance(50) ? "x" : "\xc3\xa9";
       while (static_cast<int>(text::CodePoints(s)) < target) s += unit;
     }
@@ -177,8 +210,9 @@ class AdminSink {
     for (int round = 0; round < 1000; ++round) {
       auto cycle = consumer.RunOnce(*conn_, "sink");
       ASSERT_TRUE(cycle.ok()) << cycle.status();
-      if (testing::QueryInt(*conn_, "SELECT count(*) FROM consumer_inbox WHERE status IN "
-                                    "('PENDING', 'PROCESSING')") == 0) {
+      if (testing::QueryInt(*conn_,
+                            "SELECT count(*) FROM consumer_inbox WHERE status IN "
+                            "('PENDING', 'PROCESSING')") == 0) {
         break;
       }
     }
@@ -187,8 +221,10 @@ class AdminSink {
   int64_t Scalar(const std::string& sql) { return testing::QueryInt(*conn_, sql); }
   // The stored actor of `event_id`, or "<missing>".
   std::string Actor(const std::string& event_id) {
-    return testing::QueryText(*conn_, "SELECT coalesce(max(actor), '<missing>') FROM audit_logs"
-                                      " WHERE event_id = '" + event_id + "'");
+    return testing::QueryText(*conn_,
+                              "SELECT coalesce(max(actor), '<missing>') FROM audit_logs"
+                              " WHERE event_id = '" +
+                                  event_id + "'");
   }
   const testing::TestKeys& keys() const { return keys_; }
 
@@ -214,8 +250,7 @@ void CheckInvariant(pg::Connection& owner_conn, AdminSink& sink, audit::Owner ow
             static_cast<int64_t>(committed.size()))
       << "exactly one outbox row per committed change (seed " << seed << ")";
   sink.Drain(owner_conn, owner);
-  EXPECT_EQ(sink.Scalar("SELECT count(*) FROM audit_logs"),
-            static_cast<int64_t>(committed.size()))
+  EXPECT_EQ(sink.Scalar("SELECT count(*) FROM audit_logs"), static_cast<int64_t>(committed.size()))
       << "seed " << seed;
   EXPECT_EQ(sink.Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD'"), 0)
       << "seed " << seed;
@@ -283,8 +318,10 @@ TEST_F(AuthHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
         o.status = stub_->DisableUser(ctx.get(), req, &r);
         o.what = "DisableUser";
         if (o.status.ok() && r.changed()) {
-          EXPECT_EQ(testing::QueryText(*conn_, "SELECT disabled_reason FROM users WHERE "
-                                               "user_id = '" + req.user_id() + "'"),
+          EXPECT_EQ(testing::QueryText(*conn_,
+                                       "SELECT disabled_reason FROM users WHERE "
+                                       "user_id = '" +
+                                           req.user_id() + "'"),
                     req.reason())
               << "a reason is never silently cut";
           o.event_id = r.event_id();
@@ -352,8 +389,8 @@ TEST_F(AppHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
   std::printf("[hostile] app seed=%llu\n", static_cast<unsigned long long>(seed));
   Generator g(seed);
   std::vector<std::string> problems, contests;
-  const std::vector<std::string> paths = {"title", "statement", "time_limit_ms",
-                                          "memory_limit_mb", "difficulty"};
+  const std::vector<std::string> paths = {"title", "statement", "time_limit_ms", "memory_limit_mb",
+                                          "difficulty"};
   std::vector<Outcome> out;
   const int64_t now_s = absl::ToUnixSeconds(absl::Now());
   for (int i = 0; i < RequestsPerService(); ++i) {
@@ -464,8 +501,7 @@ TEST_F(AuthHostileTest, NulInAReasonIsInvalidArgumentAndWritesNothing) {
   auth::v1::DisableUserResponse r;
   grpc::Status s = stub_->DisableUser(Ctx().get(), req, &r);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(s.error_message(),
-            "reason: control character U+0000 at character 1 is not allowed");
+  EXPECT_EQ(s.error_message(), "reason: control character U+0000 at character 1 is not allowed");
   EXPECT_EQ(OutboxRows(), rows);
   EXPECT_EQ(testing::QueryText(*conn_, "SELECT status FROM users WHERE user_id = '" +
                                            created.user().user_id() + "'"),

@@ -69,11 +69,11 @@ TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeve
                    "'create_user', 'user', 'u', now(), '\\x00')")
                   .ok());
   EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);
-  for (const char* sql : {"UPDATE audit_logs SET actor = 'mallory'", "DELETE FROM audit_logs",
-                          "TRUNCATE audit_logs", "DROP TABLE audit_logs",
-                          "ALTER TABLE audit_logs DISABLE TRIGGER ALL",
-                          "CREATE TABLE shadow (x int)", "DELETE FROM poison_events",
-                          "UPDATE poison_events SET reason = 'x'"}) {
+  for (const char* sql :
+       {"UPDATE audit_logs SET actor = 'mallory'", "DELETE FROM audit_logs", "TRUNCATE audit_logs",
+        "DROP TABLE audit_logs", "ALTER TABLE audit_logs DISABLE TRIGGER ALL",
+        "CREATE TABLE shadow (x int)", "DELETE FROM poison_events",
+        "UPDATE poison_events SET reason = 'x'"}) {
     absl::Status s = Exec(**admin, sql);
     EXPECT_FALSE(s.ok()) << sql;
     // 42501 insufficient_privilege ("permission denied", "must be owner").
@@ -101,10 +101,10 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRolesHaveOnlyTheirDml) {
   auto auth = AsRuntime(Service::kAuth, Service::kAuth);
   ASSERT_TRUE(auth.ok()) << auth.status();
   EXPECT_TRUE(Exec(**auth, "SELECT count(*) FROM users").ok());
-  for (const char* sql : {"DELETE FROM audit_outbox", "DELETE FROM users", "TRUNCATE users",
-                          "DELETE FROM idempotency_keys", "UPDATE roles SET description = ''",
-                          "DROP TABLE users", "CREATE TABLE shadow (x int)",
-                          "DELETE FROM schema_migrations"}) {
+  for (const char* sql :
+       {"DELETE FROM audit_outbox", "DELETE FROM users", "TRUNCATE users",
+        "DELETE FROM idempotency_keys", "UPDATE roles SET description = ''", "DROP TABLE users",
+        "CREATE TABLE shadow (x int)", "DELETE FROM schema_migrations"}) {
     absl::Status s = Exec(**auth, sql);
     EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << sql << ": " << s;
   }
@@ -125,7 +125,9 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   const std::string auth_stream = p + ":audit:auth", app_stream = p + ":audit:app";
   std::vector<bootstrap::RedisUser> users = {
       {p + "-auth", bootstrap::RedisRole::kOwner, bootstrap::NewPassword(), {auth_stream}},
-      {p + "-admin", bootstrap::RedisRole::kAdmin, bootstrap::NewPassword(),
+      {p + "-admin",
+       bootstrap::RedisRole::kAdmin,
+       bootstrap::NewPassword(),
        {auth_stream, app_stream}},
       {p + "-ops", bootstrap::RedisRole::kOps, bootstrap::NewPassword(), {}}};
   redis::Options super;

@@ -1,7 +1,8 @@
 // common/migrations against a real PostgreSQL 15.
+#include "common/migrations/migrations.h"
+
 #include <thread>
 
-#include "common/migrations/migrations.h"
 #include "gtest/gtest.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
@@ -81,8 +82,9 @@ TEST_F(MigrationsTest, FailingMigrationLeavesNothingBehind) {
   auto r = Apply(*conn, bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("0002_broken"), absl::string_view::npos) << r.status();
-  auto t = conn->Execute({"t", "SELECT to_regclass('ok_table') IS NULL, "
-                               "to_regclass('schema_migrations') IS NULL"});
+  auto t = conn->Execute({"t",
+                          "SELECT to_regclass('ok_table') IS NULL, "
+                          "to_regclass('schema_migrations') IS NULL"});
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_TRUE(t->GetBool(0, 0));
   EXPECT_TRUE(t->GetBool(0, 1));

@@ -411,13 +411,16 @@ TEST_F(ReceiptsTest, ATrueReceiptConfirmsOnlyPublishedRowsWithTheReceiptedBytes)
   EXPECT_EQ(cycle.rejected, 0);
   EXPECT_EQ(cycle.confirmed, 1) << "only the published row with matching bytes";
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED' AND "
-                        "event_id = '" + published[1] + "'"),
+                        "event_id = '" +
+                        published[1] + "'"),
             1);
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING' AND "
-                        "event_id = '" + never_published[0] + "'"),
+                        "event_id = '" +
+                        never_published[0] + "'"),
             1);
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED' AND "
-                        "event_id = '" + published[0] + "'"),
+                        "event_id = '" +
+                        published[0] + "'"),
             1);
 }
 

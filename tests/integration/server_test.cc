@@ -1,8 +1,7 @@
 // A real service binary: flags, reflection (as grpcurl uses it), health,
 // /metrics that promtool accepts, graceful shutdown.
-#include <sys/stat.h>
-
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "absl/strings/str_cat.h"
@@ -53,8 +52,7 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   // Secrets only from files: a password in the DSN is refused before start.
   auto dsn = RunCommand(AuthBinary() + " '--pg-dsn=host=x password=hunter2'");
   EXPECT_EQ(dsn.exit_code, 2) << dsn.output;
-  EXPECT_NE(dsn.output.find("--pg-dsn: must not hold a password"), std::string::npos)
-      << dsn.output;
+  EXPECT_NE(dsn.output.find("--pg-dsn: must not hold a password"), std::string::npos) << dsn.output;
   EXPECT_EQ(dsn.output.find("hunter2"), std::string::npos) << dsn.output;
   auto uri = RunCommand(AuthBinary() + " --pg-dsn=postgresql://u:hunter2@h/db");
   EXPECT_EQ(uri.exit_code, 2) << uri.output;
@@ -77,10 +75,10 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
 
   auto help = RunCommand(AuthBinary() + " --help");
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* f : {"--grpc-listen", "ULTICODE_GRPC_LISTEN", "--pg-dsn", "--redis-addr",
-                        "--metrics-listen", "--shutdown-timeout", "--pg-password-file",
-                        "--redis-password-file", "--audit-signing-key-file",
-                        "--public-keys-file", "--grpc-max-receive-bytes"}) {
+  for (const char* f :
+       {"--grpc-listen", "ULTICODE_GRPC_LISTEN", "--pg-dsn", "--redis-addr", "--metrics-listen",
+        "--shutdown-timeout", "--pg-password-file", "--redis-password-file",
+        "--audit-signing-key-file", "--public-keys-file", "--grpc-max-receive-bytes"}) {
     EXPECT_NE(help.output.find(f), std::string::npos) << f;
   }
 }
@@ -99,19 +97,16 @@ class ServerTest : public ::testing::TestWithParam<Service> {
     const std::string db = ::ulticode::testing::CreateScratchDatabase(pg, "servertest");
     grpc_port_ = FreePort();
     metrics_port_ = FreePort();
-    ASSERT_TRUE(server_.Start({BinDir() + "/" + GetParam().binary,
-                               absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
-                               absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_),
-                               "--pg-dsn=" + pg.ConnInfo(db),
-                               absl::StrCat("--redis-addr=", redis.host, ":", redis.port),
-                               "--public-keys-file=" + keys_.public_keys_file()},
-                              // Owners publish to a stream of this test's own.
-                              {"ULTICODE_DISPATCH_STREAM=test:server:" +
-                                   ::ulticode::testing::RandomSuffix(),
-                               "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
-                               "ULTICODE_REDIS_USER=" + redis.user,
-                               "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
-                               "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
+    ASSERT_TRUE(server_.Start(
+        {BinDir() + "/" + GetParam().binary, absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
+         absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_), "--pg-dsn=" + pg.ConnInfo(db),
+         absl::StrCat("--redis-addr=", redis.host, ":", redis.port),
+         "--public-keys-file=" + keys_.public_keys_file()},
+        // Owners publish to a stream of this test's own.
+        {"ULTICODE_DISPATCH_STREAM=test:server:" + ::ulticode::testing::RandomSuffix(),
+         "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
+         "ULTICODE_REDIS_USER=" + redis.user, "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
+         "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));
     ASSERT_TRUE(server_.Running()) << server_.Output();
@@ -139,14 +134,13 @@ TEST_P(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
   ASSERT_EQ(health.exit_code, 0) << health.output;
   EXPECT_NE(health.output.find("SERVING"), std::string::npos) << health.output;
 
-  auto per_service =
-      RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check",
-                         "-d '{\"service\":\"" + name + "\"}'"));
+  auto per_service = RunCommand(
+      Grpcurl(grpc_port_, "grpc.health.v1.Health/Check", "-d '{\"service\":\"" + name + "\"}'"));
   ASSERT_EQ(per_service.exit_code, 0) << per_service.output;
   EXPECT_NE(per_service.output.find("\"SERVING\""), std::string::npos) << per_service.output;
 
-  auto unknown = RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check",
-                                    "-d '{\"service\":\"no.such.Service\"}'"));
+  auto unknown = RunCommand(
+      Grpcurl(grpc_port_, "grpc.health.v1.Health/Check", "-d '{\"service\":\"no.such.Service\"}'"));
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_NE(unknown.output.find("NotFound"), std::string::npos) << unknown.output;
 }
@@ -170,7 +164,8 @@ TEST_P(ServerTest, SigtermStopsGracefullyWithExitZero) {
   ASSERT_NE(status, -1) << "did not exit in time\n" << server_.Output();
   EXPECT_TRUE(WIFEXITED(status)) << server_.Output();
   EXPECT_EQ(WEXITSTATUS(status), 0) << server_.Output();
-  EXPECT_NE(server_.Output().find("\"message\":\"stopped\""), std::string::npos) << server_.Output();
+  EXPECT_NE(server_.Output().find("\"message\":\"stopped\""), std::string::npos)
+      << server_.Output();
   EXPECT_FALSE(PortOpen(grpc_port_));
 }
 

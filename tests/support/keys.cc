@@ -16,8 +16,8 @@ crypto::SigningKey NewKey() {
 }
 
 std::string TempDir() {
-  std::string templ = absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
-                                   "/ulticode-keys.XXXXXX");
+  std::string templ =
+      absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", "/ulticode-keys.XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) std::abort();
   return templ;
 }
@@ -30,9 +30,9 @@ TestKeys::TestKeys() : auth_(NewKey()), app_(NewKey()), admin_(NewKey()), dir_(T
     if (!crypto::WriteSecretFile(KeyFile(party), k->PrivatePem()).ok()) std::abort();
   }
   public_keys_file_ = dir_ + "/public-keys";
-  std::ofstream(public_keys_file_) << "# test keys\n"
-                                   << Line("auth", auth_) << Line("app", app_)
-                                   << Line("admin", admin_);
+  std::ofstream(public_keys_file_)
+      << "# test keys\n"
+      << Line("auth", auth_) << Line("app", app_) << Line("admin", admin_);
   auto dir = crypto::KeyDirectory::FromFile(public_keys_file_);
   auto file = crypto::KeyDirectoryFile::Open(public_keys_file_);
   if (!dir.ok() || !file.ok()) std::abort();

@@ -1,14 +1,13 @@
 #include "tests/support/mesh.h"
 
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
 #include "tools/bootstrap/bootstrap.h"
-
-#include <signal.h>
-
-#include "absl/strings/str_cat.h"
 
 namespace ulticode::testing {
 namespace {
@@ -83,8 +82,11 @@ Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options
     bootstrap::RedisUser u{c.redis_user, bootstrap::RedisRole::kOwner, c.redis_password, {}};
     if (s == Service::kAuth) u.streams = {auth_stream_};
     if (s == Service::kApp) u.streams = {app_stream_};
-    if (s == Service::kAdmin) u = {c.redis_user, bootstrap::RedisRole::kAdmin, c.redis_password,
-                                   {auth_stream_, app_stream_}};
+    if (s == Service::kAdmin)
+      u = {c.redis_user,
+           bootstrap::RedisRole::kAdmin,
+           c.redis_password,
+           {auth_stream_, app_stream_}};
     users.push_back(std::move(u));
   }
   EXPECT_TRUE(bootstrap::ApplyAcl(redis_admin, users).ok());
@@ -114,8 +116,7 @@ std::string Mesh::RuntimePassword(Service service) const {
 std::vector<std::string> Mesh::Secrets() const {
   std::vector<std::string> out;
   for (const Credentials& c : creds_) {
-    for (const std::string* s :
-         {&c.migrator_password, &c.runtime_password, &c.redis_password}) {
+    for (const std::string* s : {&c.migrator_password, &c.runtime_password, &c.redis_password}) {
       if (!s->empty()) out.push_back(*s);
     }
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
@@ -20,10 +21,9 @@
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
-#include "absl/strings/match.h"
 #include "tests/support/keys.h"
-#include "tests/support/test_env.h"
 #include "tests/support/pg_query.h"
+#include "tests/support/test_env.h"
 
 namespace ulticode::testing {
 
@@ -49,8 +49,7 @@ class OwnerServiceTest : public ::testing::Test {
     hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
     // The owner's key of the process-wide test keys (Admin-side checks in a
     // test find it in SharedTestKeys().directory()).
-    signer_ = &SharedTestKeys().owner(
-        absl::StrContains(service_name, ".app.") ? "app" : "auth");
+    signer_ = &SharedTestKeys().owner(absl::StrContains(service_name, ".app.") ? "app" : "auth");
     service_ = std::make_unique<Impl>(*pool_, resolver_, *signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
     server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},

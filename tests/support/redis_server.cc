@@ -1,13 +1,11 @@
 #include "tests/support/redis_server.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "absl/strings/escaping.h"
-#include "common/crypto/crypto.h"
-
-#include <signal.h>
-
 #include "absl/strings/str_cat.h"
+#include "common/crypto/crypto.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::testing {
@@ -22,9 +20,9 @@ RedisServer::RedisServer() : port_(FreePort()) {
   const int fd = ::mkstemp(tmpl);
   if (fd < 0) return;
   aclfile_ = tmpl;
-  const std::string acl = absl::StrCat(
-      "user default off resetkeys resetchannels -@all\nuser ", shared->user, " on #",
-      absl::BytesToHexString(crypto::Sha256(shared->password)), " ~* &* +@all\n");
+  const std::string acl =
+      absl::StrCat("user default off resetkeys resetchannels -@all\nuser ", shared->user, " on #",
+                   absl::BytesToHexString(crypto::Sha256(shared->password)), " ~* &* +@all\n");
   (void)!::write(fd, acl.data(), acl.size());
   ::close(fd);
 }
@@ -37,9 +35,9 @@ RedisServer::~RedisServer() {
 bool RedisServer::Start() {
   Kill();
   child_ = std::make_unique<ChildProcess>();
-  std::vector<std::string> argv = {"redis-server", "--port",       absl::StrCat(port_),
-                                   "--bind",       "127.0.0.1",    "--save",
-                                   "",             "--appendonly", "no"};
+  std::vector<std::string> argv = {
+      "redis-server", "--port", absl::StrCat(port_), "--bind", "127.0.0.1",
+      "--save",       "",       "--appendonly",      "no"};
   if (!aclfile_.empty()) {
     argv.push_back("--aclfile");
     argv.push_back(aclfile_);

@@ -1,13 +1,12 @@
 #include "tests/support/test_env.h"
 
-#include "common/crypto/crypto.h"
-
 #include <cstdlib>
 #include <random>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/crypto/crypto.h"
 #include "libpq-fe.h"
 
 namespace ulticode::testing {

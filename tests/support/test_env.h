@@ -61,18 +61,18 @@ std::string SourceDir();
 }  // namespace ulticode::testing
 
 // Use at the top of an integration test (or in SetUp). Skips locally, fails in CI.
-#define ULTI_REQUIRE_PG(var)                                                          \
-  auto var##_opt = ::ulticode::testing::PgFromEnv();                                  \
-  if (!var##_opt) {                                                                   \
+#define ULTI_REQUIRE_PG(var)                                                           \
+  auto var##_opt = ::ulticode::testing::PgFromEnv();                                   \
+  if (!var##_opt) {                                                                    \
     if (::ulticode::testing::InCi()) FAIL() << "ULTICODE_TEST_PG_* not set (CI=true)"; \
-    GTEST_SKIP() << "PostgreSQL not configured; run scripts/test.sh";                 \
-  }                                                                                   \
+    GTEST_SKIP() << "PostgreSQL not configured; run scripts/test.sh";                  \
+  }                                                                                    \
   const ::ulticode::testing::PgEndpoint var = *var##_opt
 
-#define ULTI_REQUIRE_REDIS(var)                                                          \
-  auto var##_opt = ::ulticode::testing::RedisFromEnv();                                  \
-  if (!var##_opt) {                                                                      \
+#define ULTI_REQUIRE_REDIS(var)                                                           \
+  auto var##_opt = ::ulticode::testing::RedisFromEnv();                                   \
+  if (!var##_opt) {                                                                       \
     if (::ulticode::testing::InCi()) FAIL() << "ULTICODE_TEST_REDIS_* not set (CI=true)"; \
-    GTEST_SKIP() << "Redis not configured; run scripts/test.sh";                         \
-  }                                                                                      \
+    GTEST_SKIP() << "Redis not configured; run scripts/test.sh";                          \
+  }                                                                                       \
   const ::ulticode::testing::RedisEndpoint var = *var##_opt

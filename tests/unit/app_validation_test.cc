@@ -3,8 +3,8 @@
 #include <string>
 
 #include "app/app_service.h"
-#include "google/protobuf/util/time_util.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::app {

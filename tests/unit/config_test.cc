@@ -1,7 +1,6 @@
-#include "common/config/flags.h"
-
 #include <cstdlib>
 
+#include "common/config/flags.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::config {

@@ -72,8 +72,7 @@ const testing::TestKeys& Keys() {
 // The entry exactly as Dispatcher::EntryFor builds it from `envelope`'s bytes,
 // signed with the key of the event's owner (a producer holding that key).
 redis::StreamEntry EntryFor(const audit::AuditEvent& event, const std::string& envelope) {
-  const crypto::SigningKey& key =
-      Keys().owner(event.owner() == kApp ? "app" : "auth");
+  const crypto::SigningKey& key = Keys().owner(event.owner() == kApp ? "app" : "auth");
   redis::StreamEntry entry;
   entry.id = "1750000000000-0";
   entry.fields = {{"event_id", event.event_id()},
@@ -408,7 +407,8 @@ TEST(EntryValidationTest, OwnerFieldOfAnotherOwner) {
   const audit::AuditEvent app = GoodAppEvent();
   redis::StreamEntry app_entry = EntryFor(app);
   SetField(app_entry, "owner", "auth");
-  r = ExpectRejected(ValidateEntry(kApp, app_entry, kNow, Keys().directory()), PoisonReason::kOwnerMismatch);
+  r = ExpectRejected(ValidateEntry(kApp, app_entry, kNow, Keys().directory()),
+                     PoisonReason::kOwnerMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("\"auth\""), HasSubstr("app stream")));
   EXPECT_EQ(r.event_id, app.event_id());
 }
@@ -443,7 +443,8 @@ TEST(EntryValidationTest, AppEventTypeOnTheAuthStream) {
 
 TEST(EntryValidationTest, UnsupportedSchemaVersion) {
   const audit::AuditEvent event = GoodEvent();
-  for (const std::string version : {"2", "0", "x", "", "1.0", "-1", "4294967297", "01", "+1", " 1"}) {
+  for (const std::string version :
+       {"2", "0", "x", "", "1.0", "-1", "4294967297", "01", "+1", " 1"}) {
     redis::StreamEntry entry = EntryFor(event);
     SetField(entry, "schema_version", version);
     Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnsupportedSchemaVersion);
@@ -534,8 +535,8 @@ TEST(EntryValidationTest, EnvelopeOwnerOfAnotherOwner) {
   SetField(entry, "signature", Keys().auth().Sign(audit::Serialize(event)));
   SetField(entry, "key_id", Keys().auth().key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
-  EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope owner"), HasSubstr("\"app\""),
-                              HasSubstr("auth stream")));
+  EXPECT_THAT(r.detail,
+              AllOf(HasSubstr("envelope owner"), HasSubstr("\"app\""), HasSubstr("auth stream")));
   EXPECT_EQ(r.event_id, event.event_id());
 
   event.set_owner(audit::v1::OWNER_UNSPECIFIED);
@@ -606,8 +607,8 @@ TEST(EntryValidationTest, OccurredAtTooFarInTheFuture) {
                        absl::FromUnixSeconds(253402300799) /* 9999-12-31 */}) {
     const audit::AuditEvent event = GoodEvent(t);
     Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kBadTimestamp);
-    EXPECT_THAT(r.detail, AllOf(HasSubstr("occurred_at"), HasSubstr("10m"),
-                                HasSubstr("in the future")));
+    EXPECT_THAT(r.detail,
+                AllOf(HasSubstr("occurred_at"), HasSubstr("10m"), HasSubstr("in the future")));
     EXPECT_EQ(r.event_id, event.event_id());
   }
 }

@@ -15,16 +15,16 @@ constexpr Rule kName{.min_chars = 1, .max_chars = 8, .identifier = true};
 constexpr Rule kProse{.max_chars = 64, .multiline = true};
 
 TEST(TextTest, AcceptsOrdinaryTextInAnyScript) {
-  for (const char* s : {"alice", "\xc3\xa9t\xc3\xa9", "\xe6\xbc\xa2\xe5\xad\x97",
-                        "\xf0\x9f\x8f\x86", "a b"}) {
+  for (const char* s :
+       {"alice", "\xc3\xa9t\xc3\xa9", "\xe6\xbc\xa2\xe5\xad\x97", "\xf0\x9f\x8f\x86", "a b"}) {
     EXPECT_TRUE(Check("name", s, kName).ok()) << s;
   }
   EXPECT_TRUE(Check("body", "line 1\n\tline 2", kProse).ok());
 }
 
 TEST(TextTest, RefusesIllFormedUtf8NamingTheCharacter) {
-  for (const std::string s : {"\xff", "a\xc0\xaf", "\xed\xa0\x80", "ab\xe2\x82",
-                              "\xf4\x90\x80\x80"}) {
+  for (const std::string s :
+       {"\xff", "a\xc0\xaf", "\xed\xa0\x80", "ab\xe2\x82", "\xf4\x90\x80\x80"}) {
     absl::Status st = Check("name", s, kName);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(st.message(), HasSubstr("name: not valid UTF-8 at character"));
@@ -44,7 +44,9 @@ TEST(TextTest, RefusesNulAndOtherControlsWithTheirCodePoint) {
 }
 
 TEST(TextTest, RefusesBidiAndInvisibleCharactersInNamesOnly) {
-  const std::string rlo = "admin\xe2\x80\xae" "txt";  // U+202E RIGHT-TO-LEFT OVERRIDE
+  const std::string rlo =
+      "admin\xe2\x80\xae"
+      "txt";  // U+202E RIGHT-TO-LEFT OVERRIDE
   EXPECT_THAT(Check("name", rlo, {.max_chars = 16, .identifier = true}).message(),
               HasSubstr("bidi or invisible character U+202E at character 6"));
   EXPECT_TRUE(Check("body", rlo, kProse).ok());

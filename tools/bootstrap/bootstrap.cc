@@ -34,8 +34,8 @@ absl::Status Run(pg::Connection& conn, const std::string& name, const std::strin
 
 absl::StatusOr<std::string> ScramVerifier(pg::Connection& conn, const std::string& role,
                                           const std::string& password) {
-  char* verifier = PQencryptPasswordConn(conn.raw(), password.c_str(), role.c_str(),
-                                         "scram-sha-256");
+  char* verifier =
+      PQencryptPasswordConn(conn.raw(), password.c_str(), role.c_str(), "scram-sha-256");
   if (verifier == nullptr) {
     return absl::InternalError(absl::StrCat("cannot compute a SCRAM verifier for role ", role));
   }
@@ -46,10 +46,10 @@ absl::StatusOr<std::string> ScramVerifier(pg::Connection& conn, const std::strin
 
 absl::Status EnsureRole(pg::Connection& conn, const std::string& role,
                         const std::string& password) {
-  RETURN_IF_ERROR(Run(conn, "bootstrap.create_role",
-                      absl::StrCat("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '",
-                                   role, "') THEN CREATE ROLE \"", role,
-                                   "\"; END IF; END$$")));
+  RETURN_IF_ERROR(
+      Run(conn, "bootstrap.create_role",
+          absl::StrCat("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '", role,
+                       "') THEN CREATE ROLE \"", role, "\"; END IF; END$$")));
   ASSIGN_OR_RETURN(const std::string verifier, ScramVerifier(conn, role, password));
   return Run(conn, "bootstrap.alter_role",
              absl::StrCat("ALTER ROLE \"", role,
@@ -110,19 +110,18 @@ absl::Status BootstrapDatabase(pg::Connection& superuser, const pg::ConnectOptio
                                                    "SELECT 1 FROM pg_database WHERE datname = $1"},
                                      {pg::Text(s.database)}));
   if (exists.empty()) {
-    RETURN_IF_ERROR(Run(superuser, "bootstrap.create_db",
-                        absl::StrCat("CREATE DATABASE \"", s.database, "\" OWNER \"", s.migrator,
-                                     "\"")));
+    RETURN_IF_ERROR(
+        Run(superuser, "bootstrap.create_db",
+            absl::StrCat("CREATE DATABASE \"", s.database, "\" OWNER \"", s.migrator, "\"")));
   }
   const std::string db = absl::StrCat("\"", s.database, "\"");
   RETURN_IF_ERROR(Run(superuser, "bootstrap.db_owner",
                       absl::StrCat("ALTER DATABASE ", db, " OWNER TO \"", s.migrator, "\"")));
-  RETURN_IF_ERROR(
-      Run(superuser, "bootstrap.db_revoke", absl::StrCat("REVOKE ALL ON DATABASE ", db,
-                                                         " FROM PUBLIC")));
+  RETURN_IF_ERROR(Run(superuser, "bootstrap.db_revoke",
+                      absl::StrCat("REVOKE ALL ON DATABASE ", db, " FROM PUBLIC")));
   RETURN_IF_ERROR(Run(superuser, "bootstrap.db_connect",
-                      absl::StrCat("GRANT CONNECT ON DATABASE ", db, " TO \"", s.migrator,
-                                   "\", \"", s.runtime, "\"")));
+                      absl::StrCat("GRANT CONNECT ON DATABASE ", db, " TO \"", s.migrator, "\", \"",
+                                   s.runtime, "\"")));
   pg::ConnectOptions in_db = connect;
   in_db.conninfo = absl::StrCat(connect.conninfo, " dbname=", s.database);
   ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> conn, pg::Connection::Connect(in_db));
@@ -141,9 +140,10 @@ absl::Status SetOwnPassword(pg::Connection& superuser, const std::string& passwo
 }
 
 std::vector<std::string> AclRules(const RedisUser& user) {
-  std::vector<std::string> rules = {"reset", "on", absl::StrCat("#", Sha256Hex(user.password)),
-                                    "resetchannels", "-@all", "+hello", "+auth", "+ping",
-                                    "+client|setname"};
+  std::vector<std::string> rules = {
+      "reset",         "on",    absl::StrCat("#", Sha256Hex(user.password)),
+      "resetchannels", "-@all", "+hello",
+      "+auth",         "+ping", "+client|setname"};
   auto add = [&](std::initializer_list<std::string> more) {
     rules.insert(rules.end(), more.begin(), more.end());
   };

@@ -44,8 +44,7 @@ struct ServiceDatabase {
 // of the cluster; `connect` reaches the cluster as the same superuser (to
 // enter `database`). Idempotent.
 absl::Status BootstrapDatabase(pg::Connection& superuser, const pg::ConnectOptions& connect,
-                               const ServiceDatabase& service,
-                               const std::string& migrator_password,
+                               const ServiceDatabase& service, const std::string& migrator_password,
                                const std::string& runtime_password);
 
 // Sets the password of the role `superuser` is logged in as (a SCRAM

@@ -47,9 +47,11 @@ absl::Status BootstrapPostgres(const std::string& dsn, const std::string& passwo
   for (const char* svc : kServices) {
     bootstrap::ServiceDatabase db{absl::StrCat("ulticode_", svc), absl::StrCat(svc, "_migrator"),
                                   absl::StrCat(svc, "_runtime")};
-    auto migrator = bootstrap::EnsureSecretFile(absl::StrCat(secrets, "/pg-", db.migrator, ".password"));
+    auto migrator =
+        bootstrap::EnsureSecretFile(absl::StrCat(secrets, "/pg-", db.migrator, ".password"));
     if (!migrator.ok()) return migrator.status();
-    auto runtime = bootstrap::EnsureSecretFile(absl::StrCat(secrets, "/pg-", db.runtime, ".password"));
+    auto runtime =
+        bootstrap::EnsureSecretFile(absl::StrCat(secrets, "/pg-", db.runtime, ".password"));
     if (!runtime.ok()) return runtime.status();
     if (auto s = bootstrap::BootstrapDatabase(**superuser, connect, db, *migrator, *runtime);
         !s.ok()) {
@@ -68,7 +70,8 @@ absl::Status WriteAclFile(const std::string& path, const std::string& secrets) {
            {"app", bootstrap::RedisRole::kOwner},
            {"admin", bootstrap::RedisRole::kAdmin},
            {"ops", bootstrap::RedisRole::kOps}}) {
-    auto password = bootstrap::EnsureSecretFile(absl::StrCat(secrets, "/redis-", name, ".password"));
+    auto password =
+        bootstrap::EnsureSecretFile(absl::StrCat(secrets, "/redis-", name, ".password"));
     if (!password.ok()) return password.status();
     bootstrap::RedisUser u{name, role, *password, {}};
     if (role == bootstrap::RedisRole::kOwner) u.streams = {absl::StrCat("audit:", name)};

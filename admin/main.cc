@@ -10,6 +10,7 @@
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
 #include "common/crypto/key_directory.h"
+#include "common/jwt/bearer_resolver.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -95,9 +96,13 @@ int main(int argc, char** argv) {
   query_options.group = bridge_options.group;
   query_options.consumer = bridge_options.inbox_consumer;
   query_options.redis = redis_options;
-  admin::query::AuditQueryService service(pool, query_options);
+  auto jwks = jwt::JwksFile::Open(common.jwks_file);
+  if (!jwks.ok()) runtime::DieOnStartup("admin", jwks.status());
+  jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
+  server::Authorizer authorizer(resolver, admin::query::AccessRules());
+  admin::query::AuditQueryService service(pool, authorizer, query_options);
   server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log,
-                                  nullptr, common.grpc_max_receive_bytes},
+                                  &resolver, common.grpc_max_receive_bytes},
                                  (*metrics)->registry());
   grpc_server.AddService(&service, "ulticode.admin.v1.AdminService");
   if (auto s = grpc_server.Start(); !s.ok()) runtime::DieOnStartup("admin", s);

@@ -441,6 +441,7 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
 grpc::Status AppServiceImpl::GetProblem(grpc::ServerContext* ctx, const v1::GetProblemRequest* req,
                                         v1::Problem* resp) {
   auto problem = [&]() -> absl::StatusOr<v1::Problem> {
+    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetProblem").status());
     RETURN_IF_ERROR(ValidateId("problem_id", req->problem_id()));
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
     ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row,
@@ -454,11 +455,22 @@ grpc::Status AppServiceImpl::GetProblem(grpc::ServerContext* ctx, const v1::GetP
 grpc::Status AppServiceImpl::GetContest(grpc::ServerContext* ctx, const v1::GetContestRequest* req,
                                         v1::Contest* resp) {
   auto contest = [&]() -> absl::StatusOr<v1::Contest> {
+    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetContest").status());
     RETURN_IF_ERROR(ValidateId("contest_id", req->contest_id()));
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
     return LoadContest(*conn, req->contest_id());
   };
   return Reply(contest(), resp, "GetContest");
+}
+
+const server::AccessTable& AccessRules() {
+  static const auto* rules = new server::AccessTable{
+      {"CreateProblem", "app.editor"},       {"UpdateProblem", "app.editor"},
+      {"CreateContest", "app.editor"},       {"AddProblemToContest", "app.editor"},
+      {"RemoveProblemFromContest", "app.editor"}, {"PublishContest", "app.editor"},
+      {"GetProblem", "app.reader"},          {"GetContest", "app.reader"},
+  };
+  return *rules;
 }
 
 const std::vector<std::string>& RuntimeGrants() {

@@ -23,9 +23,9 @@ namespace v1 = ::ulticode::app::v1;
 
 class AppServiceImpl final : public v1::AppService::Service {
  public:
-  AppServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
+  AppServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
                  const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
-      : pool_(pool), mutations_(pool, resolver, signer, std::move(hooks)) {}
+      : pool_(pool), authorizer_(authorizer), mutations_(pool, authorizer, signer, std::move(hooks)) {}
 
   grpc::Status CreateProblem(grpc::ServerContext* ctx, const v1::CreateProblemRequest* req,
                              v1::ProblemResponse* resp) override;
@@ -48,6 +48,7 @@ class AppServiceImpl final : public v1::AppService::Service {
 
  private:
   pg::Pool& pool_;  // read RPCs
+  const server::Authorizer& authorizer_;
   const outbox::MutationHandler mutations_;
 };
 
@@ -65,6 +66,9 @@ absl::Status ValidateCreateContest(const v1::CreateContestRequest& req);
 absl::Status ValidateAddProblemToContest(const v1::AddProblemToContestRequest& req);
 absl::Status ValidateRemoveProblemFromContest(const v1::RemoveProblemFromContestRequest& req);
 absl::Status ValidatePublishContest(const v1::PublishContestRequest& req);
+
+// Who may call what: method -> role (every method of the service has one).
+const server::AccessTable& AccessRules();
 
 // The DML the runtime role needs on app's own tables (UPDATE where rows
 // are locked FOR UPDATE); granted after migrations (migrations::GrantRuntime).

@@ -18,10 +18,11 @@ int main(int argc, char** argv) {
       .service_name = "ulticode.app.v1.AppService",
       .migrations = &app::Migrations(),
       .runtime_grants = &app::RuntimeGrants(),
+      .access_rules = &app::AccessRules(),
       .make_service =
-          [](pg::Pool& pool, const server::PrincipalResolver& resolver,
+          [](pg::Pool& pool, const server::Authorizer& authorizer,
              const crypto::SigningKey& signer) {
-            return std::make_unique<app::AppServiceImpl>(pool, resolver, signer);
+            return std::make_unique<app::AppServiceImpl>(pool, authorizer, signer);
           },
   };
   return runtime::RunOwnerService(spec, argc, argv);

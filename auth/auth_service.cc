@@ -271,6 +271,7 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
 grpc::Status AuthServiceImpl::GetUser(grpc::ServerContext* ctx, const v1::GetUserRequest* req,
                                       v1::User* resp) {
   auto user = [&]() -> absl::StatusOr<v1::User> {
+    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetUser").status());
     RETURN_IF_ERROR(ValidateUserId(req->user_id()));
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
     ASSIGN_OR_RETURN(std::optional<store::UserRow> row, store::GetUser(*conn, req->user_id()));
@@ -284,6 +285,7 @@ grpc::Status AuthServiceImpl::ListUserRoles(grpc::ServerContext* ctx,
                                             const v1::ListUserRolesRequest* req,
                                             v1::ListUserRolesResponse* resp) {
   auto roles = [&]() -> absl::StatusOr<v1::ListUserRolesResponse> {
+    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "ListUserRoles").status());
     RETURN_IF_ERROR(ValidateUserId(req->user_id()));
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
     ASSIGN_OR_RETURN(std::optional<store::UserRow> user, store::GetUser(*conn, req->user_id()));
@@ -299,12 +301,23 @@ grpc::Status AuthServiceImpl::GetLoginPolicy(grpc::ServerContext* ctx,
                                              const v1::GetLoginPolicyRequest* req,
                                              v1::LoginPolicy* resp) {
   auto policy = [&]() -> absl::StatusOr<v1::LoginPolicy> {
+    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetLoginPolicy").status());
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
     ASSIGN_OR_RETURN(std::optional<store::PolicyRow> row, store::GetPolicy(*conn));
     if (!row.has_value()) return absl::InternalError("no login policy");
     return PolicyProto(*row);
   };
   return Reply(policy(), resp, "GetLoginPolicy");
+}
+
+const server::AccessTable& AccessRules() {
+  static const auto* rules = new server::AccessTable{
+      {"CreateUser", "auth.admin"},     {"DisableUser", "auth.admin"},
+      {"AssignRole", "auth.admin"},     {"RevokeRole", "auth.admin"},
+      {"UpdateLoginPolicy", "auth.admin"}, {"GetUser", "auth.reader"},
+      {"ListUserRoles", "auth.reader"}, {"GetLoginPolicy", "auth.reader"},
+  };
+  return *rules;
 }
 
 const std::vector<std::string>& RuntimeGrants() {

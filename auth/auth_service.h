@@ -14,9 +14,9 @@ namespace v1 = ::ulticode::auth::v1;
 
 class AuthServiceImpl final : public v1::AuthService::Service {
  public:
-  AuthServiceImpl(pg::Pool& pool, const server::PrincipalResolver& resolver,
+  AuthServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
                   const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
-      : pool_(pool), mutations_(pool, resolver, signer, std::move(hooks)) {}
+      : pool_(pool), authorizer_(authorizer), mutations_(pool, authorizer, signer, std::move(hooks)) {}
 
   grpc::Status CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
                           v1::CreateUserResponse* resp) override;
@@ -37,6 +37,7 @@ class AuthServiceImpl final : public v1::AuthService::Service {
 
  private:
   pg::Pool& pool_;  // read RPCs
+  const server::Authorizer& authorizer_;
   const outbox::MutationHandler mutations_;
 };
 
@@ -46,6 +47,9 @@ absl::Status ValidateLoginPolicy(const v1::LoginPolicy& policy);
 absl::Status ValidateDisableUser(const v1::DisableUserRequest& req);
 absl::Status ValidateRoleChange(const std::string& user_id, const std::string& role);
 absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req);
+
+// Who may call what: method -> role (every method of the service has one).
+const server::AccessTable& AccessRules();
 
 // The DML the runtime role needs on auth's own tables (UPDATE where rows
 // are locked FOR UPDATE); granted after migrations (migrations::GrantRuntime).

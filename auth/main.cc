@@ -18,10 +18,11 @@ int main(int argc, char** argv) {
       .service_name = "ulticode.auth.v1.AuthService",
       .migrations = &auth::Migrations(),
       .runtime_grants = &auth::RuntimeGrants(),
+      .access_rules = &auth::AccessRules(),
       .make_service =
-          [](pg::Pool& pool, const server::PrincipalResolver& resolver,
+          [](pg::Pool& pool, const server::Authorizer& authorizer,
              const crypto::SigningKey& signer) {
-            return std::make_unique<auth::AuthServiceImpl>(pool, resolver, signer);
+            return std::make_unique<auth::AuthServiceImpl>(pool, authorizer, signer);
           },
   };
   return runtime::RunOwnerService(spec, argc, argv);

@@ -1,5 +1,8 @@
 #include "admin/query/audit_query_service.h"
 
+#include "common/log/log.h"
+#include "common/text/text.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -17,6 +20,13 @@
 
 namespace ulticode::admin::query {
 namespace {
+
+// The filters of a query as one short line for the read log.
+std::string Filters(const v1::QueryAuditLogsRequest& req) {
+  v1::QueryAuditLogsRequest filters = req;
+  filters.clear_page_token();
+  return std::string(text::TruncateUtf8(filters.ShortDebugString(), 512));
+}
 
 using google::protobuf::util::TimeUtil;
 
@@ -247,8 +257,9 @@ v1::StreamStatus UnknownStream(audit::Owner owner, const std::string& stream) {
 
 }  // namespace
 
-AuditQueryService::AuditQueryService(pg::Pool& pool, QueryServiceOptions options)
-    : pool_(pool), options_([&] {
+AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer,
+                                     QueryServiceOptions options)
+    : pool_(pool), authorizer_(authorizer), options_([&] {
         options.max_page_size = std::max(options.max_page_size, 1);
         options.default_page_size = std::clamp(options.default_page_size, 1, options.max_page_size);
         return std::move(options);
@@ -359,6 +370,11 @@ absl::StatusOr<v1::PipelineStatus> AuditQueryService::Pipeline() {
 grpc::Status AuditQueryService::QueryAuditLogs(grpc::ServerContext* ctx,
                                                const v1::QueryAuditLogsRequest* req,
                                                v1::QueryAuditLogsResponse* resp) {
+  auto principal = authorizer_.Admit(*ctx, "QueryAuditLogs");
+  if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "QueryAuditLogs");
+  // Who read what: the trail of the trail.
+  log::Info("audit_read", "QueryAuditLogs",
+            {{"principal", principal->id}, {"filters", Filters(*req)}});
   auto r = Query(*req);
   if (!r.ok()) return server::ToGrpcStatus(r.status(), "QueryAuditLogs");
   *resp = std::move(r).value();
@@ -367,6 +383,10 @@ grpc::Status AuditQueryService::QueryAuditLogs(grpc::ServerContext* ctx,
 
 grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
                                             const v1::GetAuditLogRequest* req, v1::AuditLog* resp) {
+  auto principal = authorizer_.Admit(*ctx, "GetAuditLog");
+  if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "GetAuditLog");
+  log::Info("audit_read", "GetAuditLog",
+            {{"principal", principal->id}, {"event_id", req->event_id().substr(0, 64)}});
   auto r = Get(*req);
   if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetAuditLog");
   *resp = std::move(r).value();
@@ -376,10 +396,21 @@ grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
 grpc::Status AuditQueryService::GetPipelineStatus(grpc::ServerContext* ctx,
                                                   const v1::GetPipelineStatusRequest* req,
                                                   v1::PipelineStatus* resp) {
+  auto principal = authorizer_.Admit(*ctx, "GetPipelineStatus");
+  if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "GetPipelineStatus");
   auto r = Pipeline();
   if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetPipelineStatus");
   *resp = std::move(r).value();
   return grpc::Status::OK;
+}
+
+const server::AccessTable& AccessRules() {
+  static const auto* rules = new server::AccessTable{
+      {"QueryAuditLogs", "audit.reader"},
+      {"GetAuditLog", "audit.reader"},
+      {"GetPipelineStatus", "audit.operator"},
+  };
+  return *rules;
 }
 
 }  // namespace ulticode::admin::query

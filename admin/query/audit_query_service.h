@@ -16,6 +16,8 @@
 // Thread-safe: handlers share only the pool and the immutable options.
 #pragma once
 
+#include "common/server/principal.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +48,8 @@ struct QueryServiceOptions {
 
 class AuditQueryService final : public v1::AdminService::Service {
  public:
-  AuditQueryService(pg::Pool& pool, QueryServiceOptions options);
+  AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer,
+                    QueryServiceOptions options);
 
   grpc::Status QueryAuditLogs(grpc::ServerContext* ctx, const v1::QueryAuditLogsRequest* req,
                               v1::QueryAuditLogsResponse* resp) override;
@@ -63,7 +66,12 @@ class AuditQueryService final : public v1::AdminService::Service {
   std::vector<v1::StreamStatus> StreamStatuses();
 
   pg::Pool& pool_;
+  const server::Authorizer& authorizer_;
   const QueryServiceOptions options_;
 };
+
+// Who may call what: audit.reader reads the trail, audit.operator the
+// pipeline (and every operator action to come).
+const server::AccessTable& AccessRules();
 
 }  // namespace ulticode::admin::query

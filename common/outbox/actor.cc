@@ -5,10 +5,9 @@
 
 namespace ulticode::outbox {
 
-absl::StatusOr<audit::Actor> ActorFromCall(const server::PrincipalResolver& resolver,
+absl::StatusOr<audit::Actor> ActorFromCall(const server::Principal& principal,
                                            const grpc::ServerContextBase& context,
                                            const std::string& request_id) {
-  ASSIGN_OR_RETURN(server::Principal principal, resolver.Resolve(context));
   ASSIGN_OR_RETURN(server::CallInfo call, server::GetCallInfo(context));
   return audit::Actor{principal.id, call.client_ip, call.user_agent, request_id, call.trace_id};
 }

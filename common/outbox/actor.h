@@ -13,7 +13,7 @@
 
 namespace ulticode::outbox {
 
-absl::StatusOr<audit::Actor> ActorFromCall(const server::PrincipalResolver& resolver,
+absl::StatusOr<audit::Actor> ActorFromCall(const server::Principal& principal,
                                            const grpc::ServerContextBase& context,
                                            const std::string& request_id);
 

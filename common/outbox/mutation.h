@@ -100,10 +100,11 @@ absl::StatusOr<Response> RunMutation(
   return response;
 }
 
-// The shape every mutating handler shares, in this order: resolve the caller
-// (UNAUTHENTICATED), validate the request (INVALID_ARGUMENT, nothing
-// written), run `body` with the caller as the audit actor inside
-// RunMutation, map the outcome to gRPC. Thread-safe.
+// The shape every mutating handler shares, in this order: admit the caller
+// (UNAUTHENTICATED, or PERMISSION_DENIED without the method's role), validate
+// the request (INVALID_ARGUMENT, nothing written), run `body` with the
+// verified caller as the audit actor inside RunMutation, map the outcome to
+// gRPC. Thread-safe.
 //
 //   return mutations_.Handle(*ctx, "CreateUser", *req,
 //       [&] { return ValidateCreateUser(*req); },
@@ -112,16 +113,18 @@ absl::StatusOr<Response> RunMutation(
 //       resp);
 class MutationHandler {
  public:
-  MutationHandler(pg::Pool& pool, const server::PrincipalResolver& resolver,
+  MutationHandler(pg::Pool& pool, const server::Authorizer& authorizer,
                   const crypto::SigningKey& signer, MutationHooks hooks = {})
-      : pool_(pool), resolver_(resolver), signer_(signer), hooks_(std::move(hooks)) {}
+      : pool_(pool), authorizer_(authorizer), signer_(signer), hooks_(std::move(hooks)) {}
 
   // `Request` has request_id(); `validate` returns absl::Status; `body`
   // returns absl::StatusOr<Outcome<Response>>.
   template <typename Request, typename Response, typename Validate, typename Body>
   grpc::Status Handle(const grpc::ServerContextBase& ctx, absl::string_view method,
                       const Request& req, Validate&& validate, Body&& body, Response* out) const {
-    absl::StatusOr<audit::Actor> actor = ActorFromCall(resolver_, ctx, req.request_id());
+    absl::StatusOr<server::Principal> principal = authorizer_.Admit(ctx, method);
+    if (!principal.ok()) return server::ToGrpcStatus(principal.status(), method);
+    absl::StatusOr<audit::Actor> actor = ActorFromCall(*principal, ctx, req.request_id());
     if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
     if (absl::Status s = validate(); !s.ok()) return server::ToGrpcStatus(s, method);
     absl::StatusOr<Response> result = RunMutation<Response>(
@@ -135,7 +138,7 @@ class MutationHandler {
 
  private:
   pg::Pool& pool_;
-  const server::PrincipalResolver& resolver_;
+  const server::Authorizer& authorizer_;
   const crypto::SigningKey& signer_;
   const MutationHooks hooks_;
 };

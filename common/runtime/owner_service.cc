@@ -3,6 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/audit/receipt.h"
 #include "common/config/flags.h"
+#include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
+#include "common/jwt/bearer_resolver.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/outbox/dispatcher.h"
@@ -78,8 +81,11 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   outbox::ReceiptReader receipt_reader(receipts, (*metrics)->registry());
   receipt_reader.Start();
 
-  server::HeaderPrincipalResolver resolver;
-  std::unique_ptr<grpc::Service> service = spec.make_service(pool, resolver, *signer);
+  auto jwks = jwt::JwksFile::Open(common.jwks_file);
+  if (!jwks.ok()) DieOnStartup(name.c_str(), jwks.status());
+  jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
+  server::Authorizer authorizer(resolver, *spec.access_rules);
+  std::unique_ptr<grpc::Service> service = spec.make_service(pool, authorizer, *signer);
   server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log,
                                   &resolver, common.grpc_max_receive_bytes},
                                  (*metrics)->registry());

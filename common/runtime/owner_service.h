@@ -29,7 +29,9 @@ struct OwnerServiceSpec {
   const std::vector<migrations::Migration>* migrations;
   // The DML the runtime role needs on the service's own tables.
   const std::vector<std::string>* runtime_grants;
-  std::function<std::unique_ptr<grpc::Service>(pg::Pool&, const server::PrincipalResolver&,
+  // Who may call which method.
+  const server::AccessTable* access_rules;
+  std::function<std::unique_ptr<grpc::Service>(pg::Pool&, const server::Authorizer&,
                                                const crypto::SigningKey&)>
       make_service;
 };

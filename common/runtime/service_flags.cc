@@ -65,6 +65,15 @@ void ServiceFlags::Register(config::Flags& flags) {
                "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
                "it changes");
   flags.Require("public-keys-file");
+  flags.String("jwks-file", &jwks_file,
+               "JSON Web Key Set verifying callers' bearer tokens (EdDSA, ES256, RS256); re-read "
+               "when it changes");
+  flags.Require("jwks-file");
+  flags.String("jwt-issuer", &jwt_issuer, "the \"iss\" every token must carry");
+  flags.String("jwt-audience", &jwt_audience, "the \"aud\" every token must include");
+  flags.Duration("jwt-clock-skew", &jwt_clock_skew,
+                 "clock difference tolerated for a token's exp and nbf", absl::ZeroDuration(),
+                 absl::Minutes(10));
   flags.String("log-level", &log_level, "debug, info, warn or error", [](const std::string& v) {
     log::Level level;
     return log::ParseLevel(v, &level);
@@ -131,6 +140,10 @@ std::string ServiceFlags::RuntimeRoleToGrant() const {
   }
   PQconninfoFree(opts);
   return user;
+}
+
+jwt::VerifyOptions ServiceFlags::JwtOptions() const {
+  return jwt::VerifyOptions{jwt_issuer, jwt_audience, jwt_clock_skew};
 }
 
 redis::Options ServiceFlags::RedisOptions() const {

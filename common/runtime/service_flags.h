@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "common/config/flags.h"
 #include "common/pg/pool.h"
+#include "common/jwt/jwt.h"
 #include "common/redis/redis_client.h"
 #include "common/server/grpc_server.h"
 
@@ -23,6 +24,10 @@ struct ServiceFlags {
   std::string redis_user;
   std::string redis_password_file;
   std::string public_keys_file;
+  std::string jwks_file;
+  std::string jwt_issuer = "ulticode";
+  std::string jwt_audience = "ulticode";
+  absl::Duration jwt_clock_skew = absl::Seconds(60);
   std::string log_level = "info";
   int grpc_threads = 32;
   int grpc_max_receive_bytes = server::kOwnerMaxReceiveBytes;
@@ -46,7 +51,8 @@ struct ServiceFlags {
   // The runtime role to GRANT the service's DML to after migrating; empty
   // when migrations run as the runtime role itself.
   std::string RuntimeRoleToGrant() const;
-  redis::Options RedisOptions() const;  // DieOnStartup-worthy errors were checked by Register
+  redis::Options RedisOptions() const;
+  jwt::VerifyOptions JwtOptions() const;  // DieOnStartup-worthy errors were checked by Register
 
  private:
   std::string pg_password_;

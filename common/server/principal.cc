@@ -1,5 +1,6 @@
 #include "common/server/principal.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include "absl/strings/ascii.h"
@@ -23,24 +24,19 @@ absl::StatusOr<std::string> Metadata(const grpc::ServerContextBase& context,
   return std::string(first->second.data(), first->second.size());
 }
 
-absl::StatusOr<Principal> HeaderPrincipalResolver::Resolve(
-    const grpc::ServerContextBase& context) const {
-  absl::StatusOr<std::string> header = Metadata(context, kHeader);
-  if (!header.ok()) return absl::UnauthenticatedError(header.status().message());
-  std::string id = *std::move(header);
-  if (id.empty()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("missing caller identity: send metadata \"", kHeader, "\""));
+absl::StatusOr<Principal> Authorizer::Admit(const grpc::ServerContextBase& context,
+                                            absl::string_view method) const {
+  ASSIGN_OR_RETURN(Principal principal, resolver_.Resolve(context));
+  auto rule = table_.find(method);
+  if (rule == table_.end()) {
+    return absl::PermissionDeniedError(absl::StrCat("no access rule for ", method));
   }
-  if (id.size() > 128) {
-    return absl::UnauthenticatedError(absl::StrCat(kHeader, " is longer than 128 characters"));
+  if (std::find(principal.roles.begin(), principal.roles.end(), rule->second) ==
+      principal.roles.end()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(method, " requires the role \"", rule->second, "\""));
   }
-  for (char c : id) {
-    if (!(absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' || c == '@' || c == '-')) {
-      return absl::UnauthenticatedError(absl::StrCat(kHeader, " may only hold [A-Za-z0-9_.:@-]"));
-    }
-  }
-  return Principal{std::move(id)};
+  return principal;
 }
 
 std::string PeerToIp(const std::string& peer) {

@@ -1,12 +1,15 @@
-// Who is calling, and from where.
+// Who is calling, what they may do, and from where.
 //
 // Handlers never read identity from request fields: they ask the process's
-// PrincipalResolver. Today the resolver trusts a request header
-// (x-ulticode-principal); the security work replaces it with a verifier of
-// signed tokens behind this same interface, without touching handlers.
+// Authorizer, which resolves the caller (jwt::BearerTokenResolver verifies an
+// `authorization: Bearer <JWT>` header) and checks the role the method needs
+// in the service's access table.
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server_context.h"
@@ -14,7 +17,8 @@
 namespace ulticode::server {
 
 struct Principal {
-  std::string id;  // stable principal id; the audit actor
+  std::string id;                  // stable principal id (the token's sub); the audit actor
+  std::vector<std::string> roles;  // the token's roles claim
 };
 
 class PrincipalResolver {
@@ -24,12 +28,26 @@ class PrincipalResolver {
   virtual absl::StatusOr<Principal> Resolve(const grpc::ServerContextBase& context) const = 0;
 };
 
-// Reads the principal id from the `x-ulticode-principal` metadata entry:
-// 1..128 chars of [A-Za-z0-9_.:@-].
-class HeaderPrincipalResolver final : public PrincipalResolver {
+// Method name (as in the .proto, e.g. "CreateUser") -> the role it needs.
+using AccessTable = absl::flat_hash_map<std::string, std::string>;
+
+// Resolves the caller and checks the role a method needs. A method without a
+// rule is refused (deny by default). Thread-safe.
+class Authorizer {
  public:
-  static constexpr char kHeader[] = "x-ulticode-principal";
-  absl::StatusOr<Principal> Resolve(const grpc::ServerContextBase& context) const override;
+  Authorizer(const PrincipalResolver& resolver, AccessTable table)
+      : resolver_(resolver), table_(std::move(table)) {}
+
+  // UNAUTHENTICATED when the caller cannot be identified; PERMISSION_DENIED
+  // naming the role `method` needs when the caller lacks it.
+  absl::StatusOr<Principal> Admit(const grpc::ServerContextBase& context,
+                                  absl::string_view method) const;
+  const PrincipalResolver& resolver() const { return resolver_; }
+  const AccessTable& table() const { return table_; }
+
+ private:
+  const PrincipalResolver& resolver_;
+  const AccessTable table_;
 };
 
 // Facts about the call that go into audit records.

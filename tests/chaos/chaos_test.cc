@@ -39,6 +39,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
+#include "tests/support/tokens.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/pg_server.h"
 #include "tests/support/redis_server.h"
@@ -214,7 +215,7 @@ class LoadDriver {
   }
 
   static void Prepare(grpc::ClientContext* ctx, const std::string& principal) {
-    ctx->AddMetadata("x-ulticode-principal", principal);
+    ctx->AddMetadata("authorization", testing::SharedTestTokens().Bearer(principal));
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 

@@ -10,6 +10,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
+#include "tests/support/tokens.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
@@ -59,7 +60,7 @@ class PipelineE2ETest : public ::testing::Test {
   }
 
   static void As(grpc::ClientContext* ctx, const std::string& principal) {
-    ctx->AddMetadata("x-ulticode-principal", principal);
+    ctx->AddMetadata("authorization", testing::SharedTestTokens().Bearer(principal));
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   }
 
@@ -234,6 +235,7 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     const bool arrived = WaitFor(
         [&] {
           grpc::ClientContext ctx;
+          As(&ctx, "auditor");
           adminv1::GetAuditLogRequest req;
           req.set_event_id(want.event_id);
           return admin_->GetAuditLog(&ctx, req, &log).ok();
@@ -260,6 +262,7 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
   // Old -> new where the change has a before.
   {
     grpc::ClientContext ctx;
+    As(&ctx, "auditor");
     adminv1::GetAuditLogRequest req;
     req.set_event_id(expected[1].event_id);  // assign_role
     adminv1::AuditLog log;
@@ -272,6 +275,7 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
   adminv1::QueryAuditLogsResponse all;
   {
     grpc::ClientContext ctx;
+    As(&ctx, "auditor");
     adminv1::QueryAuditLogsRequest req;
     req.set_page_size(1000);
     ASSERT_TRUE(admin_->QueryAuditLogs(&ctx, req, &all).ok());
@@ -287,6 +291,7 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
   ASSERT_TRUE(WaitFor(
       [&] {
         grpc::ClientContext ctx;
+        As(&ctx, "auditor");
         if (!admin_->GetPipelineStatus(&ctx, adminv1::GetPipelineStatusRequest(), &status).ok()) {
           return false;
         }

@@ -21,7 +21,9 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
+#include "common/jwt/bearer_resolver.h"
 #include "gtest/gtest.h"
+#include "tests/support/tokens.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
 
@@ -97,7 +99,7 @@ class AdminQueryTest : public ::testing::Test {
   // (Re)starts the service under test with `options`.
   void Serve(const QueryServiceOptions& options) {
     if (server_) server_->Shutdown(absl::Seconds(1));
-    service_ = std::make_unique<AuditQueryService>(*pool_, options);
+    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, options);
     server_ = std::make_unique<server::GrpcServer>(
         server::ServerOptions{"127.0.0.1:0", 8, false, nullptr, server::kAdminMaxReceiveBytes},
         metrics_->registry());
@@ -107,8 +109,10 @@ class AdminQueryTest : public ::testing::Test {
         absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
   }
 
+  // A call as an auditor holding every role.
   static std::unique_ptr<grpc::ClientContext> Ctx() {
     auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("authorization", ::ulticode::testing::SharedTestTokens().Bearer("auditor"));
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return ctx;
   }
@@ -205,6 +209,10 @@ class AdminQueryTest : public ::testing::Test {
   std::string app_stream_;
   QueryServiceOptions options_;
   std::unique_ptr<metrics::Metrics> metrics_;
+  const jwt::BearerTokenResolver resolver_{
+      ::ulticode::testing::SharedTestTokens().jwks(),
+      jwt::VerifyOptions{::ulticode::testing::kTestIssuer, ::ulticode::testing::kTestAudience}};
+  const server::Authorizer authorizer_{resolver_, AccessRules()};
   std::unique_ptr<AuditQueryService> service_;
   std::unique_ptr<server::GrpcServer> server_;
   std::unique_ptr<v1::AdminService::Stub> stub_;

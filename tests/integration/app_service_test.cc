@@ -35,7 +35,7 @@ constexpr char kUnknownId[] = "0190a8e4-7b5c-7d3e-8f00-0123456789ab";
 class AppServiceTest
     : public ::ulticode::testing::OwnerServiceTest<AppServiceImpl, v1::AppService> {
  protected:
-  void SetUp() override { StartOwner(Migrations(), "ulticode.app.v1.AppService", "apptest"); }
+  void SetUp() override { StartOwner(Migrations(), "ulticode.app.v1.AppService", "apptest", AccessRules()); }
   // Every column of every row, "|" between columns, ";" between rows.
   std::string Rows(const std::string& sql) {
     pg::Statement st{"rows", sql.c_str()};
@@ -905,10 +905,20 @@ TEST_F(AppServiceTest, CallerWithoutPrincipalIsUnauthenticated) {
   const std::string state_sql = "SELECT status, version FROM contests";
   const std::string state_before = Rows(state_sql);
 
-  // Every call below would succeed with a principal.
-  for (const std::string& principal : {std::string(""), std::string("bad principal"),
-                                       std::string(129, 'a'), std::string("semi;colon")}) {
-    SCOPED_TRACE("principal: " + principal);
+  // Every call below would succeed with a valid token.
+  ::ulticode::testing::TokenSpec expired;
+  expired.expires_in = -absl::Hours(1);
+  for (const std::string& authorization :
+       {std::string(""), std::string("Bearer not.a.token"), std::string("Basic YWxpY2U6eA=="),
+        "Bearer " + ::ulticode::testing::SharedTestTokens().Mint(expired)}) {
+    SCOPED_TRACE("authorization: " + authorization.substr(0, 20));
+    auto Ctx = [&](const std::string&) {
+      auto ctx = std::make_unique<grpc::ClientContext>();
+      if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
+      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      return ctx;
+    };
+    const std::string principal;
     v1::ProblemResponse pr;
     v1::ContestResponse cr;
     std::vector<grpc::Status> results;

@@ -269,7 +269,7 @@ class AuthHostileTest
     : public testing::OwnerServiceTest<auth::AuthServiceImpl, auth::v1::AuthService> {
  protected:
   void SetUp() override {
-    StartOwner(auth::Migrations(), "ulticode.auth.v1.AuthService", "hostileauth");
+    StartOwner(auth::Migrations(), "ulticode.auth.v1.AuthService", "hostileauth", auth::AccessRules());
     if (HasFatalFailure() || IsSkipped()) return;
     ULTI_REQUIRE_PG(pg);
     sink_.Start(pg);
@@ -376,7 +376,7 @@ TEST_F(AuthHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
 class AppHostileTest : public testing::OwnerServiceTest<app::AppServiceImpl, app::v1::AppService> {
  protected:
   void SetUp() override {
-    StartOwner(app::Migrations(), "ulticode.app.v1.AppService", "hostileapp");
+    StartOwner(app::Migrations(), "ulticode.app.v1.AppService", "hostileapp", app::AccessRules());
     if (HasFatalFailure() || IsSkipped()) return;
     ULTI_REQUIRE_PG(pg);
     sink_.Start(pg);
@@ -509,14 +509,14 @@ TEST_F(AuthHostileTest, NulInAReasonIsInvalidArgumentAndWritesNothing) {
 }
 
 TEST_F(AuthHostileTest, RepeatedIdentityOrTraceHeadersAreRefused) {
-  for (const char* header : {"x-ulticode-principal", "traceparent"}) {
+  for (const char* header : {"authorization", "traceparent"}) {
     auth::v1::CreateUserRequest req;
     req.set_username("twice");
     req.set_email("twice@example.com");
-    auto ctx = Ctx("alice");
+    auto ctx = Ctx("alice");  // one authorization header already
     const std::string value = std::string(header) == "traceparent"
                                   ? "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-                                  : "mallory";
+                                  : testing::SharedTestTokens().Bearer("mallory");
     ctx->AddMetadata(header, value);
     if (std::string(header) == "traceparent") ctx->AddMetadata(header, value);
     auth::v1::CreateUserResponse r;

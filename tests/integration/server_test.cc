@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
+#include "tests/support/tokens.h"
 #include "tests/support/process.h"
 #include "tests/support/test_env.h"
 
@@ -58,7 +59,7 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   EXPECT_EQ(uri.exit_code, 2) << uri.output;
   EXPECT_EQ(uri.output.find("hunter2"), std::string::npos) << uri.output;
   // The signing key is required, and a key file others can read is refused.
-  auto no_key = RunCommand(AuthBinary() + " --public-keys-file=/dev/null");
+  auto no_key = RunCommand(AuthBinary() + " --public-keys-file=/dev/null --jwks-file=/dev/null");
   EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
   EXPECT_NE(no_key.output.find("--audit-signing-key-file is required"), std::string::npos)
       << no_key.output;
@@ -66,7 +67,7 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   const std::string loose = keys.KeyFile("auth");
   ASSERT_EQ(chmod(loose.c_str(), 0644), 0);
   auto open_key = RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
-                             " --audit-signing-key-file=" + loose);
+                             " --jwks-file=/dev/null --audit-signing-key-file=" + loose);
   EXPECT_EQ(open_key.exit_code, 1) << open_key.output;
   EXPECT_NE(open_key.output.find("has mode 0644: group and others must have no access"),
             std::string::npos)
@@ -106,6 +107,7 @@ class ServerTest : public ::testing::TestWithParam<Service> {
         {"ULTICODE_DISPATCH_STREAM=test:server:" + ::ulticode::testing::RandomSuffix(),
          "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
          "ULTICODE_REDIS_USER=" + redis.user, "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
+         "ULTICODE_JWKS_FILE=" + ::ulticode::testing::SharedTestTokens().jwks_file(),
          "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));

@@ -7,6 +7,7 @@
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
+#include "tests/support/tokens.h"
 #include "tools/bootstrap/bootstrap.h"
 
 namespace ulticode::testing {
@@ -166,6 +167,9 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
       "--redis-addr=" + options_.redis_addr,
       "--log-level=warn",
       "--public-keys-file=" + keys_.public_keys_file(),
+      "--jwks-file=" + SharedTestTokens().jwks_file(),
+      std::string("--jwt-issuer=") + kTestIssuer,
+      std::string("--jwt-audience=") + kTestAudience,
   };
   const std::string name = absl::StrCat(Binary(service), "-", replica);
   if (options_.least_privilege) {

@@ -21,7 +21,9 @@
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "common/jwt/bearer_resolver.h"
 #include "tests/support/keys.h"
+#include "tests/support/tokens.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
@@ -34,7 +36,8 @@ class OwnerServiceTest : public ::testing::Test {
  protected:
   // Call as the whole of SetUp(): it may skip or fail the test.
   void StartOwner(const std::vector<migrations::Migration>& service_migrations,
-                  const std::string& service_name, const std::string& db_prefix) {
+                  const std::string& service_name, const std::string& db_prefix,
+                  const server::AccessTable& access_rules) {
     ULTI_REQUIRE_PG(pg);
     pg::PoolOptions po;
     po.connect.conninfo = pg.ConnInfo(CreateScratchDatabase(pg, db_prefix));
@@ -50,7 +53,10 @@ class OwnerServiceTest : public ::testing::Test {
     // The owner's key of the process-wide test keys (Admin-side checks in a
     // test find it in SharedTestKeys().directory()).
     signer_ = &SharedTestKeys().owner(absl::StrContains(service_name, ".app.") ? "app" : "auth");
-    service_ = std::make_unique<Impl>(*pool_, resolver_, *signer_, hooks);
+    resolver_ = std::make_unique<jwt::BearerTokenResolver>(
+        SharedTestTokens().jwks(), jwt::VerifyOptions{kTestIssuer, kTestAudience});
+    authorizer_ = std::make_unique<server::Authorizer>(*resolver_, access_rules);
+    service_ = std::make_unique<Impl>(*pool_, *authorizer_, *signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
     server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
                                                    metrics_->registry());
@@ -64,10 +70,11 @@ class OwnerServiceTest : public ::testing::Test {
     if (server_) server_->Shutdown(absl::Seconds(1));
   }
 
-  // A call context carrying `principal` (none when empty), 10 s deadline.
+  // A call context with a bearer token of `principal` holding every role
+  // (no token when empty), 10 s deadline.
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& principal = "alice") {
     auto ctx = std::make_unique<grpc::ClientContext>();
-    if (!principal.empty()) ctx->AddMetadata("x-ulticode-principal", principal);
+    if (!principal.empty()) ctx->AddMetadata("authorization", SharedTestTokens().Bearer(principal));
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return ctx;
   }
@@ -98,7 +105,8 @@ class OwnerServiceTest : public ::testing::Test {
   std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
     return absl::OkStatus();
   };
-  server::HeaderPrincipalResolver resolver_;
+  std::unique_ptr<jwt::BearerTokenResolver> resolver_;
+  std::unique_ptr<server::Authorizer> authorizer_;
   const crypto::SigningKey* signer_ = nullptr;
   std::unique_ptr<pg::Connection> conn_;
   std::unique_ptr<pg::Pool> pool_;

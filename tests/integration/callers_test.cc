@@ -1,0 +1,235 @@
+// Verified callers against a real gRPC server (Auth, in process, with the
+// JWT resolver and its access table): every refusal is UNAUTHENTICATED with a
+// message naming the problem and never the token; a missing role is
+// PERMISSION_DENIED naming the role, for every method of every service; the
+// JWKS file is re-read when it changes; the actor is the token's subject.
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "admin/query/audit_query_service.h"
+#include "app/app_service.h"
+#include "auth/auth_service.h"
+#include <future>
+
+#include "common/metrics/metrics.h"
+#include "common/server/grpc_server.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "tests/support/keys.h"
+#include "gtest/gtest.h"
+#include "tests/support/owner_service_fixture.h"
+#include "tests/support/tokens.h"
+
+namespace ulticode {
+namespace auth {
+const std::vector<migrations::Migration>& Migrations();
+}
+namespace {
+
+using testing::SharedTestTokens;
+using testing::TokenSpec;
+
+class CallersTest
+    : public testing::OwnerServiceTest<auth::AuthServiceImpl, auth::v1::AuthService> {
+ protected:
+  void SetUp() override {
+    StartOwner(auth::Migrations(), "ulticode.auth.v1.AuthService", "callerstest",
+               auth::AccessRules());
+  }
+
+  // CreateUser with `authorization` values (none when empty).
+  grpc::Status Create(const std::vector<std::string>& authorization,
+                      const std::string& name = "zoe") {
+    grpc::ClientContext ctx;
+    for (const auto& a : authorization) ctx.AddMetadata("authorization", a);
+    auth::v1::CreateUserRequest req;
+    req.set_username(name);
+    req.set_email(name + "@example.com");
+    auth::v1::CreateUserResponse resp;
+    return stub_->CreateUser(&ctx, req, &resp);
+  }
+  grpc::Status CreateWith(const TokenSpec& spec) {
+    return Create({"Bearer " + SharedTestTokens().Mint(spec)});
+  }
+};
+
+TEST_F(CallersTest, EveryBadCredentialIsUnauthenticatedNamingTheProblem) {
+  const std::string good = SharedTestTokens().Mint("alice");
+  std::vector<std::string> parts = absl::StrSplit(good, '.');
+  std::string tampered_payload;
+  absl::WebSafeBase64Unescape(parts[1], &tampered_payload);
+  tampered_payload.replace(tampered_payload.find("alice"), 5, "admin");
+  const std::string tampered =
+      absl::StrCat(parts[0], ".", absl::WebSafeBase64Escape(tampered_payload), ".", parts[2]);
+  auto spec = [](auto change) {
+    TokenSpec s;
+    change(s);
+    return "Bearer " + SharedTestTokens().Mint(s);
+  };
+  // An HS256 token whose "secret" is a public key: algorithm confusion.
+  const std::string hs256 = absl::StrCat(
+      absl::WebSafeBase64Escape(R"({"alg":"HS256","kid":"test-EdDSA"})"), ".", parts[1], ".",
+      absl::WebSafeBase64Escape("mac"));
+  const std::string none =
+      absl::StrCat(absl::WebSafeBase64Escape(R"({"alg":"none","kid":"test-EdDSA"})"), ".",
+                   parts[1], ".");
+  struct Case {
+    std::vector<std::string> authorization;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{}, "missing \"authorization: Bearer <token>\""},
+      {{"Basic YWxpY2U6cHc="}, "is not \"Bearer <token>\""},
+      {{"Bearer"}, "is not \"Bearer <token>\""},
+      {{"Bearer abc"}, "not a compact JWS"},
+      {{"Bearer a.b!.c"}, "not base64url"},
+      {{spec([](TokenSpec& s) { s.expires_in = -absl::Minutes(5); })}, "expired at"},
+      {{spec([](TokenSpec& s) { s.not_before = absl::Minutes(5); })}, "not valid before"},
+      {{spec([](TokenSpec& s) { s.issuer = "evil"; })}, "wrong issuer"},
+      {{spec([](TokenSpec& s) { s.audience = "elsewhere"; })}, "wrong audience"},
+      {{spec([](TokenSpec& s) { s.kid = "gone"; })}, "unknown key id \"gone\""},
+      {{spec([](TokenSpec& s) { s.kid = SharedTestTokens().Kid("RS256"); })},
+       "is for RS256, not EdDSA"},
+      {{"Bearer " + tampered}, "bad signature"},
+      {{"Bearer " + hs256}, "algorithm \"HS256\" is not accepted"},
+      {{"Bearer " + none}, "algorithm \"none\" is not accepted"},
+      {{spec([](TokenSpec& s) { s.subject = ""; })}, "\"sub\" claim"},
+      {{"Bearer " + good, "Bearer " + good}, "\"authorization\" was sent 2 times"},
+  };
+  for (const Case& c : cases) {
+    grpc::Status s = Create(c.authorization);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << c.message;
+    EXPECT_NE(s.error_message().find(c.message), std::string::npos)
+        << "want \"" << c.message << "\", got \"" << s.error_message() << "\"";
+    for (const std::string& a : c.authorization) {
+      if (a.size() > 20) {
+        EXPECT_EQ(s.error_message().find(a.substr(7, 20)), std::string::npos) << "token echoed";
+      }
+    }
+  }
+  EXPECT_EQ(OutboxRows(), 0);
+  // A clock a little behind the issuer's is tolerated (60 s skew).
+  EXPECT_TRUE(CreateWith(TokenSpec{.not_before = absl::Seconds(30)}).ok());
+}
+
+TEST_F(CallersTest, Es256AndRs256TokensAreAcceptedAndTheSubjectIsTheActor) {
+  for (const char* alg : {"EdDSA", "ES256", "RS256"}) {
+    TokenSpec s;
+    s.alg = alg;
+    s.subject = absl::StrCat("user-", alg);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + SharedTestTokens().Mint(s));
+    auth::v1::CreateUserRequest req;
+    req.set_username(absl::AsciiStrToLower(absl::StrCat("u", alg)));
+    req.set_email(absl::StrCat("u", alg, "@example.com"));
+    auth::v1::CreateUserResponse resp;
+    grpc::Status st = stub_->CreateUser(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << alg << ": " << st.error_message();
+    EXPECT_EQ(Event(resp.event_id()).record().actor(), s.subject) << alg;
+  }
+}
+
+TEST_F(CallersTest, KeysRotateWithoutRestart) {
+  const auto& tokens = SharedTestTokens();
+  TokenSpec es;
+  es.alg = "ES256";
+  // Only the ES256 key is published: EdDSA tokens are refused at once.
+  tokens.WriteJwks({tokens.Kid("ES256")});
+  EXPECT_EQ(Create({tokens.Bearer("alice")}, "rot1").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(CreateWith(es).ok());
+  // The EdDSA key comes back: accepted again, no restart.
+  tokens.WriteJwks();
+  EXPECT_TRUE(Create({tokens.Bearer("alice")}, "rot2").ok());
+}
+
+TEST_F(CallersTest, AMissingRoleIsPermissionDeniedNamingTheRole) {
+  TokenSpec reader;
+  reader.roles = {"auth.reader"};
+  grpc::Status s = CreateWith(reader);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(s.error_message(), "CreateUser requires the role \"auth.admin\"");
+  EXPECT_EQ(OutboxRows(), 0);
+}
+
+// Every method of every service, on real servers, called with every role but
+// the one it needs, is refused with PERMISSION_DENIED naming that role; with
+// only that role it gets past the check. The table holds a rule for each
+// method of the service's descriptor and nothing else, so a new RPC without
+// a rule fails here.
+TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
+  const auto& tokens = SharedTestTokens();
+  jwt::BearerTokenResolver resolver(tokens.jwks(), {testing::kTestIssuer, testing::kTestAudience});
+  server::Authorizer auth_authz(resolver, auth::AccessRules());
+  server::Authorizer app_authz(resolver, app::AccessRules());
+  server::Authorizer admin_authz(resolver, admin::query::AccessRules());
+  // No database behind them: the check comes before any work.
+  pg::PoolOptions nowhere;
+  nowhere.connect.conninfo = "host=127.0.0.1 port=1 dbname=none";
+  nowhere.connect.connect_timeout = absl::Seconds(1);
+  pg::Pool pool(nowhere);
+  const crypto::SigningKey& signer = testing::SharedTestKeys().auth();
+  auth::AuthServiceImpl auth_service(pool, auth_authz, signer);
+  app::AppServiceImpl app_service(pool, app_authz, signer);
+  admin::query::AuditQueryService admin_service(pool, admin_authz, {});
+  auto metrics = metrics::Metrics::Unexposed("rules");
+  server::GrpcServer grpc_server(server::ServerOptions{"127.0.0.1:0", 8, false},
+                                 metrics->registry());
+  grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");
+  grpc_server.AddService(&app_service, "ulticode.app.v1.AppService");
+  grpc_server.AddService(&admin_service, "ulticode.admin.v1.AdminService");
+  ASSERT_TRUE(grpc_server.Start().ok());
+  grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_server.port()),
+                                             grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& path, const std::vector<std::string>& roles) {
+    TokenSpec spec;
+    spec.roles = roles;
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + tokens.Mint(spec));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Slice empty_slice("");
+    grpc::ByteBuffer request(&empty_slice, 1), response;  // an empty message
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&ctx, path, grpc::StubOptions(), &request, &response,
+                   [&](grpc::Status s) { done.set_value(std::move(s)); });
+    return done.get_future().get();
+  };
+  const std::vector<std::pair<std::string, const server::AccessTable*>> all = {
+      {"ulticode.auth.v1.AuthService", &auth::AccessRules()},
+      {"ulticode.app.v1.AppService", &app::AccessRules()},
+      {"ulticode.admin.v1.AdminService", &admin::query::AccessRules()}};
+  int methods = 0;
+  for (const auto& [name, rules] : all) {
+    const auto* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
+    ASSERT_NE(service, nullptr) << name;
+    EXPECT_EQ(rules->size(), static_cast<size_t>(service->method_count()))
+        << name << ": a rule per method, and no stale rules";
+    for (int i = 0; i < service->method_count(); ++i, ++methods) {
+      const std::string method = service->method(i)->name();
+      const std::string path = absl::StrCat("/", name, "/", method);
+      auto rule = rules->find(method);
+      ASSERT_NE(rule, rules->end()) << path << " has no access rule";
+      std::vector<std::string> others;
+      for (const auto& r : testing::AllRoles()) {
+        if (r != rule->second) others.push_back(r);
+      }
+      const grpc::Status denied = call(path, others);
+      EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED) << path;
+      EXPECT_EQ(denied.error_message(),
+                absl::StrCat(method, " requires the role \"", rule->second, "\""))
+          << path;
+      const grpc::Status allowed = call(path, {rule->second});
+      EXPECT_NE(allowed.error_code(), grpc::StatusCode::PERMISSION_DENIED) << path;
+      EXPECT_NE(allowed.error_code(), grpc::StatusCode::UNAUTHENTICATED) << path;
+    }
+  }
+  EXPECT_EQ(methods, 19);
+  grpc_server.Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace ulticode

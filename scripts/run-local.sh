@@ -250,6 +250,21 @@ public_keys="${secrets}/public-keys.txt"
   done
 } >"${public_keys}.tmp"
 mv -f -- "${public_keys}.tmp" "${public_keys}"
+# The dev token issuer: scripts/dev-token.sh signs with this key; every
+# service verifies callers against jwks.json (re-read when it changes).
+jwt_key="${secrets}/jwt-ed25519.key"
+if [[ ! -s "${jwt_key}" ]]; then
+  (umask 077 && openssl genpkey -algorithm ed25519 -out "${jwt_key}")
+  log "created dev token key ${jwt_key}"
+fi
+jwt_x="$(openssl pkey -in "${jwt_key}" -pubout -outform DER | tail -c 32 | openssl base64 -A |
+  tr '+/' '-_' | tr -d '=')"
+jwt_kid="dev-$(printf '%s' "${jwt_x}" | sha256sum | cut -c1-12)"
+printf '%s\n' "${jwt_kid}" >"${secrets}/jwt.kid"
+printf '{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","kid":"%s","x":"%s"}]}\n' \
+  "${jwt_kid}" "${jwt_x}" >"${secrets}/jwks.json.tmp"
+mv -f -- "${secrets}/jwks.json.tmp" "${secrets}/jwks.json"
+
 declare -A KEY_FLAG=(
   [auth]="--audit-signing-key-file=${secrets}/auth-ed25519.key"
   [app]="--audit-signing-key-file=${secrets}/app-ed25519.key"
@@ -286,6 +301,9 @@ for svc in "${SERVICES[@]}"; do
     --redis-user="${svc}" \
     --redis-password-file="${secrets}/redis-${svc}.password" \
     --public-keys-file="${public_keys}" \
+    --jwks-file="${secrets}/jwks.json" \
+    --jwt-issuer=ulticode-dev \
+    --jwt-audience=ulticode \
     "${KEY_FLAG[${svc}]}" \
     </dev/null >"${logfile}" 2>&1 9>&- &
   PIDS[${svc}]=$!
@@ -323,7 +341,11 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
     "${PG_PORT}" "${DATABASES[*]}" "$(rel "${state}/postgres.log")"
   printf '  Redis      127.0.0.1:%s (AOF); log %s\n' "${REDIS_PORT}" "$(rel "${state}/redis/redis.log")"
   echo
-  echo "Try:"
+  echo "Try (tokens from scripts/dev-token.sh SUBJECT [ROLE...], valid 1 h):"
+  echo "  T=\$(scripts/dev-token.sh alice auth.admin auth.reader)"
+  echo "  ${PY} scripts/grpcurl.py -plaintext -H \"authorization: Bearer \$T\" -d '{\"username\":\"bob\",\"email\":\"bob@example.com\"}' ${GRPC[auth]} ulticode.auth.v1.AuthService/CreateUser"
+  echo "  A=\$(scripts/dev-token.sh auditor audit.reader audit.operator)"
+  echo "  ${PY} scripts/grpcurl.py -plaintext -H \"authorization: Bearer \$A\" -d '{\"pageSize\":5}' ${GRPC[admin]} ulticode.admin.v1.AdminService/QueryAuditLogs"
   echo "  ${PY} scripts/grpcurl.py -plaintext ${GRPC[admin]} list"
   echo "  ${PY} scripts/grpcurl.py -plaintext ${GRPC[auth]} grpc.health.v1.Health/Check"
   echo "  curl -s http://${METRICS[admin]}/metrics | grep ^ulticode_"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Prints a bearer token that the mesh started by scripts/run-local.sh accepts:
+# EdDSA-signed with the dev key run-local keeps in its state directory, issuer
+# "ulticode-dev", audience "ulticode", valid for one hour.
+#
+# Usage: scripts/dev-token.sh SUBJECT [ROLE...]
+#   e.g. scripts/dev-token.sh alice auth.admin auth.reader
+# Roles: auth.admin auth.reader app.editor app.reader audit.reader audit.operator
+#
+# Environment: ULTICODE_STATE_DIR (default: <repo>/.state), as for run-local.
+set -euo pipefail
+
+if (($# < 1)) || [[ "$1" == -h || "$1" == --help ]]; then
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+fi
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+state="$(realpath -m -- "${ULTICODE_STATE_DIR:-${repo}/.state}")"
+key="${state}/secrets/jwt-ed25519.key"
+if [[ ! -r "${key}" ]]; then
+  echo "dev-token.sh: ${key} not found: start the mesh once with scripts/run-local.sh" >&2
+  exit 1
+fi
+subject="$1"
+shift
+if [[ ! "${subject}" =~ ^[A-Za-z0-9_.:@-]{1,128}$ ]]; then
+  echo "dev-token.sh: SUBJECT must be 1..128 characters of [A-Za-z0-9_.:@-]" >&2
+  exit 2
+fi
+roles=""
+for role in "$@"; do
+  if [[ ! "${role}" =~ ^[a-z]+\.[a-z]+$ ]]; then
+    echo "dev-token.sh: role \"${role}\" is not like auth.admin" >&2
+    exit 2
+  fi
+  roles+="${roles:+,}\"${role}\""
+done
+
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+kid="$(cat "${state}/secrets/jwt.kid")"
+now="$(date +%s)"
+header="$(printf '{"alg":"EdDSA","typ":"JWT","kid":"%s"}' "${kid}" | b64url)"
+payload="$(printf '{"iss":"ulticode-dev","aud":"ulticode","sub":"%s","iat":%d,"exp":%d,"roles":[%s]}' \
+  "${subject}" "${now}" "$((now + 3600))" "${roles}" | b64url)"
+tmp="$(mktemp)"
+trap 'rm -f -- "${tmp}"' EXIT
+printf '%s.%s' "${header}" "${payload}" >"${tmp}"
+signature="$(openssl pkeyutl -sign -inkey "${key}" -rawin -in "${tmp}" | b64url)"
+printf '%s.%s.%s\n' "${header}" "${payload}" "${signature}"

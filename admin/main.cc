@@ -101,9 +101,7 @@ int main(int argc, char** argv) {
   jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
   server::Authorizer authorizer(resolver, admin::query::AccessRules());
   admin::query::AuditQueryService service(pool, authorizer, query_options);
-  server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log,
-                                  &resolver, common.grpc_max_receive_bytes},
-                                 (*metrics)->registry());
+  server::GrpcServer grpc_server(common.GrpcOptions(&resolver), (*metrics)->registry());
   grpc_server.AddService(&service, "ulticode.admin.v1.AdminService");
   if (auto s = grpc_server.Start(); !s.ok()) runtime::DieOnStartup("admin", s);
   grpc_server.SetServing(true);

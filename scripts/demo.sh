@@ -10,12 +10,18 @@ auth="${ULTICODE_LOCAL_AUTH_GRPC:-127.0.0.1:50051}"
 app="${ULTICODE_LOCAL_APP_GRPC:-127.0.0.1:50052}"
 admin="${ULTICODE_LOCAL_ADMIN_GRPC:-127.0.0.1:50053}"
 run_id="demo$(date +%s)"
+# run-local --tls exports the CA of its certificates.
+if [[ -n "${ULTICODE_LOCAL_CACERT:-}" ]]; then
+  transport=(-cacert "${ULTICODE_LOCAL_CACERT}")
+else
+  transport=(-plaintext)
+fi
 # Verified callers: one token for the changes, one for reading the trail.
 token="$("${repo}/scripts/dev-token.sh" demo-admin auth.admin auth.reader app.editor app.reader)"
 auditor="$("${repo}/scripts/dev-token.sh" demo-auditor audit.reader audit.operator)"
 
 call() {  # call TARGET METHOD JSON -> prints the JSON response
-  /usr/bin/python3 "${repo}/scripts/grpcurl.py" -plaintext -H "authorization: Bearer ${token}" \
+  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -H "authorization: Bearer ${token}" \
     -H "user-agent: ulticode-demo" -d "$3" "$1" "$2"
 }
 field() {  # field JSON PATH (dot-separated, camelCase as grpcurl prints)
@@ -83,7 +89,7 @@ echo "GetUser, GetProblem: ok"
 want=${#events[@]}
 step "Admin: the audit row of each of the ${want} changes (waiting up to 30 s for each)"
 admin_call() {  # admin_call METHOD JSON
-  /usr/bin/python3 "${repo}/scripts/grpcurl.py" -plaintext -H "authorization: Bearer ${auditor}" \
+  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -H "authorization: Bearer ${auditor}" \
     -d "$2" "${admin}" "ulticode.admin.v1.AdminService/$1"
 }
 printf '%-8s %-10s %-20s %-16s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"

@@ -51,8 +51,9 @@ Verbs:
                      names, like grpcurl). All four RPC kinds are supported.
 
 Flags:
-  -plaintext         use plain-text HTTP/2 (no TLS). Required: TLS is not
-                     supported yet.
+  -plaintext         use plain-text HTTP/2 (no TLS).
+  -cacert FILE       TLS: trust this PEM CA (default: the system's CAs).
+  -cert FILE, -key FILE  TLS: present this client certificate (mutual TLS).
   -H 'name: value'   a request header; repeatable. Sent with the RPC and with
                      the reflection requests. "-bin" headers are base64.
   -rpc-header 'name: value'      a header sent with the RPC only; repeatable.
@@ -78,7 +79,7 @@ Exit status (grpcurl's conventions):
   1        failure: could not connect, symbol not found, bad request data
            (-d that is not valid JSON or does not fit the request message:
            the message names the problem), reflection errors
-  2        bad usage (unknown flag, missing or extra arguments, no -plaintext)
+  2        bad usage (unknown flag, missing or extra arguments)
   64+N     the RPC ended with gRPC status code N, e.g. 76 = Unimplemented,
            67 = InvalidArgument, 69 = NotFound, 68 = DeadlineExceeded.
            The status is printed to stderr as
@@ -125,7 +126,7 @@ BOOL_FLAGS = {"plaintext", "insecure", "emit-defaults", "allow-unknown-fields",
               "format-error", "v", "vv", "help", "h", "version"}
 VALUE_FLAGS = {"H", "rpc-header", "reflect-header", "d", "max-time",
                "connect-timeout", "format", "authority", "max-msg-sz",
-               "user-agent"}
+               "user-agent", "cacert", "cert", "key"}
 REPEATED_FLAGS = {"H", "rpc-header", "reflect-header"}
 
 
@@ -949,6 +950,27 @@ def print_status(code, message, details, as_json):
 # --------------------------------------------------------------------------
 # Connection
 
+def read_file(path, flag):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise UsageError("cannot read -%s file %s: %s" % (flag, path, e.strerror))
+
+
+def tls_credentials(opts):
+    """TLS like grpcurl: -cacert trusts that CA (default: the system's);
+    -cert and -key present a client certificate (mutual TLS)."""
+    import grpc
+    if bool(opts.get("cert")) != bool(opts.get("key")):
+        raise UsageError("-cert and -key go together.")
+    root = read_file(opts["cacert"], "cacert") if opts.get("cacert") else None
+    key = read_file(opts["key"], "key") if opts.get("key") else None
+    chain = read_file(opts["cert"], "cert") if opts.get("cert") else None
+    return grpc.ssl_channel_credentials(root_certificates=root, private_key=key,
+                                        certificate_chain=chain)
+
+
 def dial(target, opts, deadline, connect_timeout):
     import grpc
     options = [("grpc.primary_user_agent",
@@ -960,7 +982,10 @@ def dial(target, opts, deadline, connect_timeout):
             options.append(("grpc.max_receive_message_length", int(opts["max-msg-sz"])))
         except ValueError:
             raise UsageError('invalid value "%s" for flag -max-msg-sz' % opts["max-msg-sz"])
-    channel = grpc.insecure_channel(target, options=options)
+    if opts.get("plaintext"):
+        channel = grpc.insecure_channel(target, options=options)
+    else:
+        channel = grpc.secure_channel(target, tls_credentials(opts), options=options)
 
     # Like grpcurl's blocking dial: wait for READY, fail fast on a hard error.
     done = threading.Event()
@@ -1067,9 +1092,8 @@ def run(opts, args):
         raise UsageError("No host:port specified.")
     if opts.get("format", "json") != "json":
         raise UsageError('The -format option must be "json" (text is not supported by %s).' % PROG)
-    if not opts.get("plaintext"):
-        raise UsageError("TLS is not supported by %s yet: pass -plaintext "
-                         "(an insecure, plain-text connection)." % PROG)
+    if opts.get("plaintext") and (opts.get("cacert") or opts.get("cert")):
+        raise UsageError("-plaintext contradicts -cacert/-cert.")
     max_time = parse_seconds(opts, "max-time", None)
     connect_timeout = parse_seconds(opts, "connect-timeout", 10.0)
     headers = parse_headers(opts["H"], "H")

@@ -2,7 +2,7 @@
 # Runs the whole mesh locally: a private PostgreSQL 15 and Redis 7 kept in
 # <repo>/.state between runs, plus the auth, app and admin servers.
 #
-# Usage: scripts/run-local.sh [--demo] [--no-build] [--help]
+# Usage: scripts/run-local.sh [--demo] [--no-build] [--tls] [--help]
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -25,6 +25,8 @@ Options:
   --demo      after start-up run scripts/demo.sh, stop everything, and exit
               with the demo's status
   --no-build  do not run the (incremental) Release build first
+  --tls       serve gRPC over TLS with a CA made in .state/tls (health stays
+              plaintext on ports 50061..50063); default: plaintext on loopback
   --help      this text
 
 Environment:
@@ -41,9 +43,11 @@ USAGE
 
 demo=0
 build=1
+tls=0
 for arg in "$@"; do
   case "${arg}" in
     --demo) demo=1 ;;
+    --tls) tls=1 ;;
     --no-build) build=0 ;;
     -h | --help)
       usage
@@ -82,6 +86,8 @@ DATABASES=(ulticode_auth ulticode_app ulticode_admin)
 SERVICES=(auth app admin)
 declare -A GRPC=([auth]=127.0.0.1:$((50051 + off)) [app]=127.0.0.1:$((50052 + off)) [admin]=127.0.0.1:$((50053 + off)))
 declare -A METRICS=([auth]=127.0.0.1:$((9101 + off)) [app]=127.0.0.1:$((9102 + off)) [admin]=127.0.0.1:$((9103 + off)))
+# With --tls: plaintext grpc.health.v1.Health alone (what probes speak).
+declare -A HEALTH=([auth]=127.0.0.1:$((50061 + off)) [app]=127.0.0.1:$((50062 + off)) [admin]=127.0.0.1:$((50063 + off)))
 declare -A PIDS=()
 # Only the repository and our own state dir may be chmod o+x'ed for user postgres.
 ULTICODE_PG_CHMOD_WITHIN="${repo}:${state}"
@@ -182,7 +188,7 @@ wait_healthy() {
       return 1
     fi
     if [[ -f "${GRPCURL}" ]]; then
-      if out="$("${PY}" "${GRPCURL}" -plaintext "${addr}" grpc.health.v1.Health/Check 2>&1)" &&
+      if out="$("${PY}" "${GRPCURL}" "${GRPCURL_TLS[@]}" "${addr}" grpc.health.v1.Health/Check 2>&1)" &&
         [[ "${out}" == *SERVING* && "${out}" != *NOT_SERVING* ]]; then
         return 0
       fi
@@ -265,6 +271,19 @@ printf '{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","kid":"%s","x":"%s"}
   "${jwt_kid}" "${jwt_x}" >"${secrets}/jwks.json.tmp"
 mv -f -- "${secrets}/jwks.json.tmp" "${secrets}/jwks.json"
 
+# Transport: plaintext on loopback unless --tls (a CA and one server
+# certificate for 127.0.0.1/localhost under .state/tls, re-read on change).
+TRANSPORT=(--grpc-plaintext)
+GRPCURL_TLS=(-plaintext)
+if ((tls)); then
+  ulticode_tls_ca "${state}/tls"
+  [[ -s "${state}/tls/server.pem" ]] ||
+    ulticode_tls_cert "${state}/tls" server IP:127.0.0.1,DNS:localhost
+  TRANSPORT=(--tls-cert-file="${state}/tls/server.pem" --tls-key-file="${state}/tls/server.key")
+  GRPCURL_TLS=(-cacert "${state}/tls/ca.pem")
+  export ULTICODE_LOCAL_CACERT="${state}/tls/ca.pem"  # for demo.sh
+fi
+
 declare -A KEY_FLAG=(
   [auth]="--audit-signing-key-file=${secrets}/auth-ed25519.key"
   [app]="--audit-signing-key-file=${secrets}/app-ed25519.key"
@@ -290,6 +309,8 @@ for svc in "${SERVICES[@]}"; do
   [[ -f "${logfile}" ]] && mv -f -- "${logfile}" "${logfile}.prev"
   # setsid: Ctrl-C in the terminal reaches only this script, which then stops
   # the servers in order. The pid of `setsid prog &` is the server's own pid.
+  svc_transport=("${TRANSPORT[@]}")
+  if ((tls)); then svc_transport+=(--health-listen="${HEALTH[${svc}]}"); fi
   setsid "${bin}" \
     --grpc-listen="${GRPC[${svc}]}" \
     --metrics-listen="${METRICS[${svc}]}" \
@@ -302,6 +323,7 @@ for svc in "${SERVICES[@]}"; do
     --redis-password-file="${secrets}/redis-${svc}.password" \
     --public-keys-file="${public_keys}" \
     --jwks-file="${secrets}/jwks.json" \
+    "${svc_transport[@]}" \
     --jwt-issuer=ulticode-dev \
     --jwt-audience=ulticode \
     "${KEY_FLAG[${svc}]}" \
@@ -343,11 +365,12 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
   echo
   echo "Try (tokens from scripts/dev-token.sh SUBJECT [ROLE...], valid 1 h):"
   echo "  T=\$(scripts/dev-token.sh alice auth.admin auth.reader)"
-  echo "  ${PY} scripts/grpcurl.py -plaintext -H \"authorization: Bearer \$T\" -d '{\"username\":\"bob\",\"email\":\"bob@example.com\"}' ${GRPC[auth]} ulticode.auth.v1.AuthService/CreateUser"
+  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} -H \"authorization: Bearer \$T\" -d '{\"username\":\"bob\",\"email\":\"bob@example.com\"}' ${GRPC[auth]} ulticode.auth.v1.AuthService/CreateUser"
   echo "  A=\$(scripts/dev-token.sh auditor audit.reader audit.operator)"
-  echo "  ${PY} scripts/grpcurl.py -plaintext -H \"authorization: Bearer \$A\" -d '{\"pageSize\":5}' ${GRPC[admin]} ulticode.admin.v1.AdminService/QueryAuditLogs"
-  echo "  ${PY} scripts/grpcurl.py -plaintext ${GRPC[admin]} list"
-  echo "  ${PY} scripts/grpcurl.py -plaintext ${GRPC[auth]} grpc.health.v1.Health/Check"
+  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} -H \"authorization: Bearer \$A\" -d '{\"pageSize\":5}' ${GRPC[admin]} ulticode.admin.v1.AdminService/QueryAuditLogs"
+  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} ${GRPC[admin]} list"
+  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} ${GRPC[auth]} grpc.health.v1.Health/Check"
+  ((tls)) && echo "  ${PY} scripts/grpcurl.py -plaintext ${HEALTH[auth]} grpc.health.v1.Health/Check   # the probe port"
   echo "  curl -s http://${METRICS[admin]}/metrics | grep ^ulticode_"
   echo "Operators (passwords in $(rel "${secrets}"), never on a command line):"
   echo "  PGPASSFILE=$(rel "${secrets}")/pgpass psql -h 127.0.0.1 -p ${PG_PORT} -U postgres ulticode_admin"

@@ -175,6 +175,9 @@ absl::Status Flags::Parse(int argc, const char* const* argv) {
           absl::StrCat("--", e.name, " is required (or ", EnvName(e.name), ")"));
     }
   }
+  for (const auto& check : checks_) {
+    if (absl::Status s = check(); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 

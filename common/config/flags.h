@@ -35,6 +35,9 @@ class Flags {
   // Secrets are never flags: they come from files (--*-password-file, key
   // files), so no value is ever visible in a command line or --help.
   void Require(absl::string_view name);
+  // A check across flags, run by Parse after every value is set; its error
+  // is a configuration error like any other.
+  void AddCheck(std::function<absl::Status()> check) { checks_.push_back(std::move(check)); }
 
   // Applies environment then argv. Returns InvalidArgument naming the setting
   // on any unknown flag, malformed or out-of-range value. Sets help_requested()
@@ -61,6 +64,7 @@ class Flags {
   std::string program_;
   std::string description_;
   std::vector<Entry> entries_;
+  std::vector<std::function<absl::Status()>> checks_;
   bool help_requested_ = false;
 };
 

@@ -86,9 +86,7 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
   server::Authorizer authorizer(resolver, *spec.access_rules);
   std::unique_ptr<grpc::Service> service = spec.make_service(pool, authorizer, *signer);
-  server::GrpcServer grpc_server({common.grpc_listen, common.grpc_threads, common.access_log,
-                                  &resolver, common.grpc_max_receive_bytes},
-                                 (*metrics)->registry());
+  server::GrpcServer grpc_server(common.GrpcOptions(&resolver), (*metrics)->registry());
   grpc_server.AddService(service.get(), spec.service_name);
   if (auto s = grpc_server.Start(); !s.ok()) DieOnStartup(name.c_str(), s);
   grpc_server.SetServing(true);

@@ -65,6 +65,24 @@ void ServiceFlags::Register(config::Flags& flags) {
                "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
                "it changes");
   flags.Require("public-keys-file");
+  flags.String("tls-cert-file", &tls.cert_file,
+               "PEM certificate chain served on --grpc-listen; re-read when it changes");
+  flags.String("tls-key-file", &tls.key_file, "PEM private key of --tls-cert-file (mode 0600)");
+  flags.String("tls-client-ca-file", &tls.client_ca_file,
+               "PEM CA bundle for mutual TLS: clients must present a certificate it signed");
+  flags.Bool("tls-require-client-cert", &tls.require_client_cert,
+             "with --tls-client-ca-file: refuse clients without a certificate");
+  flags.Duration("tls-refresh-interval", &tls.refresh,
+                 "how often certificate files are checked for changes", absl::Seconds(1),
+                 absl::Hours(1));
+  flags.Bool("grpc-plaintext", &grpc_plaintext,
+             "serve gRPC without TLS (an explicit choice: loopback, or a mesh that encrypts)");
+  flags.String("health-listen", &health_listen,
+               "with TLS: plaintext address serving only grpc.health.v1.Health (for probes)",
+               [](const std::string& v) {
+                 return v.empty() ? absl::OkStatus() : config::ValidateHostPort(v);
+               });
+  flags.AddCheck([this] { return CheckTransport(); });
   flags.String("jwks-file", &jwks_file,
                "JSON Web Key Set verifying callers' bearer tokens (EdDSA, ES256, RS256); re-read "
                "when it changes");
@@ -140,6 +158,35 @@ std::string ServiceFlags::RuntimeRoleToGrant() const {
   }
   PQconninfoFree(opts);
   return user;
+}
+
+absl::Status ServiceFlags::CheckTransport() const {
+  const bool tls_files = !tls.cert_file.empty() || !tls.key_file.empty();
+  if (tls_files && (tls.cert_file.empty() || tls.key_file.empty())) {
+    return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
+  }
+  if (tls_files == grpc_plaintext) {
+    return absl::InvalidArgumentError(
+        tls_files ? "--grpc-plaintext contradicts --tls-cert-file"
+                  : "choose TLS (--tls-cert-file, --tls-key-file) or --grpc-plaintext");
+  }
+  if (!tls_files && (!tls.client_ca_file.empty() || !health_listen.empty())) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca-file and --health-listen need --tls-cert-file");
+  }
+  return absl::OkStatus();
+}
+
+server::ServerOptions ServiceFlags::GrpcOptions(const PrincipalResolver* resolver) const {
+  server::ServerOptions o;
+  o.listen = grpc_listen;
+  o.max_threads = grpc_threads;
+  o.access_log = access_log;
+  o.principal_resolver = resolver;
+  o.max_receive_bytes = grpc_max_receive_bytes;
+  if (!grpc_plaintext) o.tls = tls;
+  o.health_listen = health_listen;
+  return o;
 }
 
 jwt::VerifyOptions ServiceFlags::JwtOptions() const {

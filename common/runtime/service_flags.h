@@ -12,6 +12,8 @@
 
 namespace ulticode::runtime {
 
+using server::PrincipalResolver;
+
 struct ServiceFlags {
   std::string grpc_listen;
   std::string metrics_listen;
@@ -25,6 +27,9 @@ struct ServiceFlags {
   std::string redis_password_file;
   std::string public_keys_file;
   std::string jwks_file;
+  server::TlsFiles tls;
+  bool grpc_plaintext = false;
+  std::string health_listen;
   std::string jwt_issuer = "ulticode";
   std::string jwt_audience = "ulticode";
   absl::Duration jwt_clock_skew = absl::Seconds(60);
@@ -52,7 +57,11 @@ struct ServiceFlags {
   // when migrations run as the runtime role itself.
   std::string RuntimeRoleToGrant() const;
   redis::Options RedisOptions() const;
-  jwt::VerifyOptions JwtOptions() const;  // DieOnStartup-worthy errors were checked by Register
+  jwt::VerifyOptions JwtOptions() const;
+  // INVALID_ARGUMENT unless exactly one of TLS (cert and key files) or
+  // --grpc-plaintext was chosen.
+  absl::Status CheckTransport() const;
+  server::ServerOptions GrpcOptions(const PrincipalResolver* resolver) const;  // DieOnStartup-worthy errors were checked by Register
 
  private:
   std::string pg_password_;

@@ -8,9 +8,34 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/support/time.h"
 
 namespace ulticode::server {
+namespace {
+
+std::shared_ptr<grpc::ServerCredentials> Credentials(const TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  const unsigned refresh =
+      static_cast<unsigned>(std::max<int64_t>(1, absl::ToInt64Seconds(tls.refresh)));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key_file, tls.cert_file, tls.client_ca_file, refresh);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (!tls.client_ca_file.empty()) {
+    options.watch_root_certs();
+    options.set_cert_request_type(tls.require_client_cert
+                                      ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                      : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+}  // namespace
 
 GrpcServer::GrpcServer(ServerOptions options, prometheus::Registry& registry)
     : options_(std::move(options)), registry_(registry) {}
@@ -32,7 +57,7 @@ absl::Status GrpcServer::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen, Credentials(options_.tls), &port_);
   grpc::ResourceQuota quota(absl::StrCat("ulticode-", options_.listen));
   quota.SetMaxThreads(options_.max_threads);
   builder.SetResourceQuota(quota);
@@ -53,17 +78,36 @@ absl::Status GrpcServer::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot serve gRPC on ", options_.listen, " (address in use or invalid)"));
   }
+  if (options_.tls.enabled() && !options_.health_listen.empty()) {
+    grpc::ServerBuilder health;
+    health.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
+                            &health_port_);
+    health_server_ = health.BuildAndStart();
+    if (health_server_ == nullptr || health_port_ == 0) {
+      Shutdown(absl::ZeroDuration());
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve health on ", options_.health_listen));
+    }
+  }
   SetServing(false);
-  log::Info("grpc", "listening", {{"address", options_.listen}, {"port", absl::StrCat(port_)}});
+  log::Info("grpc", "listening",
+            {{"address", options_.listen},
+             {"port", absl::StrCat(port_)},
+             {"tls", !options_.tls.enabled()                ? "off"
+                     : options_.tls.client_ca_file.empty() ? "on"
+                                                           : "mutual"},
+             {"health_port", absl::StrCat(health_port_)}});
   return absl::OkStatus();
 }
 
 void GrpcServer::SetServing(bool serving) {
-  if (!server_) return;
-  auto* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  health->SetServingStatus(serving);  // the overall "" service
-  for (auto& [service, name] : services_) health->SetServingStatus(name, serving);
+  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+    if (server == nullptr) continue;
+    auto* health = server->GetHealthCheckService();
+    if (health == nullptr) continue;
+    health->SetServingStatus(serving);  // the overall "" service
+    for (auto& [service, name] : services_) health->SetServingStatus(name, serving);
+  }
 }
 
 void GrpcServer::Shutdown(absl::Duration deadline) {
@@ -72,6 +116,11 @@ void GrpcServer::Shutdown(absl::Duration deadline) {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
   server_->Wait();
   server_.reset();
+  if (health_server_) {
+    health_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    health_server_->Wait();
+    health_server_.reset();
+  }
   log::Info("grpc", "server stopped", {{"address", options_.listen}});
 }
 

@@ -27,6 +27,18 @@ namespace ulticode::server {
 inline constexpr int kOwnerMaxReceiveBytes = 96 * 1024;
 inline constexpr int kAdminMaxReceiveBytes = 16 * 1024;
 
+// TLS from files that are re-read when they change (a rotated certificate is
+// served without a restart): the server's certificate chain and key, and
+// optionally a client CA for mutual TLS.
+struct TlsFiles {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;       // empty: clients are not asked for a certificate
+  bool require_client_cert = true;  // with a client CA: refuse clients without one
+  absl::Duration refresh = absl::Seconds(10);
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
   // Upper bound on threads serving calls; beyond it callers get
@@ -38,6 +50,12 @@ struct ServerOptions {
   // Larger request messages are refused (RESOURCE_EXHAUSTED) before any
   // handler runs.
   int max_receive_bytes = kOwnerMaxReceiveBytes;
+  // Off: plaintext (tests, run-local on loopback; the binaries make that an
+  // explicit choice, --grpc-plaintext).
+  TlsFiles tls;
+  // With TLS: grpc.health.v1.Health alone, in plaintext, on this address
+  // (Kubernetes gRPC probes speak no TLS). Empty: none.
+  std::string health_listen;
 };
 
 class GrpcServer {
@@ -56,13 +74,16 @@ class GrpcServer {
 
   // The port actually bound (useful with port 0 in tests).
   int port() const { return port_; }
+  int health_port() const { return health_port_; }
 
  private:
   ServerOptions options_;
   prometheus::Registry& registry_;
   std::vector<std::pair<grpc::Service*, std::string>> services_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // plaintext health beside TLS
   int port_ = 0;
+  int health_port_ = 0;
 };
 
 }  // namespace ulticode::server

@@ -28,6 +28,9 @@
 #                                               (throw-away test servers only)
 #   ulticode_redis_stop <dir>                   SIGTERM, wait (SIGKILL after 15 s)
 #   ulticode_pid_alive <pid>                    process exists and is not a zombie
+#   ulticode_tls_ca <dir>                       make <dir>/ca.pem + ca.key (a private CA) unless present
+#   ulticode_tls_cert <dir> <name> <san>        make <dir>/<name>.pem + <name>.key signed by that CA,
+#                                               e.g. ulticode_tls_cert d server IP:127.0.0.1,DNS:localhost
 #
 # Files: next to <datadir> go postgres.log and pg-socket/ (unix socket dir);
 # in the redis <dir> go redis.pid, redis.log and the RDB/AOF files.
@@ -345,6 +348,35 @@ HBA
   if ((EUID == 0)); then chown postgres:postgres -- "${datadir}/pg_hba.conf.new" || return 1; fi
   mv -f -- "${datadir}/pg_hba.conf.new" "${datadir}/pg_hba.conf" || return 1
   _ulticode_pg_run pg_ctl reload -D "${datadir}" >/dev/null
+}
+
+# ---------------------------------------------------------------- TLS
+
+ulticode_tls_ca() {
+  local dir="${1:?usage: ulticode_tls_ca <dir>}"
+  mkdir -p -- "${dir}" || return 1
+  [[ -s "${dir}/ca.pem" && -s "${dir}/ca.key" ]] && return 0
+  (umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "${dir}/ca.key" -out "${dir}/ca.pem" -days 3650 -subj "/CN=ulticode dev CA" \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    >/dev/null 2>&1)
+}
+
+ulticode_tls_cert() {
+  local dir="${1:?usage: ulticode_tls_cert <dir> <name> <san>}"
+  local name="${2:?usage: ulticode_tls_cert <dir> <name> <san>}"
+  local san="${3:?usage: ulticode_tls_cert <dir> <name> <san>}"
+  (umask 077 && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "${dir}/${name}.key.new" -out "${dir}/${name}.csr" -subj "/CN=${name}" \
+    >/dev/null 2>&1) || return 1
+  openssl x509 -req -in "${dir}/${name}.csr" -CA "${dir}/ca.pem" -CAkey "${dir}/ca.key" \
+    -CAcreateserial -days 825 -out "${dir}/${name}.pem.new" \
+    -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "${san}") \
+    >/dev/null 2>&1 || return 1
+  rm -f -- "${dir}/${name}.csr"
+  # Key first, then certificate: a watcher never pairs a new cert with an old key for long.
+  mv -f -- "${dir}/${name}.key.new" "${dir}/${name}.key"
+  mv -f -- "${dir}/${name}.pem.new" "${dir}/${name}.pem"
 }
 
 # ---------------------------------------------------------------- Redis

@@ -47,6 +47,7 @@ class PipelineE2ETest : public ::testing::Test {
     ULTI_REQUIRE_REDIS(redis);
     testing::MeshOptions options;
     options.prefix = "e2e";
+    options.tls = true;  // and mutual TLS is covered by tls_test
     // Everything a process says, for the secrets check at the end.
     options.auth_args = options.app_args = options.admin_args = {"--log-level=debug"};
     mesh_ = std::make_unique<Mesh>(pg, redis, options);

@@ -58,6 +58,17 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   auto uri = RunCommand(AuthBinary() + " --pg-dsn=postgresql://u:hunter2@h/db");
   EXPECT_EQ(uri.exit_code, 2) << uri.output;
   EXPECT_EQ(uri.output.find("hunter2"), std::string::npos) << uri.output;
+  // Plaintext is an explicit choice; TLS files go together.
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"", "choose TLS (--tls-cert-file, --tls-key-file) or --grpc-plaintext"},
+           {"--tls-cert-file=/x.pem", "--tls-cert-file and --tls-key-file go together"},
+           {"--grpc-plaintext --tls-cert-file=/x.pem --tls-key-file=/x.key",
+            "--grpc-plaintext contradicts --tls-cert-file"}}) {
+    auto r = RunCommand(AuthBinary() + " --public-keys-file=/dev/null --jwks-file=/dev/null "
+                                       "--audit-signing-key-file=/dev/null " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(want), std::string::npos) << r.output;
+  }
   // The signing key is required, and a key file others can read is refused.
   auto no_key = RunCommand(AuthBinary() + " --public-keys-file=/dev/null --jwks-file=/dev/null");
   EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
@@ -67,7 +78,7 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   const std::string loose = keys.KeyFile("auth");
   ASSERT_EQ(chmod(loose.c_str(), 0644), 0);
   auto open_key = RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
-                             " --jwks-file=/dev/null --audit-signing-key-file=" + loose);
+                             " --jwks-file=/dev/null --grpc-plaintext --audit-signing-key-file=" + loose);
   EXPECT_EQ(open_key.exit_code, 1) << open_key.output;
   EXPECT_NE(open_key.output.find("has mode 0644: group and others must have no access"),
             std::string::npos)
@@ -108,6 +119,7 @@ class ServerTest : public ::testing::TestWithParam<Service> {
          "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
          "ULTICODE_REDIS_USER=" + redis.user, "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
          "ULTICODE_JWKS_FILE=" + ::ulticode::testing::SharedTestTokens().jwks_file(),
+         "ULTICODE_GRPC_PLAINTEXT=true",
          "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));

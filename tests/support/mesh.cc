@@ -1,5 +1,8 @@
 #include "tests/support/mesh.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +50,13 @@ Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options
   app_stream_ = absl::StrCat(options_.prefix, ":", suffix, ":audit:app");
   if (options_.redis_addr.empty())
     options_.redis_addr = absl::StrCat(redis_.host, ":", redis_.port);
+  if (options_.tls) {
+    auto r = RunCommand(absl::StrCat("bash -c 'source ", SourceDir(),
+                                     "/scripts/lib/servers.sh && ulticode_tls_ca ", keys_.dir(),
+                                     "/tls && ulticode_tls_cert ", keys_.dir(),
+                                     "/tls server IP:127.0.0.1'"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
   if (!options_.least_privilege) {
     auth_db_ = CreateScratchDatabase(pg_, options_.prefix + "_auth");
     app_db_ = CreateScratchDatabase(pg_, options_.prefix + "_app");
@@ -171,6 +181,13 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
       std::string("--jwt-issuer=") + kTestIssuer,
       std::string("--jwt-audience=") + kTestAudience,
   };
+  if (options_.tls) {
+    argv.push_back("--tls-cert-file=" + keys_.dir() + "/tls/server.pem");
+    argv.push_back("--tls-key-file=" + keys_.dir() + "/tls/server.key");
+    argv.push_back(absl::StrCat("--health-listen=127.0.0.1:", FreePort()));
+  } else {
+    argv.push_back("--grpc-plaintext");
+  }
   const std::string name = absl::StrCat(Binary(service), "-", replica);
   if (options_.least_privilege) {
     const Credentials& c = creds_[static_cast<int>(service)];
@@ -255,8 +272,17 @@ std::shared_ptr<grpc::Channel> Mesh::Channel(Service service, int replica) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (options_.tls) {
+    grpc::SslCredentialsOptions ssl;
+    std::ifstream ca(keys_.dir() + "/tls/ca.pem");
+    std::stringstream pem;
+    pem << ca.rdbuf();
+    ssl.pem_root_certs = pem.str();
+    creds = grpc::SslCredentials(ssl);
+  }
   return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", Get(service, replica).grpc_port),
-                                   grpc::InsecureChannelCredentials(), args);
+                                   creds, args);
 }
 
 int Mesh::grpc_port(Service service, int replica) { return Get(service, replica).grpc_port; }

@@ -29,6 +29,9 @@ struct MeshOptions {
   // Per-service database roles and Redis ACL users (the default). Off runs
   // every service as the test superusers.
   bool least_privilege = true;
+  // gRPC over TLS (a private CA made for this mesh), health in plaintext on
+  // its own port; Channel() then speaks TLS.
+  bool tls = false;
 };
 
 class Mesh {

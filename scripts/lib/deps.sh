@@ -21,7 +21,7 @@ ULTICODE_REPO_ROOT="${ULTICODE_REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.
 ULTICODE_DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config g++
   libgrpc++-dev protobuf-compiler-grpc grpc-proto libprotobuf-dev protobuf-compiler
-  libpq-dev libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev openssl
+  libpq-dev libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev openssl stunnel4
   libgtest-dev libgmock-dev googletest
   postgresql-15 postgresql-client-15 redis-server
   prometheus

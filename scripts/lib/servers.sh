@@ -28,6 +28,8 @@
 #                                               (throw-away test servers only)
 #   ulticode_redis_stop <dir>                   SIGTERM, wait (SIGKILL after 15 s)
 #   ulticode_pid_alive <pid>                    process exists and is not a zombie
+#   ulticode_pg_ssl <datadir> <tls dir>         ssl=on with <tls dir>/pg-server.pem/.key (made by
+#                                               ulticode_tls_cert), then reload
 #   ulticode_tls_ca <dir>                       make <dir>/ca.pem + ca.key (a private CA) unless present
 #   ulticode_tls_cert <dir> <name> <san>        make <dir>/<name>.pem + <name>.key signed by that CA,
 #                                               e.g. ulticode_tls_cert d server IP:127.0.0.1,DNS:localhost
@@ -351,6 +353,24 @@ HBA
 }
 
 # ---------------------------------------------------------------- TLS
+
+ulticode_pg_ssl() {
+  local datadir="${1:?usage: ulticode_pg_ssl <datadir> <tls dir>}"
+  local tlsdir="${2:?usage: ulticode_pg_ssl <datadir> <tls dir>}"
+  datadir="$(realpath -m -- "${datadir}")"
+  tlsdir="$(realpath -m -- "${tlsdir}")"
+  # PostgreSQL insists on a key it owns with mode 0600: keep copies in the data directory.
+  cp -f -- "${tlsdir}/pg-server.pem" "${datadir}/server.crt" || return 1
+  cp -f -- "${tlsdir}/pg-server.key" "${datadir}/server.key" || return 1
+  chmod 600 -- "${datadir}/server.key" "${datadir}/server.crt"
+  if ((EUID == 0)); then chown postgres:postgres -- "${datadir}/server.crt" "${datadir}/server.key"; fi
+  printf "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n" \
+    >"${datadir}/conf.d-ulticode-ssl.conf"
+  grep -q "conf.d-ulticode-ssl.conf" "${datadir}/postgresql.conf" ||
+    echo "include_if_exists = 'conf.d-ulticode-ssl.conf'" >>"${datadir}/postgresql.conf"
+  if ((EUID == 0)); then chown postgres:postgres -- "${datadir}/conf.d-ulticode-ssl.conf"; fi
+  _ulticode_pg_run pg_ctl reload -D "${datadir}" >/dev/null
+}
 
 ulticode_tls_ca() {
   local dir="${1:?usage: ulticode_tls_ca <dir>}"

@@ -20,6 +20,8 @@ class PgServer {
   // pg_terminate_backend() of every other client backend; returns how many.
   int TerminateBackends();
   PgEndpoint endpoint() const { return {"127.0.0.1", port_, "postgres"}; }
+  // The data directory is dir() + "/pg".
+  const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;

@@ -256,20 +256,9 @@ public_keys="${secrets}/public-keys.txt"
   done
 } >"${public_keys}.tmp"
 mv -f -- "${public_keys}.tmp" "${public_keys}"
-# The dev token issuer: scripts/dev-token.sh signs with this key; every
+# The dev token issuer: scripts/dev-token.sh signs with its key; every
 # service verifies callers against jwks.json (re-read when it changes).
-jwt_key="${secrets}/jwt-ed25519.key"
-if [[ ! -s "${jwt_key}" ]]; then
-  (umask 077 && openssl genpkey -algorithm ed25519 -out "${jwt_key}")
-  log "created dev token key ${jwt_key}"
-fi
-jwt_x="$(openssl pkey -in "${jwt_key}" -pubout -outform DER | tail -c 32 | openssl base64 -A |
-  tr '+/' '-_' | tr -d '=')"
-jwt_kid="dev-$(printf '%s' "${jwt_x}" | sha256sum | cut -c1-12)"
-printf '%s\n' "${jwt_kid}" >"${secrets}/jwt.kid"
-printf '{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","kid":"%s","x":"%s"}]}\n' \
-  "${jwt_kid}" "${jwt_x}" >"${secrets}/jwks.json.tmp"
-mv -f -- "${secrets}/jwks.json.tmp" "${secrets}/jwks.json"
+ulticode_dev_jwt_issuer "${secrets}"
 
 # Transport: plaintext on loopback unless --tls (a CA and one server
 # certificate for 127.0.0.1/localhost under .state/tls, re-read on change).

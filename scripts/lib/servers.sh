@@ -30,6 +30,8 @@
 #   ulticode_pid_alive <pid>                    process exists and is not a zombie
 #   ulticode_pg_ssl <datadir> <tls dir>         ssl=on with <tls dir>/pg-server.pem/.key (made by
 #                                               ulticode_tls_cert), then reload
+#   ulticode_dev_jwt_issuer <secrets dir>       the dev token issuer of run-local: jwt-ed25519.key
+#                                               (made once), jwt.kid and jwks.json (for dev-token.sh)
 #   ulticode_tls_ca <dir>                       make <dir>/ca.pem + ca.key (a private CA) unless present
 #   ulticode_tls_cert <dir> <name> <san>        make <dir>/<name>.pem + <name>.key signed by that CA,
 #                                               e.g. ulticode_tls_cert d server IP:127.0.0.1,DNS:localhost
@@ -350,6 +352,24 @@ HBA
   if ((EUID == 0)); then chown postgres:postgres -- "${datadir}/pg_hba.conf.new" || return 1; fi
   mv -f -- "${datadir}/pg_hba.conf.new" "${datadir}/pg_hba.conf" || return 1
   _ulticode_pg_run pg_ctl reload -D "${datadir}" >/dev/null
+}
+
+# ---------------------------------------------------------------- tokens
+
+ulticode_dev_jwt_issuer() {
+  local secrets="${1:?usage: ulticode_dev_jwt_issuer <secrets dir>}"
+  local key="${secrets}/jwt-ed25519.key" x kid
+  if [[ ! -s "${key}" ]]; then
+    (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}") || return 1
+    _ulticode_log "created dev token key ${key}"
+  fi
+  x="$(openssl pkey -in "${key}" -pubout -outform DER | tail -c 32 | openssl base64 -A |
+    tr '+/' '-_' | tr -d '=')" || return 1
+  kid="dev-$(printf '%s' "${x}" | sha256sum | cut -c1-12)"
+  printf '%s\n' "${kid}" >"${secrets}/jwt.kid"
+  printf '{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","kid":"%s","x":"%s"}]}\n' \
+    "${kid}" "${x}" >"${secrets}/jwks.json.tmp"
+  mv -f -- "${secrets}/jwks.json.tmp" "${secrets}/jwks.json"
 }
 
 # ---------------------------------------------------------------- TLS

@@ -331,6 +331,16 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     EXPECT_EQ(logs.find(needle), std::string::npos) << "a secret reached the logs";
   }
   EXPECT_EQ(logs.find("PRIVATE KEY"), std::string::npos);
+
+  // Who read what: every audit read is logged with its principal and filters.
+  const std::string admin_log = mesh_->Output(Service::kAdmin, 0);
+  EXPECT_NE(admin_log.find(R"("component":"audit_read","message":"QueryAuditLogs")"),
+            std::string::npos);
+  EXPECT_NE(admin_log.find(R"("principal":"auditor","filters":"page_size: 1000")"),
+            std::string::npos)
+      << admin_log.substr(0, 4000);
+  EXPECT_NE(admin_log.find(R"("component":"audit_read","message":"GetAuditLog")"),
+            std::string::npos);
 }
 
 }  // namespace

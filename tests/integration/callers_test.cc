@@ -19,6 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "tests/support/keys.h"
+#include "tests/support/process.h"
 #include "gtest/gtest.h"
 #include "tests/support/owner_service_fixture.h"
 #include "tests/support/tokens.h"
@@ -229,6 +230,40 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   }
   EXPECT_EQ(methods, 19);
   grpc_server.Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace ulticode
+
+namespace ulticode {
+namespace {
+
+// scripts/dev-token.sh: a token the run-local mesh accepts (its issuer key and
+// JWKS made by ulticode_dev_jwt_issuer, as run-local does), valid one hour,
+// with the subject and roles given.
+TEST(DevTokenTest, MintsATokenTheLocalMeshAccepts) {
+  char tmpl[] = "/tmp/ulticode-devtoken-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  auto r = testing::RunCommand(absl::StrCat(
+      "mkdir -p ", state, "/secrets && bash -c 'source ", testing::SourceDir(),
+      "/scripts/lib/servers.sh && ulticode_dev_jwt_issuer ", state,
+      "/secrets' && ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),
+      "/scripts/dev-token.sh alice auth.admin audit.reader"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string token(absl::StripAsciiWhitespace(r.output));
+  auto jwks = jwt::Jwks::FromFile(state + "/secrets/jwks.json");
+  ASSERT_TRUE(jwks.ok()) << jwks.status();
+  auto claims = jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode"}, absl::Now());
+  ASSERT_TRUE(claims.ok()) << claims.status();
+  EXPECT_EQ(claims->subject, "alice");
+  EXPECT_EQ(claims->roles, (std::vector<std::string>{"auth.admin", "audit.reader"}));
+  EXPECT_NEAR(absl::ToDoubleSeconds(claims->expires_at - absl::Now()), 3600, 10);
+  auto bad = testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ",
+                                              testing::SourceDir(),
+                                              "/scripts/dev-token.sh 'bad subject'"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  testing::RunCommand("rm -rf " + state);
 }
 
 }  // namespace

@@ -543,3 +543,35 @@ TEST_F(AuthHostileTest, OversizedMessagesAreRefusedBeforeAnyWork) {
 
 }  // namespace
 }  // namespace ulticode
+
+namespace ulticode {
+namespace {
+
+// Idempotency keys keep the SHA-256 of the canonical request: a repeat that
+// only adds unknown fields is the same request, and no request bytes are
+// stored.
+TEST_F(AuthHostileTest, IdempotencyKeysStoreTheHashOfTheCanonicalRequest) {
+  auth::v1::CreateUserRequest req;
+  req.set_username("hashme");
+  req.set_email("hashme@example.com");
+  req.set_request_id("r-hash-1");
+  auth::v1::CreateUserResponse first, second;
+  ASSERT_TRUE(stub_->CreateUser(Ctx().get(), req, &first).ok());
+  auth::v1::CreateUserRequest with_unknown = req;
+  with_unknown.GetReflection()->MutableUnknownFields(&with_unknown)->AddVarint(999, 7);
+  grpc::Status s = stub_->CreateUser(Ctx().get(), with_unknown, &second);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(second.event_id(), first.event_id()) << "the first response, replayed";
+  EXPECT_EQ(OutboxRows(), 1);
+  EXPECT_EQ(Scalar("SELECT length(request_sha256) FROM idempotency_keys"), 32);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM information_schema.columns WHERE "
+                   "table_name = 'idempotency_keys' AND column_name = 'request'"),
+            0);
+  // A different request under the same id is still refused.
+  req.set_email("other@example.com");
+  EXPECT_EQ(stub_->CreateUser(Ctx().get(), req, &second).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace ulticode

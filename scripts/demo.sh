@@ -17,11 +17,13 @@ else
   transport=(-plaintext)
 fi
 # Verified callers: one token for the changes, one for reading the trail.
-token="$("${repo}/scripts/dev-token.sh" demo-admin auth.admin auth.reader app.editor app.reader)"
-auditor="$("${repo}/scripts/dev-token.sh" demo-auditor audit.reader audit.operator)"
+# (In the environment, never on a command line: grpcurl.py -expand-headers.)
+ULTICODE_DEMO_TOKEN="$("${repo}/scripts/dev-token.sh" demo-admin auth.admin auth.reader app.editor app.reader)"
+ULTICODE_DEMO_AUDITOR="$("${repo}/scripts/dev-token.sh" demo-auditor audit.reader audit.operator)"
+export ULTICODE_DEMO_TOKEN ULTICODE_DEMO_AUDITOR
 
 call() {  # call TARGET METHOD JSON -> prints the JSON response
-  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -H "authorization: Bearer ${token}" \
+  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -expand-headers -H 'authorization: Bearer ${ULTICODE_DEMO_TOKEN}' \
     -H "user-agent: ulticode-demo" -d "$3" "$1" "$2"
 }
 field() {  # field JSON PATH (dot-separated, camelCase as grpcurl prints)
@@ -89,7 +91,7 @@ echo "GetUser, GetProblem: ok"
 want=${#events[@]}
 step "Admin: the audit row of each of the ${want} changes (waiting up to 30 s for each)"
 admin_call() {  # admin_call METHOD JSON
-  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -H "authorization: Bearer ${auditor}" \
+  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -expand-headers -H 'authorization: Bearer ${ULTICODE_DEMO_AUDITOR}' \
     -d "$2" "${admin}" "ulticode.admin.v1.AdminService/$1"
 }
 printf '%-8s %-10s %-20s %-16s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"

@@ -56,6 +56,8 @@ Flags:
   -cert FILE, -key FILE  TLS: present this client certificate (mutual TLS).
   -H 'name: value'   a request header; repeatable. Sent with the RPC and with
                      the reflection requests. "-bin" headers are base64.
+  -expand-headers    "${NAME}" in a header is the environment variable NAME
+                     (keeps tokens off the command line).
   -rpc-header 'name: value'      a header sent with the RPC only; repeatable.
   -reflect-header 'name: value'  a header sent with reflection only; repeatable.
   -d DATA            request data as JSON. "@" reads it from stdin. Several
@@ -122,7 +124,7 @@ class SymbolNotFound(Failure):
 # --------------------------------------------------------------------------
 # Command line (Go flag package semantics, like grpcurl)
 
-BOOL_FLAGS = {"plaintext", "insecure", "emit-defaults", "allow-unknown-fields",
+BOOL_FLAGS = {"plaintext", "insecure", "emit-defaults", "allow-unknown-fields", "expand-headers",
               "format-error", "v", "vv", "help", "h", "version"}
 VALUE_FLAGS = {"H", "rpc-header", "reflect-header", "d", "max-time",
                "connect-timeout", "format", "authority", "max-msg-sz",
@@ -184,10 +186,25 @@ def parse_seconds(opts, name, default):
     return value
 
 
-def parse_headers(values, flag):
+def expand_env(raw, flag):
+    """grpcurl's -expand-headers: ${NAME} is the environment variable NAME, so
+    a secret (a bearer token) never has to appear on the command line."""
+    import re
+
+    def value(m):
+        if m.group(1) not in os.environ:
+            raise UsageError('-%s "%s": environment variable %s is not set'
+                             % (flag, raw.split(":")[0], m.group(1)))
+        return os.environ[m.group(1)]
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value, raw)
+
+
+def parse_headers(values, flag, expand=False):
     """grpcurl's MetadataFromHeaders: 'name: value', name lower-cased."""
     md = []
     for raw in values:
+        if expand:
+            raw = expand_env(raw, flag)
         name, _, value = raw.partition(":")
         name = name.strip().lower()
         value = value.strip()
@@ -1096,9 +1113,10 @@ def run(opts, args):
         raise UsageError("-plaintext contradicts -cacert/-cert.")
     max_time = parse_seconds(opts, "max-time", None)
     connect_timeout = parse_seconds(opts, "connect-timeout", 10.0)
-    headers = parse_headers(opts["H"], "H")
-    rpc_md = headers + parse_headers(opts["rpc-header"], "rpc-header")
-    refl_md = headers + parse_headers(opts["reflect-header"], "reflect-header")
+    expand = bool(opts.get("expand-headers"))
+    headers = parse_headers(opts["H"], "H", expand)
+    rpc_md = headers + parse_headers(opts["rpc-header"], "rpc-header", expand)
+    refl_md = headers + parse_headers(opts["reflect-header"], "reflect-header", expand)
     verbose = bool(opts.get("v") or opts.get("vv"))
 
     # Read request data before dialing so a bad -d fails fast.

@@ -16,7 +16,7 @@ constexpr pg::Statement kInsert{
     "   occurred_at, envelope, signature, key_id)"
     " SELECT t.id, t.owner, t.type, t.actor, t.subject, t.action, t.etype, t.eid,"
     "   NULLIF(t.old, '')::jsonb, NULLIF(t.new, '')::jsonb, t.ip, t.ua, t.req, t.trace,"
-    "   t.at::timestamptz, decode(t.env, 'hex'), decode(t.sig, 'hex'), t.key"
+    "   t.at::timestamptz, decode(t.env, 'hex'), NULLIF(decode(t.sig, 'hex'), ''), NULLIF(t.key, '')"
     " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
     "   $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],"
     "   $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])"

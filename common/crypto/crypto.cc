@@ -52,7 +52,7 @@ std::string Sha256(absl::string_view data) {
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(
         absl::StrCat("secret file ", path, " cannot be opened: ", std::strerror(errno)));
@@ -77,7 +77,14 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   size_t got = 0;
   while (got < content.size()) {
     const ssize_t n = ::read(fd, content.data() + got, content.size() - got);
-    if (n <= 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::UnavailableError(
+          absl::StrCat("secret file ", path, " cannot be read: ", std::strerror(err)));
+    }
+    if (n == 0) break;
     got += static_cast<size_t>(n);
   }
   ::close(fd);
@@ -91,15 +98,27 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
 }
 
 absl::Status WriteSecretFile(const std::string& path, absl::string_view content) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // Written aside and renamed over: readers never see half a secret, and a
+  // link planted at `path` is replaced, not followed.
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   }
-  ::fchmod(fd, 0600);
-  const bool ok =
-      ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ::close(fd);
-  if (!ok) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  bool ok = ::fchmod(fd, 0600) == 0;
+  size_t done = 0;
+  while (ok && done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
   return absl::OkStatus();
 }
 
@@ -157,7 +176,9 @@ absl::StatusOr<SigningKey> SigningKey::Generate() {
 
 absl::StatusOr<SigningKey> SigningKey::FromPem(absl::string_view pem) {
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  // An encrypted key is refused rather than prompting on a terminal.
+  auto no_password = [](char*, int, int, void*) { return 0; };
+  PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_password, nullptr));
   if (key == nullptr || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519) {
     return absl::InvalidArgumentError("not a PEM Ed25519 private key");
   }
@@ -194,7 +215,10 @@ std::string SigningKey::Sign(absl::string_view message) const {
 
 std::string SigningKey::PrivatePem() const {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  PEM_write_bio_PrivateKey(bio.get(), key_.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  if (bio == nullptr ||
+      PEM_write_bio_PrivateKey(bio.get(), key_.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    return "";
+  }
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(n));

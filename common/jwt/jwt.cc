@@ -109,7 +109,9 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
     k.alg = "RS256";
     ASSIGN_OR_RETURN(const std::string n, B64(jwk, "n"));
     ASSIGN_OR_RETURN(const std::string e, B64(jwk, "e"));
-    if (n.size() < 256) return absl::InvalidArgumentError("RSA keys must have 2048 bits or more");
+    if (e.size() > 8 || (static_cast<unsigned char>(e.back()) & 1) == 0) {
+      return absl::InvalidArgumentError("RSA exponent must be odd and at most 64 bits");
+    }
     std::unique_ptr<BIGNUM, BnDeleter> bn_n(
         BN_bin2bn(reinterpret_cast<const unsigned char*>(n.data()), n.size(), nullptr));
     std::unique_ptr<BIGNUM, BnDeleter> bn_e(
@@ -118,6 +120,9 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
     OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_N, bn_n.get());
     OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_E, bn_e.get());
     ASSIGN_OR_RETURN(k.key, FromParams("RSA", bld.get()));
+    if (EVP_PKEY_get_bits(k.key.get()) < 2048) {
+      return absl::InvalidArgumentError("RSA keys must have 2048 bits or more");
+    }
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("kty \"", absl::CHexEscape(kty.substr(0, 16)), "\" crv \"",
@@ -139,7 +144,12 @@ absl::StatusOr<std::string> EcdsaRawToDer(absl::string_view raw) {
   ECDSA_SIG* sig = ECDSA_SIG_new();
   BIGNUM* r = BN_bin2bn(reinterpret_cast<const unsigned char*>(raw.data()), 32, nullptr);
   BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(raw.data()) + 32, 32, nullptr);
-  ECDSA_SIG_set0(sig, r, s);
+  if (sig == nullptr || r == nullptr || s == nullptr || ECDSA_SIG_set0(sig, r, s) != 1) {
+    BN_free(r);
+    BN_free(s);
+    ECDSA_SIG_free(sig);
+    return absl::InternalError("out of memory");
+  }
   unsigned char* der = nullptr;
   const int len = i2d_ECDSA_SIG(sig, &der);
   ECDSA_SIG_free(sig);

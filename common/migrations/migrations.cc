@@ -87,6 +87,11 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
     }
   }
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  // Replicas starting together would update the same ACLs concurrently
+  // ("tuple concurrently updated"): one at a time.
+  RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.grant_lock",
+                                           "SELECT pg_advisory_xact_lock(hashtext('ulticode.grants'))"})
+                      .status());
   // Exactly `grants`, whatever an earlier version granted: revoke first.
   const std::string quoted = absl::StrCat("\"", role, "\"");
   for (const char* what : {"TABLES", "SEQUENCES"}) {

@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 
+#include <fstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -83,12 +85,29 @@ void ServiceFlags::Register(config::Flags& flags) {
                  return v.empty() ? absl::OkStatus() : config::ValidateHostPort(v);
                });
   flags.AddCheck([this] { return CheckTransport(); });
+  flags.AddCheck([this]() -> absl::Status {
+    if (pg_migrate_user.empty()) return absl::OkStatus();
+    const std::string runtime = RuntimeRoleToGrant();
+    if (runtime.empty()) {
+      return absl::InvalidArgumentError(
+          "--pg-migrate-user needs the runtime role named in --pg-dsn (user=...)");
+    }
+    if (runtime == pg_migrate_user) {
+      return absl::InvalidArgumentError(
+          "--pg-migrate-user must differ from the runtime role in --pg-dsn");
+    }
+    return absl::OkStatus();
+  });
   flags.String("jwks-file", &jwks_file,
                "JSON Web Key Set verifying callers' bearer tokens (EdDSA, ES256, RS256); re-read "
                "when it changes");
   flags.Require("jwks-file");
-  flags.String("jwt-issuer", &jwt_issuer, "the \"iss\" every token must carry");
-  flags.String("jwt-audience", &jwt_audience, "the \"aud\" every token must include");
+  auto not_empty = [](const std::string& v) {
+    return v.empty() ? absl::InvalidArgumentError("must not be empty") : absl::OkStatus();
+  };
+  flags.String("jwt-issuer", &jwt_issuer, "the \"iss\" every token must carry", not_empty);
+  flags.String("jwt-audience", &jwt_audience, "the \"aud\" every token must include",
+               not_empty);
   flags.Duration("jwt-clock-skew", &jwt_clock_skew,
                  "clock difference tolerated for a token's exp and nbf", absl::ZeroDuration(),
                  absl::Minutes(10));
@@ -116,6 +135,16 @@ void ServiceFlags::ApplyLogging() const {
 }
 
 absl::Status ServiceFlags::LoadSecrets() {
+  if (!grpc_plaintext) {
+    // The watcher would serve nothing rather than fail: check both files now
+    // (the key like any secret: no access for group or others).
+    RETURN_IF_ERROR(crypto::ReadSecretFile(tls.key_file).status());
+    std::ifstream cert(tls.cert_file);
+    if (!cert || cert.peek() == std::ifstream::traits_type::eof()) {
+      return absl::NotFoundError(
+          absl::StrCat("--tls-cert-file ", tls.cert_file, " cannot be read or is empty"));
+    }
+  }
   const std::pair<const std::string*, std::string*> files[] = {
       {&pg_password_file, &pg_password_},
       {&pg_migrate_password_file, &pg_migrate_password_},

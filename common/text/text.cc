@@ -61,8 +61,13 @@ size_t CodePoints(absl::string_view s) {
 
 int FirstForbiddenControl(absl::string_view s, bool multiline) {
   for (size_t i = 0; i < s.size();) {
+    const size_t at = i;
     const int32_t cp = Decode(s, &i);
-    if (cp >= 0 && IsForbiddenControl(cp, multiline)) return cp;
+    if (cp < 0) {
+      i = at + 1;  // ill-formed: step over one byte
+      continue;
+    }
+    if (IsForbiddenControl(cp, multiline)) return cp;
   }
   return -1;
 }

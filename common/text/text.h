@@ -40,7 +40,7 @@ size_t CodePoints(absl::string_view s);
 
 // The first code point that no stored string may hold: NUL, C0 (but "\n"
 // and "\t" when `multiline`), DEL and C1. -1 when there is none.
-// Assumes valid UTF-8.
+// Ill-formed bytes are skipped (Check reports them).
 int FirstForbiddenControl(absl::string_view s, bool multiline);
 
 // True for bidi controls and invisible format characters (see Rule).

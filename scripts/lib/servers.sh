@@ -260,6 +260,9 @@ ulticode_pg_start() {
     _ulticode_pg_ensure_traversable "${datadir}" || return 1
   fi
   chmod 700 -- "${datadir}" || return 1
+  # The unix socket trusts whoever reaches it (pg_hba "local ... trust"):
+  # only the server's own user may enter the socket directory.
+  chmod 700 -- "${sockdir}" || return 1
 
   if [[ ! -f "${datadir}/PG_VERSION" ]]; then
     if [[ -n "$(ls -A -- "${datadir}")" ]]; then

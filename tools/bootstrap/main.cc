@@ -7,6 +7,9 @@
 // --pg-dsn reaches the cluster as a superuser (password from PGPASSFILE or
 // --pg-password-file); --redis-acl-file writes the ACL file Redis loads
 // (default user off). Run again at any time: it is idempotent.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 
@@ -95,6 +98,9 @@ int main(int argc, char** argv) {
                "the superuser's password file; the superuser's password is (re)set to it");
   flags.String("redis-acl-file", &acl_file, "ACL file to write (empty: skip Redis)");
   config::ParseOrExit(flags, argc, argv);
+  if (::mkdir(secrets.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Fail(absl::UnavailableError(absl::StrCat("cannot create ", secrets)));
+  }
   if (!pg_dsn.empty()) {
     if (auto s = BootstrapPostgres(pg_dsn, pg_password_file, secrets); !s.ok()) return Fail(s);
   }

@@ -19,7 +19,6 @@
 
 namespace ulticode::app {
 
-namespace v1 = ::ulticode::app::v1;
 
 class AppServiceImpl final : public v1::AppService::Service {
  public:

@@ -10,7 +10,6 @@
 
 namespace ulticode::auth {
 
-namespace v1 = ::ulticode::auth::v1;
 
 class AuthServiceImpl final : public v1::AuthService::Service {
  public:

@@ -75,8 +75,10 @@ t_tests=${SECONDS}
 rc=0
 ctest --test-dir "${build_dir}" --output-on-failure -j "${ULTICODE_JOBS:-2}" "$@" || rc=$?
 t_end=${SECONDS}
-# The chaos test's one-line verdict, in every log (ctest shows output only on failure).
-grep -h '\[chaos\] \(seed\|SUMMARY\)' "${build_dir}/Testing/Temporary/LastTest.log" >&2 2>/dev/null || true
+# The chaos test's one-line verdict and each fuzz target's summary, in every
+# log (ctest shows output only on failure).
+grep -h '\[chaos\] \(seed\|SUMMARY\)\|\[fuzz\] fuzz_[a-z_]*: ' \
+  "${build_dir}/Testing/Temporary/LastTest.log" >&2 2>/dev/null || true
 
 echo "[ulticode] test.sh: ctest exit ${rc}; total $((t_end - t_start))s (deps+build $((t_built - t_start))s, servers $((t_tests - t_built))s, tests $((t_end - t_tests))s)" >&2
 exit "${rc}"

@@ -29,9 +29,9 @@ bool HoldsPassword(const std::string& dsn) {
 ServiceFlags::ServiceFlags(std::string grpc, std::string metrics, std::string database,
                            int max_receive_bytes)
     : grpc_listen(std::move(grpc)),
-      grpc_max_receive_bytes(max_receive_bytes),
       metrics_listen(std::move(metrics)),
-      pg_dsn(absl::StrCat("host=127.0.0.1 port=5432 user=postgres dbname=", database)) {}
+      pg_dsn(absl::StrCat("host=127.0.0.1 port=5432 user=postgres dbname=", database)),
+      grpc_max_receive_bytes(max_receive_bytes) {}
 
 void ServiceFlags::Register(config::Flags& flags) {
   flags.String("grpc-listen", &grpc_listen, "gRPC listen address (host:port)",

@@ -58,6 +58,17 @@ struct ServerOptions {
   std::string health_listen;
 };
 
+// Plaintext options on `listen` (tests; the binaries use runtime::ServiceFlags).
+inline ServerOptions PlaintextOptions(std::string listen, int max_threads,
+                                      int max_receive_bytes = kOwnerMaxReceiveBytes) {
+  ServerOptions o;
+  o.listen = std::move(listen);
+  o.max_threads = max_threads;
+  o.access_log = false;
+  o.max_receive_bytes = max_receive_bytes;
+  return o;
+}
+
 class GrpcServer {
  public:
   GrpcServer(ServerOptions options, prometheus::Registry& registry);

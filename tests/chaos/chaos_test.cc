@@ -401,7 +401,9 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
                         "--startup-timeout=120s",
                         "--shutdown-timeout=2s"};
   // The harness's Redis user (the default user is off under scripts/test.sh).
-  testing::RedisEndpoint redis_endpoint{"127.0.0.1", redis.port()};
+  testing::RedisEndpoint redis_endpoint;
+  redis_endpoint.host = "127.0.0.1";
+  redis_endpoint.port = redis.port();
   if (auto shared = testing::RedisFromEnv()) {
     redis_endpoint.user = shared->user;
     redis_endpoint.password = shared->password;

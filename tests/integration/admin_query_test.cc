@@ -101,7 +101,7 @@ class AdminQueryTest : public ::testing::Test {
     if (server_) server_->Shutdown(absl::Seconds(1));
     service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, options);
     server_ = std::make_unique<server::GrpcServer>(
-        server::ServerOptions{"127.0.0.1:0", 8, false, nullptr, server::kAdminMaxReceiveBytes},
+        server::PlaintextOptions("127.0.0.1:0", 8, server::kAdminMaxReceiveBytes),
         metrics_->registry());
     server_->AddService(service_.get(), "ulticode.admin.v1.AdminService");
     ASSERT_TRUE(server_->Start().ok());

@@ -113,7 +113,9 @@ TEST_F(CallersTest, EveryBadCredentialIsUnauthenticatedNamingTheProblem) {
   }
   EXPECT_EQ(OutboxRows(), 0);
   // A clock a little behind the issuer's is tolerated (60 s skew).
-  EXPECT_TRUE(CreateWith(TokenSpec{.not_before = absl::Seconds(30)}).ok());
+  TokenSpec early;
+  early.not_before = absl::Seconds(30);
+  EXPECT_TRUE(CreateWith(early).ok());
 }
 
 TEST_F(CallersTest, Es256AndRs256TokensAreAcceptedAndTheSubjectIsTheActor) {
@@ -177,7 +179,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   app::AppServiceImpl app_service(pool, app_authz, signer);
   admin::query::AuditQueryService admin_service(pool, admin_authz, {});
   auto metrics = metrics::Metrics::Unexposed("rules");
-  server::GrpcServer grpc_server(server::ServerOptions{"127.0.0.1:0", 8, false},
+  server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8),
                                  metrics->registry());
   grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");
   grpc_server.AddService(&app_service, "ulticode.app.v1.AppService");

@@ -58,7 +58,7 @@ class TlsTest : public ::testing::Test {
   }
 
   void Start(bool mutual) {
-    server::ServerOptions o{"127.0.0.1:0", 4, false};
+    server::ServerOptions o = server::PlaintextOptions("127.0.0.1:0", 4);
     o.tls.cert_file = dir_ + "/ca1/server.pem";
     o.tls.key_file = dir_ + "/ca1/server.key";
     if (mutual) o.tls.client_ca_file = dir_ + "/ca1/ca.pem";

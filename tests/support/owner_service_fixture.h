@@ -58,7 +58,7 @@ class OwnerServiceTest : public ::testing::Test {
     authorizer_ = std::make_unique<server::Authorizer>(*resolver_, access_rules);
     service_ = std::make_unique<Impl>(*pool_, *authorizer_, *signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
-    server_ = std::make_unique<server::GrpcServer>(server::ServerOptions{"127.0.0.1:0", 8, false},
+    server_ = std::make_unique<server::GrpcServer>(server::PlaintextOptions("127.0.0.1:0", 8),
                                                    metrics_->registry());
     server_->AddService(service_.get(), service_name);
     ASSERT_TRUE(server_->Start().ok());

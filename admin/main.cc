@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
 
   consumer_options.pg = pool_options.connect;
   consumer_options.pg.application_name = "ulticode-admin-consumer";
+  // Claims and settles: a lost settle (PROCESSED + its audit row, one
+  // transaction) leaves the inbox row, which the bridge committed durably,
+  // to be claimed and written again. The bridge keeps synchronous commits.
+  consumer_options.pg.asynchronous_commit = true;
   admin::consumer::LeaseConsumer consumer(consumer_options, (*metrics)->registry());
   consumer.Start();
 

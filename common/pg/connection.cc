@@ -42,6 +42,8 @@ std::string Trimmed(const char* msg) {
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOptions& options) {
   const std::string timeout =
       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
+  const char* session = options.asynchronous_commit ? "-c TimeZone=UTC -c synchronous_commit=off"
+                                                    : "-c TimeZone=UTC";
   // Later keys override what the expanded conninfo set.
   std::vector<const char*> keys = {
       "dbname",          "application_name",    "connect_timeout",  "options",         "keepalives",
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOpt
   std::vector<const char*> values = {options.conninfo.c_str(),
                                      options.application_name.c_str(),
                                      timeout.c_str(),
-                                     "-c TimeZone=UTC",
+                                     session,
                                      "1",
                                      "10",
                                      "3",

@@ -34,6 +34,12 @@ struct ConnectOptions {
   std::string user;
   std::string password;
   std::string application_name = "ulticode";
+  // synchronous_commit=off for the whole session: a commit returns before
+  // its WAL is flushed, so a PostgreSQL crash can lose the last few. Only for
+  // connections whose every write the protocol repairs when lost
+  // (docs/guarantees.md, "Asynchronous commits"); never for a business
+  // transaction or the inbox insert a receipt follows.
+  bool asynchronous_commit = false;
   absl::Duration connect_timeout = absl::Seconds(5);
   // Extra time the client waits beyond a statement's timeout before it gives
   // up on the socket and marks the connection broken.

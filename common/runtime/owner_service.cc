@@ -63,6 +63,9 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   dispatch.owner = spec.owner;
   dispatch.pg = pool_options.connect;
   dispatch.pg.application_name = spec.program + "-dispatcher";
+  // Claims, marks, re-schedules, sweeps: a lost one is repaired by the lease
+  // or the re-send (docs/guarantees.md).
+  dispatch.pg.asynchronous_commit = true;
   dispatch.redis = common.RedisOptions();
   outbox::Dispatcher dispatcher(dispatch, (*metrics)->registry());
   dispatcher.Start();
@@ -77,6 +80,8 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   receipts.start_lookback = 2 * dispatch.resend_timeout;
   receipts.pg = pool_options.connect;
   receipts.pg.application_name = spec.program + "-receipts";
+  // A lost CONFIRMED only causes a re-send, which Admin receipts again.
+  receipts.pg.asynchronous_commit = true;
   receipts.redis = dispatch.redis;
   outbox::ReceiptReader receipt_reader(receipts, (*metrics)->registry());
   receipt_reader.Start();

@@ -42,6 +42,13 @@ trap cleanup EXIT
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+# utime+stime jiffies per command name, summed over live processes.
+cpu_by_comm() {
+  cat /proc/[0-9]*/stat 2>/dev/null |
+    awk '{ c = $0; sub(/^[0-9]+ \(/, "", c); name = substr(c, 1, index(c, ") ") - 1);
+           rest = substr(c, index(c, ") ") + 2); split(rest, f, " ");
+           cpu[name] += f[12] + f[13] } END { for (n in cpu) print n, cpu[n] }' | sort
+}
 hz="$(getconf CLK_TCK)"
 
 log "starting a private durable mesh (${state})"
@@ -72,6 +79,7 @@ ref_cpu_ms="$(awk -v j=$((b1 - b0)) -v hz="${hz}" -v n="${ref_txns}" 'BEGIN{prin
 log "mesh: ulticode-loadgen closed loop, ${clients} in flight, ${seconds}s"
 (umask 077 && ULTICODE_STATE_DIR="${state}" scripts/dev-token.sh bench auth.admin app.editor >"${state}/token")
 run_id="bench-$(date +%s)"
+cpu_by_comm >"${state}/cpu0"
 b0="$(busy_jiffies)"
 mesh_json="$("${build_dir}/bench/ulticode-loadgen" --auth=127.0.0.1:$((50051 + off)) \
   --app=127.0.0.1:$((50052 + off)) --token-file="${state}/token" --mode=closed \
@@ -80,11 +88,16 @@ mesh_json="$("${build_dir}/bench/ulticode-loadgen" --auth=127.0.0.1:$((50051 + o
 mesh_ok="$(sed -n 's/.*"ok":\([0-9]*\).*/\1/p' <<<"${mesh_json}")"
 for _ in $(seq 1 240); do
   landed="$("${psql[@]}" -d ulticode_admin -tAc \
-    "SELECT count(*) FROM audit_logs WHERE request_id LIKE '${run_id}-%'")"
+    "SELECT count(*) FROM audit_logs WHERE request_id LIKE '${run_id}-%'" || echo 0)"
   ((landed >= mesh_ok)) && break
   sleep 0.5
 done
 b1="$(busy_jiffies)"
+cpu_by_comm >"${state}/cpu1"
+# Where the mesh's CPU went: ms per mutation by process name (top 6).
+breakdown="$(join -a2 -e 0 -o 0,1.2,2.2 "${state}/cpu0" "${state}/cpu1" |
+  awk -v hz="${hz}" -v n="${mesh_ok}" '{ d = $3 - $2; if (d > 0) printf "%s %.3f\n", $1, d*1000/hz/n }' |
+  sort -k2 -rn | head -n 6 | awk '{ printf "%s\"%s\":%s", (NR > 1 ? "," : ""), $1, $2 }')"
 mesh_cpu_ms="$(awk -v j=$((b1 - b0)) -v hz="${hz}" -v n="${mesh_ok}" 'BEGIN{printf "%.3f", j*1000/hz/n}')"
 lag="$("${psql[@]}" -d ulticode_admin -tAc "SELECT
   round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ingested_at - occurred_at))::numeric, 1) || ',' ||
@@ -101,10 +114,12 @@ cat >"${out}" <<JSON
  "reference":{"tps":${ref_tps},"transactions":${ref_txns},"cpu_ms_per_txn":${ref_cpu_ms}},
  "mesh":${mesh_json},
  "mesh_cpu_ms_per_mutation":${mesh_cpu_ms},
+ "mesh_cpu_ms_per_mutation_by_process":{${breakdown}},
  "mesh_audit_rows":${landed},
  "commit_to_audit_row_ms":{"p50":${lag%%,*},"p99":${lag##*,}},
  "ratios":{"throughput_vs_pgbench":${ratio_tps},"cpu_vs_pgbench":${ratio_cpu}}}
 JSON
 log "reference ${ref_tps} tps, ${ref_cpu_ms} ms CPU/txn; mesh ${mesh_rate} mutations/s, ${mesh_cpu_ms} ms CPU/mutation"
+log "CPU ms per mutation by process: ${breakdown}"
 log "ratios: throughput ${ratio_tps} x pgbench, CPU ${ratio_cpu} x pgbench; lag p50/p99 ${lag} ms; audit rows ${landed}/${mesh_ok}"
 cat "${out}"

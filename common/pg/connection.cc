@@ -105,7 +105,7 @@ absl::Status Connection::LastError(absl::string_view name, PGresult* res, bool i
 
 absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
                                        const Params& params, absl::Duration timeout, bool is_commit,
-                                       Protocol protocol) {
+                                       Protocol protocol, const std::string& prepared) {
   if (broken()) {
     MarkBroken();
     if (is_commit) return CommitOutcomeUnknownError("connection already broken");
@@ -118,11 +118,24 @@ absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
     lengths[i] = params[i].value ? static_cast<int>(params[i].value->size()) : 0;
     formats[i] = params[i].binary ? 1 : 0;
   }
-  const int sent =
-      protocol == Protocol::kSimple
-          ? PQsendQuery(conn_, sql)
-          : PQsendQueryParams(conn_, sql, static_cast<int>(params.size()), nullptr, values.data(),
-                              lengths.data(), formats.data(), /*resultFormat=*/0);
+  const int n = static_cast<int>(params.size());
+  int sent = 0;
+  switch (protocol) {
+    case Protocol::kSimple:
+      sent = PQsendQuery(conn_, sql);
+      break;
+    case Protocol::kPrepare:
+      sent = PQsendPrepare(conn_, prepared.c_str(), sql, n, nullptr);
+      break;
+    case Protocol::kPrepared:
+      sent = PQsendQueryPrepared(conn_, prepared.c_str(), n, values.data(), lengths.data(),
+                                 formats.data(), /*resultFormat=*/0);
+      break;
+    case Protocol::kExtended:
+      sent = PQsendQueryParams(conn_, sql, n, nullptr, values.data(), lengths.data(),
+                               formats.data(), /*resultFormat=*/0);
+      break;
+  }
   if (!sent) return LastError(name, nullptr, is_commit);
 
   const absl::Time deadline = absl::Now() + timeout + options_.client_grace;
@@ -192,7 +205,21 @@ absl::Status Connection::EnsureTimeout(absl::Duration timeout) {
 
 absl::StatusOr<Result> Connection::Execute(const Statement& statement, const Params& params) {
   RETURN_IF_ERROR(EnsureTimeout(statement.timeout));
-  return Run(statement.name, statement.sql, params, statement.timeout, false);
+  ASSIGN_OR_RETURN(const std::string prepared,
+                   Prepared(statement, static_cast<int>(params.size())));
+  return Run(statement.name, statement.sql, params, statement.timeout, false, Protocol::kPrepared,
+             prepared);
+}
+
+absl::StatusOr<std::string> Connection::Prepared(const Statement& statement, int params) {
+  auto it = prepared_.find(statement.sql);
+  if (it != prepared_.end()) return it->second;
+  const std::string name = absl::StrCat("s", prepared_.size() + 1);
+  RETURN_IF_ERROR(Run(statement.name, statement.sql, Params(static_cast<size_t>(params)),
+                      statement.timeout, false, Protocol::kPrepare, name)
+                      .status());
+  prepared_.emplace(statement.sql, name);
+  return name;
 }
 
 absl::Status Connection::ExecuteScript(absl::string_view name, absl::string_view sql,

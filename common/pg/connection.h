@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -62,6 +63,9 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Runs one statement (extended protocol, parameters bound separately).
+  // Each distinct SQL text is prepared once per connection (named
+  // server-side statement), so PostgreSQL parses and plans it once, not on
+  // every call.
   absl::StatusOr<Result> Execute(const Statement& statement, const Params& params = {});
 
   // Runs a multi-statement script without parameters (simple protocol). Only
@@ -85,11 +89,15 @@ class Connection {
   friend class Transaction;
   explicit Connection(PGconn* conn, ConnectOptions options);
 
-  enum class Protocol { kExtended, kSimple };
+  enum class Protocol { kExtended, kSimple, kPrepared, kPrepare };
   // kSimple (multi-statement, no parameters) only for trusted scripts.
+  // kPrepare creates server-side statement `prepared`; kPrepared runs it.
   absl::StatusOr<Result> Run(absl::string_view name, const char* sql, const Params& params,
                              absl::Duration timeout, bool is_commit,
-                             Protocol protocol = Protocol::kExtended);
+                             Protocol protocol = Protocol::kExtended,
+                             const std::string& prepared = "");
+  // The server-side name of `sql` on this connection, preparing it first.
+  absl::StatusOr<std::string> Prepared(const Statement& statement, int params);
   absl::Status EnsureTimeout(absl::Duration timeout);
   absl::Status LastError(absl::string_view name, PGresult* res, bool is_commit);
   void MarkBroken() { broken_ = true; }
@@ -98,6 +106,8 @@ class Connection {
   ConnectOptions options_;
   bool broken_ = false;
   bool in_transaction_ = false;
+  // SQL text -> server-side statement name ("s1", "s2", ...).
+  absl::flat_hash_map<std::string, std::string> prepared_;
   // statement_timeout currently set on the session; -1 when unknown.
   int64_t current_timeout_ms_ = -1;
 };

@@ -68,6 +68,23 @@ TEST_F(PgTest, ParametersRoundTripBinarySafe) {
   EXPECT_EQ(r->GetTime(0, 3), at);
 }
 
+TEST_F(PgTest, EachSqlTextIsPreparedOncePerConnection) {
+  const Statement insert{"items.insert", "INSERT INTO items (id, name) VALUES ($1, $2)"};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(conn_->Execute(insert, {Int(i), Text("n")}).ok());
+  }
+  // The same name with another text is another statement, never confused.
+  const Statement other{"items.insert", "SELECT count(*) FROM items WHERE id >= $1"};
+  auto r = conn_->Execute(other, {Int(0)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->GetInt64(0, 0), 5);
+  const Statement prepared{"prepared", "SELECT count(*) FROM pg_prepared_statements"};
+  auto count = conn_->Execute(prepared);
+  ASSERT_TRUE(count.ok()) << count.status();
+  // insert, other, this one (and statement_timeout's, unprepared).
+  EXPECT_EQ(count->GetInt64(0, 0), 3);
+}
+
 TEST_F(PgTest, TransactionDestroyedUncommittedRollsBack) {
   {
     auto tx = conn_->Begin();

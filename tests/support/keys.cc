@@ -1,6 +1,7 @@
 #include "tests/support/keys.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/escaping.h"
@@ -38,6 +39,11 @@ TestKeys::TestKeys() : auth_(NewKey()), app_(NewKey()), admin_(NewKey()), dir_(T
   if (!dir.ok() || !file.ok()) std::abort();
   directory_ = *std::move(dir);
   directory_file_ = *std::move(file);
+}
+
+TestKeys::~TestKeys() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
 }
 
 const crypto::SigningKey& TestKeys::owner(const std::string& name) const {

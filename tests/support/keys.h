@@ -14,6 +14,7 @@ namespace ulticode::testing {
 class TestKeys {
  public:
   TestKeys();
+  ~TestKeys();  // removes its directory
 
   const crypto::SigningKey& auth() const { return auth_; }
   const crypto::SigningKey& app() const { return app_; }

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/escaping.h"
@@ -89,7 +90,10 @@ TestTokens::TestTokens() : keys_(std::make_unique<Keys>()) {
   jwks_ = *std::move(jwks);
 }
 
-TestTokens::~TestTokens() = default;
+TestTokens::~TestTokens() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
 
 std::string TestTokens::Kid(const std::string& alg) const {
   return absl::StrCat("test-", alg);

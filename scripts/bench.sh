@@ -94,6 +94,10 @@ for _ in $(seq 1 240); do
 done
 b1="$(busy_jiffies)"
 cpu_by_comm >"${state}/cpu1"
+# Peak RSS (VmHWM) of each service process, MiB.
+rss="$(for f in /proc/[0-9]*/status; do
+  awk '/^Name:/{n=$2} /^VmHWM:/{if (n ~ /^ulticode-(auth|app|admin)$/) printf "%s %.1f\n", n, $2/1024}' "${f}" 2>/dev/null
+done | sort | awk '{ printf "%s\"%s\":%s", (NR > 1 ? "," : ""), $1, $2 }')"
 # Where the mesh's CPU went: ms per mutation by process name (top 6).
 breakdown="$(join -a2 -e 0 -o 0,1.2,2.2 "${state}/cpu0" "${state}/cpu1" |
   awk -v hz="${hz}" -v n="${mesh_ok}" '{ d = $3 - $2; if (d > 0) printf "%s %.3f\n", $1, d*1000/hz/n }' |
@@ -116,10 +120,11 @@ cat >"${out}" <<JSON
  "mesh_cpu_ms_per_mutation":${mesh_cpu_ms},
  "mesh_cpu_ms_per_mutation_by_process":{${breakdown}},
  "mesh_audit_rows":${landed},
+ "peak_rss_mib":{${rss}},
  "commit_to_audit_row_ms":{"p50":${lag%%,*},"p99":${lag##*,}},
  "ratios":{"throughput_vs_pgbench":${ratio_tps},"cpu_vs_pgbench":${ratio_cpu}}}
 JSON
 log "reference ${ref_tps} tps, ${ref_cpu_ms} ms CPU/txn; mesh ${mesh_rate} mutations/s, ${mesh_cpu_ms} ms CPU/mutation"
-log "CPU ms per mutation by process: ${breakdown}"
+log "CPU ms per mutation by process: ${breakdown}; peak RSS MiB: ${rss}"
 log "ratios: throughput ${ratio_tps} x pgbench, CPU ${ratio_cpu} x pgbench; lag p50/p99 ${lag} ms; audit rows ${landed}/${mesh_ok}"
 cat "${out}"

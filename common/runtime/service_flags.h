@@ -34,7 +34,10 @@ struct ServiceFlags {
   std::string jwt_audience = "ulticode";
   absl::Duration jwt_clock_skew = absl::Seconds(60);
   std::string log_level = "info";
-  int grpc_threads = 32;
+  // Enough that a burst of clients waits for a database connection (the
+  // pool queues) instead of being refused RESOURCE_EXHAUSTED by gRPC's sync
+  // server; threads are created on demand.
+  int grpc_threads = 320;
   int grpc_max_receive_bytes = server::kOwnerMaxReceiveBytes;
   bool access_log = true;
   absl::Duration shutdown_timeout = absl::Seconds(10);

@@ -15,11 +15,6 @@
 namespace ulticode::crypto {
 namespace {
 
-std::string Stamp(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "";
-  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/", st.st_ino);
-}
 
 }  // namespace
 
@@ -74,40 +69,11 @@ std::string KeyDirectory::Describe() const {
   return absl::StrJoin(parts, ",");
 }
 
-absl::StatusOr<std::unique_ptr<KeyDirectoryFile>> KeyDirectoryFile::Open(
-    std::string path, absl::Duration check_every) {
-  const std::string stamp = Stamp(path);
-  auto dir = KeyDirectory::FromFile(path);
-  if (!dir.ok()) return dir.status();
-  return std::unique_ptr<KeyDirectoryFile>(
-      new KeyDirectoryFile(std::move(path), check_every, *std::move(dir), stamp));
-}
-
-KeyDirectoryFile::KeyDirectoryFile(std::string path, absl::Duration check_every, KeyDirectory first,
-                                   std::string stamp)
-    : path_(std::move(path)),
-      check_every_(check_every),
-      current_(std::make_shared<const KeyDirectory>(std::move(first))),
-      stamp_(std::move(stamp)),
-      next_check_(absl::Now() + check_every) {}
-
-std::shared_ptr<const KeyDirectory> KeyDirectoryFile::Current() const {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  if (now < next_check_) return current_;
-  next_check_ = now + check_every_;
-  const std::string stamp = Stamp(path_);
-  if (stamp == stamp_) return current_;
-  auto dir = KeyDirectory::FromFile(path_);
-  if (!dir.ok()) {
-    log::Error("crypto", "key directory changed but does not load; keeping the previous keys",
-               {{"path", path_}, {"error", dir.status().ToString()}});
-    return current_;
-  }
-  stamp_ = stamp;
-  current_ = std::make_shared<const KeyDirectory>(*std::move(dir));
-  log::Info("crypto", "key directory reloaded", {{"path", path_}, {"keys", current_->Describe()}});
-  return current_;
+std::string FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/",
+                      st.st_ino);
 }
 
 }  // namespace ulticode::crypto

@@ -17,12 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/crypto/crypto.h"
+#include "common/crypto/watched_file.h"
 
 namespace ulticode::crypto {
 
@@ -48,26 +47,8 @@ class KeyDirectory {
   absl::flat_hash_map<std::string, Entry> entries_;
 };
 
-// A key directory file that is re-read when it changes (checked at most once
-// per `check_every`), so a key added or removed on disk takes effect without a
-// restart. A file that no longer parses keeps the last good directory and is
-// logged. Thread-safe.
-class KeyDirectoryFile {
- public:
-  static absl::StatusOr<std::unique_ptr<KeyDirectoryFile>> Open(
-      std::string path, absl::Duration check_every = absl::Seconds(2));
-
-  std::shared_ptr<const KeyDirectory> Current() const;
-
- private:
-  KeyDirectoryFile(std::string path, absl::Duration check_every, KeyDirectory first,
-                   std::string stamp);
-  const std::string path_;
-  const absl::Duration check_every_;
-  mutable absl::Mutex mu_;
-  mutable std::shared_ptr<const KeyDirectory> current_ ABSL_GUARDED_BY(mu_);
-  mutable std::string stamp_ ABSL_GUARDED_BY(mu_);  // mtime + size + inode
-  mutable absl::Time next_check_ ABSL_GUARDED_BY(mu_);
-};
+// The key directory file, re-read when it changes (a key added or removed on
+// disk takes effect without a restart).
+using KeyDirectoryFile = WatchedFile<KeyDirectory>;
 
 }  // namespace ulticode::crypto

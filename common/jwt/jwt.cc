@@ -5,7 +5,6 @@
 #include <openssl/ecdsa.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -245,12 +244,6 @@ absl::StatusOr<Claims> CheckClaims(const Struct& claims, const VerifyOptions& op
   return out;
 }
 
-std::string Stamp(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "";
-  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/",
-                      st.st_ino);
-}
 
 }  // namespace
 
@@ -302,40 +295,6 @@ std::string Jwks::Describe() const {
   for (const auto& [kid, k] : keys_) parts.push_back(absl::StrCat(kid, ":", k.alg));
   std::sort(parts.begin(), parts.end());
   return absl::StrJoin(parts, ",");
-}
-
-absl::StatusOr<std::unique_ptr<JwksFile>> JwksFile::Open(std::string path,
-                                                         absl::Duration check_every) {
-  const std::string stamp = Stamp(path);
-  ASSIGN_OR_RETURN(Jwks first, Jwks::FromFile(path));
-  return std::unique_ptr<JwksFile>(
-      new JwksFile(std::move(path), check_every, std::move(first), stamp));
-}
-
-JwksFile::JwksFile(std::string path, absl::Duration check_every, Jwks first, std::string stamp)
-    : path_(std::move(path)),
-      check_every_(check_every),
-      current_(std::make_shared<const Jwks>(std::move(first))),
-      stamp_(std::move(stamp)),
-      next_check_(absl::Now() + check_every) {}
-
-std::shared_ptr<const Jwks> JwksFile::Current() const {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  if (now < next_check_) return current_;
-  next_check_ = now + check_every_;
-  const std::string stamp = Stamp(path_);
-  if (stamp == stamp_) return current_;
-  auto jwks = Jwks::FromFile(path_);
-  if (!jwks.ok()) {
-    log::Error("jwt", "JWKS file changed but does not load; keeping the previous keys",
-               {{"path", path_}, {"error", jwks.status().ToString()}});
-    return current_;
-  }
-  stamp_ = stamp;
-  current_ = std::make_shared<const Jwks>(*std::move(jwks));
-  log::Info("jwt", "JWKS reloaded", {{"path", path_}, {"keys", current_->Describe()}});
-  return current_;
 }
 
 absl::StatusOr<Claims> Verify(absl::string_view token, const Jwks& keys,

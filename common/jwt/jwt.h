@@ -17,13 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/crypto/crypto.h"
+#include "common/crypto/watched_file.h"
 
 namespace ulticode::jwt {
 
@@ -50,23 +49,9 @@ class Jwks {
   absl::flat_hash_map<std::string, Key> keys_;
 };
 
-// A JWKS file re-read when it changes (checked at most once per
-// `check_every`); a file that stops parsing keeps the last good set (logged).
-class JwksFile {
- public:
-  static absl::StatusOr<std::unique_ptr<JwksFile>> Open(
-      std::string path, absl::Duration check_every = absl::Seconds(1));
-  std::shared_ptr<const Jwks> Current() const;
-
- private:
-  JwksFile(std::string path, absl::Duration check_every, Jwks first, std::string stamp);
-  const std::string path_;
-  const absl::Duration check_every_;
-  mutable absl::Mutex mu_;
-  mutable std::shared_ptr<const Jwks> current_ ABSL_GUARDED_BY(mu_);
-  mutable std::string stamp_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Time next_check_ ABSL_GUARDED_BY(mu_);
-};
+// The JWKS file, re-read when it changes (a key added or removed takes
+// effect without a restart; a file that stops parsing keeps the last good set).
+using JwksFile = crypto::WatchedFile<Jwks>;
 
 struct VerifyOptions {
   std::string issuer;    // "iss" must equal it

@@ -3,25 +3,24 @@
 // message naming the problem and never the token; a missing role is
 // PERMISSION_DENIED naming the role, for every method of every service; the
 // JWKS file is re-read when it changes; the actor is the token's subject.
+#include <future>
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "admin/query/audit_query_service.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
-#include <future>
-
 #include "common/metrics/metrics.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "tests/support/keys.h"
-#include "tests/support/process.h"
 #include "gtest/gtest.h"
+#include "tests/support/keys.h"
 #include "tests/support/owner_service_fixture.h"
+#include "tests/support/process.h"
 #include "tests/support/tokens.h"
 
 namespace ulticode {
@@ -33,8 +32,7 @@ namespace {
 using testing::SharedTestTokens;
 using testing::TokenSpec;
 
-class CallersTest
-    : public testing::OwnerServiceTest<auth::AuthServiceImpl, auth::v1::AuthService> {
+class CallersTest : public testing::OwnerServiceTest<auth::AuthServiceImpl, auth::v1::AuthService> {
  protected:
   void SetUp() override {
     StartOwner(auth::Migrations(), "ulticode.auth.v1.AuthService", "callerstest",
@@ -71,12 +69,11 @@ TEST_F(CallersTest, EveryBadCredentialIsUnauthenticatedNamingTheProblem) {
     return "Bearer " + SharedTestTokens().Mint(s);
   };
   // An HS256 token whose "secret" is a public key: algorithm confusion.
-  const std::string hs256 = absl::StrCat(
-      absl::WebSafeBase64Escape(R"({"alg":"HS256","kid":"test-EdDSA"})"), ".", parts[1], ".",
-      absl::WebSafeBase64Escape("mac"));
-  const std::string none =
-      absl::StrCat(absl::WebSafeBase64Escape(R"({"alg":"none","kid":"test-EdDSA"})"), ".",
-                   parts[1], ".");
+  const std::string hs256 =
+      absl::StrCat(absl::WebSafeBase64Escape(R"({"alg":"HS256","kid":"test-EdDSA"})"), ".",
+                   parts[1], ".", absl::WebSafeBase64Escape("mac"));
+  const std::string none = absl::StrCat(
+      absl::WebSafeBase64Escape(R"({"alg":"none","kid":"test-EdDSA"})"), ".", parts[1], ".");
   struct Case {
     std::vector<std::string> authorization;
     std::string message;
@@ -179,8 +176,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   app::AppServiceImpl app_service(pool, app_authz, signer);
   admin::query::AuditQueryService admin_service(pool, admin_authz, {});
   auto metrics = metrics::Metrics::Unexposed("rules");
-  server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8),
-                                 metrics->registry());
+  server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8), metrics->registry());
   grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");
   grpc_server.AddService(&app_service, "ulticode.app.v1.AppService");
   grpc_server.AddService(&admin_service, "ulticode.admin.v1.AdminService");
@@ -247,11 +243,13 @@ TEST(DevTokenTest, MintsATokenTheLocalMeshAccepts) {
   char tmpl[] = "/tmp/ulticode-devtoken-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string state = tmpl;
-  auto r = testing::RunCommand(absl::StrCat(
-      "mkdir -p ", state, "/secrets && bash -c 'source ", testing::SourceDir(),
-      "/scripts/lib/servers.sh && ulticode_dev_jwt_issuer ", state,
-      "/secrets' && ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),
-      "/scripts/dev-token.sh alice auth.admin audit.reader"));
+  ASSERT_EQ(
+      testing::RunServersSh(absl::StrCat("mkdir -p ", state, "/secrets && ulticode_dev_jwt_issuer ",
+                                         state, "/secrets"))
+          .exit_code,
+      0);
+  auto r = testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),
+                                            "/scripts/dev-token.sh alice auth.admin audit.reader"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string token(absl::StripAsciiWhitespace(r.output));
   auto jwks = jwt::Jwks::FromFile(state + "/secrets/jwks.json");
@@ -261,9 +259,9 @@ TEST(DevTokenTest, MintsATokenTheLocalMeshAccepts) {
   EXPECT_EQ(claims->subject, "alice");
   EXPECT_EQ(claims->roles, (std::vector<std::string>{"auth.admin", "audit.reader"}));
   EXPECT_NEAR(absl::ToDoubleSeconds(claims->expires_at - absl::Now()), 3600, 10);
-  auto bad = testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ",
-                                              testing::SourceDir(),
-                                              "/scripts/dev-token.sh 'bad subject'"));
+  auto bad =
+      testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),
+                                       "/scripts/dev-token.sh 'bad subject'"));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   testing::RunCommand("rm -rf " + state);
 }

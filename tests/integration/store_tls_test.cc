@@ -37,8 +37,7 @@ class StoreTlsTest : public ::testing::Test {
   void TearDown() override { RunCommand("rm -rf " + dir_); }
 
   bool Servers(const std::string& body) {
-    auto r = RunCommand(absl::StrCat("bash -c 'source ", SourceDir(),
-                                     "/scripts/lib/servers.sh && ", body, "'"));
+    auto r = testing::RunServersSh(body);
     EXPECT_EQ(r.exit_code, 0) << body << "\n" << r.output;
     return r.exit_code == 0;
   }
@@ -53,15 +52,15 @@ TEST_F(StoreTlsTest, PostgresVerifyFullConnectsAndRefusesAnotherCaOrName) {
   ASSERT_TRUE(Servers("ulticode_pg_ssl " + pg.dir() + "/pg " + dir_ + "/ca"));
   auto connect = [&](const std::string& host, const std::string& ca) {
     pg::ConnectOptions o;
-    o.conninfo = absl::StrCat("host=", host, " port=", pg.endpoint().port,
-                              " user=postgres dbname=postgres sslmode=verify-full sslrootcert=",
-                              ca);
+    o.conninfo =
+        absl::StrCat("host=", host, " port=", pg.endpoint().port,
+                     " user=postgres dbname=postgres sslmode=verify-full sslrootcert=", ca);
     return pg::Connection::Connect(o);
   };
   auto good = connect("127.0.0.1", dir_ + "/ca/ca.pem");
   ASSERT_TRUE(good.ok()) << good.status();
-  auto ssl = (*good)->Execute(pg::Statement{
-      "ssl", "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"});
+  auto ssl = (*good)->Execute(
+      pg::Statement{"ssl", "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"});
   ASSERT_TRUE(ssl.ok());
   EXPECT_EQ(ssl->GetString(0, 0), "true");
   auto other_ca = connect("127.0.0.1", dir_ + "/other/ca.pem");
@@ -77,18 +76,17 @@ TEST_F(StoreTlsTest, RedisOverMutualTlsThroughAStunnelSidecar) {
   const int tls_port = FreePort(), sidecar_port = FreePort();
   const std::string ca = dir_ + "/ca";
   testing::ChildProcess redis;
-  ASSERT_TRUE(redis.Start({"redis-server", "--port", "0", "--tls-port", absl::StrCat(tls_port),
-                           "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                           "--tls-cert-file", ca + "/redis-server.pem", "--tls-key-file",
-                           ca + "/redis-server.key", "--tls-ca-cert-file", ca + "/ca.pem",
-                           "--tls-auth-clients", "yes"}));
+  ASSERT_TRUE(
+      redis.Start({"redis-server", "--port", "0", "--tls-port", absl::StrCat(tls_port), "--bind",
+                   "127.0.0.1", "--save", "", "--appendonly", "no", "--tls-cert-file",
+                   ca + "/redis-server.pem", "--tls-key-file", ca + "/redis-server.key",
+                   "--tls-ca-cert-file", ca + "/ca.pem", "--tls-auth-clients", "yes"}));
   const std::string conf = dir_ + "/stunnel.conf";
-  ASSERT_EQ(RunCommand(absl::StrCat(
-                           "printf 'foreground = yes\\npid =\\n[redis]\\nclient = yes\\n",
-                           "accept = 127.0.0.1:", sidecar_port, "\\nconnect = 127.0.0.1:",
-                           tls_port, "\\nCAfile = ", ca, "/ca.pem\\nverifyChain = yes\\n",
-                           "checkIP = 127.0.0.1\\ncert = ", ca, "/sidecar.pem\\nkey = ", ca,
-                           "/sidecar.key\\n' > ", conf))
+  ASSERT_EQ(RunCommand(absl::StrCat("printf 'foreground = yes\\npid =\\n[redis]\\nclient = yes\\n",
+                                    "accept = 127.0.0.1:", sidecar_port, "\\nconnect = 127.0.0.1:",
+                                    tls_port, "\\nCAfile = ", ca, "/ca.pem\\nverifyChain = yes\\n",
+                                    "checkIP = 127.0.0.1\\ncert = ", ca,
+                                    "/sidecar.pem\\nkey = ", ca, "/sidecar.key\\n' > ", conf))
                 .exit_code,
             0);
   testing::ChildProcess sidecar;

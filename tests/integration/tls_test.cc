@@ -51,8 +51,7 @@ class TlsTest : public ::testing::Test {
   }
 
   bool Servers(const std::string& body) {
-    auto r = RunCommand(absl::StrCat("bash -c 'source ", SourceDir(),
-                                     "/scripts/lib/servers.sh && ", body, "'"));
+    auto r = testing::RunServersSh(body);
     EXPECT_EQ(r.exit_code, 0) << body << "\n" << r.output;
     return r.exit_code == 0;
   }
@@ -73,8 +72,8 @@ class TlsTest : public ::testing::Test {
   grpc::Status Check(std::shared_ptr<grpc::ChannelCredentials> creds, int port) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.use_local_subchannel_pool", 1);  // a new connection every time
-    auto stub = Health::NewStub(
-        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args));
+    auto stub =
+        Health::NewStub(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
     HealthCheckResponse resp;

@@ -1,9 +1,9 @@
 #include "tests/support/mesh.h"
 
+#include <signal.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <signal.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto/crypto.h"
@@ -51,10 +51,9 @@ Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options
   if (options_.redis_addr.empty())
     options_.redis_addr = absl::StrCat(redis_.host, ":", redis_.port);
   if (options_.tls) {
-    auto r = RunCommand(absl::StrCat("bash -c 'source ", SourceDir(),
-                                     "/scripts/lib/servers.sh && ulticode_tls_ca ", keys_.dir(),
-                                     "/tls && ulticode_tls_cert ", keys_.dir(),
-                                     "/tls server IP:127.0.0.1'"));
+    auto r =
+        RunServersSh(absl::StrCat("ulticode_tls_ca ", keys_.dir(), "/tls && ulticode_tls_cert ",
+                                  keys_.dir(), "/tls server IP:127.0.0.1"));
     EXPECT_EQ(r.exit_code, 0) << r.output;
   }
   if (!options_.least_privilege) {

@@ -8,15 +8,6 @@
 #include "tests/support/process.h"
 
 namespace ulticode::testing {
-namespace {
-
-// Runs `body` in bash with scripts/lib/servers.sh sourced.
-CommandResult Servers(const std::string& body) {
-  return RunCommand(
-      absl::StrCat("bash -c 'source ", SourceDir(), "/scripts/lib/servers.sh && ", body, "'"));
-}
-
-}  // namespace
 
 PgServer::PgServer() : port_(FreePort()) {
   char tmpl[] = "/tmp/ulticode-pgserver-XXXXXX";
@@ -26,14 +17,14 @@ PgServer::PgServer() : port_(FreePort()) {
 
 PgServer::~PgServer() {
   if (dir_.empty()) return;
-  Servers(absl::StrCat("ulticode_pg_crash ", dir_, "/pg"));
+  RunServersSh(absl::StrCat("ulticode_pg_crash ", dir_, "/pg"));
   RunCommand("rm -rf " + dir_);
 }
 
 bool PgServer::Start(std::string* error) {
   // Durable against a crash of PostgreSQL itself (what Crash() does), not of
   // the machine: synchronous_commit on, fsync off.
-  auto r = Servers(absl::StrCat("ulticode_pg_start ", dir_, "/pg ", port_, " process"));
+  auto r = RunServersSh(absl::StrCat("ulticode_pg_start ", dir_, "/pg ", port_, " process"));
   if (r.exit_code != 0) {
     *error = r.output;
     return false;
@@ -42,7 +33,7 @@ bool PgServer::Start(std::string* error) {
 }
 
 bool PgServer::Crash(std::string* error) {
-  auto r = Servers(absl::StrCat("ulticode_pg_crash ", dir_, "/pg"));
+  auto r = RunServersSh(absl::StrCat("ulticode_pg_crash ", dir_, "/pg"));
   if (r.exit_code != 0) {
     *error = r.output;
     return false;

@@ -91,4 +91,9 @@ std::string SourceDir() { return Env("ULTICODE_TEST_SOURCE_DIR").value_or("."); 
 
 std::string BinDir() { return Env("ULTICODE_TEST_BIN_DIR").value_or("."); }
 
+CommandResult RunServersSh(const std::string& body) {
+  return RunCommand(
+      absl::StrCat("bash -c 'source ", SourceDir(), "/scripts/lib/servers.sh && ", body, "'"));
+}
+
 }  // namespace ulticode::testing

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/support/process.h"
 
 namespace ulticode::testing {
 
@@ -57,6 +58,10 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
 std::string BinDir();
 // The repository root (ULTICODE_TEST_SOURCE_DIR), to find scripts.
 std::string SourceDir();
+
+// Runs `body` in bash with scripts/lib/servers.sh sourced (the same helpers
+// scripts/test.sh and run-local use: servers, certificates, token keys).
+CommandResult RunServersSh(const std::string& body);
 
 }  // namespace ulticode::testing
 

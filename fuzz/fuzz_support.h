@@ -141,7 +141,7 @@ inline bool HasJsonNulEscape(absl::string_view json) {
 
 // The promise of audit::Validate ("an event that validates here is always
 // written by Admin"), checked on what Admin's audit_logs writer does with an
-// event before it reaches PostgreSQL (admin/consumer/audit_log_writer.cc; the
+// event before it reaches PostgreSQL (admin/audit_logs/writer.cc; the
 // conversion is private there and needs a transaction, so it is mirrored):
 // old/new values print as JSON that jsonb accepts (no \u0000), every text
 // column is valid UTF-8 without NUL, and occurred_at formats as RFC 3339.

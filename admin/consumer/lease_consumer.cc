@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "admin/consumer/audit_log_writer.h"
+#include "admin/audit_logs/writer.h"
 #include "admin/inbox/inbox_store.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
@@ -28,13 +28,12 @@ LeaseConsumer::LeaseConsumer(ConsumerOptions options, prometheus::Registry& regi
     : options_(std::move(options)),
       instance_id_(options_.instance_id.empty() ? worker::DefaultInstanceId()
                                                 : options_.instance_id),
-      hooks_(std::move(hooks)) {
+      hooks_(std::move(hooks)),
+      writer_metrics_(registry) {
   claimed_ = &metrics::Counter(registry, "ulticode_consumer_claimed_total",
                                "Inbox rows claimed under a lease");
   processed_ = &metrics::Counter(registry, "ulticode_consumer_processed_total",
                                  "Inbox rows marked PROCESSED");
-  written_ = &metrics::Counter(registry, "ulticode_audit_logs_written_total",
-                               "audit_logs rows inserted (re-processed events insert nothing)");
   fenced_ =
       &metrics::Counter(registry, "ulticode_consumer_fenced_total",
                         "Rows a worker could not complete because its lease had been taken over");
@@ -45,14 +44,6 @@ LeaseConsumer::LeaseConsumer(ConsumerOptions options, prometheus::Registry& regi
                                "Leases renewed by the heartbeat");
   notifications_ = &metrics::Counter(registry, "ulticode_consumer_notifications_total",
                                      "NOTIFY wake-ups received from the inbox bridge");
-  auto& lag =
-      prometheus::BuildHistogram()
-          .Name("ulticode_audit_commit_lag_seconds")
-          .Help("Time from the owner's commit (occurred_at) to the audit_logs row committing")
-          .Register(registry);
-  for (audit::Owner owner : {audit::v1::OWNER_AUTH, audit::v1::OWNER_APP}) {
-    lag_[owner] = &lag.Add({{"owner", audit::OwnerName(owner)}}, metrics::LatencyBuckets());
-  }
 }
 
 LeaseConsumer::~LeaseConsumer() { Stop(); }
@@ -105,21 +96,15 @@ absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& c
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
   ASSIGN_OR_RETURN(std::vector<int64_t> held, CompleteHeld(tx, rows));
   absl::flat_hash_set<int64_t> still_held(held.begin(), held.end());
-  std::vector<AuditLogInput> logs;
+  std::vector<audit_logs::AuditLogInput> logs;
   for (const Work* w : batch) {
     if (still_held.contains(w->row->id))
       logs.push_back(
-          AuditLogInput{&w->event, &w->row->payload, &w->row->signature, &w->row->key_id});
+          audit_logs::AuditLogInput{&w->event, &w->row->payload, &w->row->signature, &w->row->key_id});
   }
-  ASSIGN_OR_RETURN(int64_t written, InsertAuditLogs(tx, logs));
+  ASSIGN_OR_RETURN(int64_t written, audit_logs::InsertAuditLogs(tx, logs));
   RETURN_IF_ERROR(tx.Commit());
-  const absl::Time now = absl::Now();
-  for (const Work* w : batch) {
-    if (!still_held.contains(w->row->id)) continue;
-    const auto& ts = w->event.occurred_at();
-    lag_[w->event.owner()]->Observe(absl::ToDoubleSeconds(
-        now - absl::FromUnixSeconds(ts.seconds()) - absl::Nanoseconds(ts.nanos())));
-  }
+  writer_metrics_.Committed(logs, written, absl::Now());
   return Committed{static_cast<int>(held.size()), static_cast<int>(written),
                    static_cast<int>(batch.size() - held.size())};
 }
@@ -212,7 +197,6 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
                {"first_error", failures[0].error}});
   }
   processed_->Increment(cycle.processed);
-  written_->Increment(cycle.written);
   fenced_->Increment(cycle.fenced);
   retried_->Increment(cycle.retried);
   dead_->Increment(cycle.dead);
@@ -236,7 +220,10 @@ void LeaseConsumer::WorkerLoop(int index) {
       continue;
     }
     loop.Succeeded();
-    if (cycle->claimed >= options_.batch_size) continue;  // more may be due
+    if (cycle->claimed >= options_.batch_size) {
+      waker_.Wake();  // more may be due: recruit another thread, and go on
+      continue;
+    }
     waker_.WaitForWork(options_.poll_interval, seen);
   }
 }

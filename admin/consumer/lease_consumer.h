@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "admin/audit_logs/writer.h"
 #include "admin/consumer/lease_store.h"
 #include "common/audit/event.h"
 #include "common/backoff/backoff.h"
@@ -114,14 +115,12 @@ class LeaseConsumer {
 
   prometheus::Counter* claimed_;
   prometheus::Counter* processed_;
-  prometheus::Counter* written_;
   prometheus::Counter* fenced_;
   prometheus::Counter* retried_;
   prometheus::Counter* dead_;
   prometheus::Counter* renewed_;
   prometheus::Counter* notifications_;
-  // Commit lag per owner, indexed by audit::Owner (validated events only).
-  prometheus::Histogram* lag_[3] = {nullptr, nullptr, nullptr};
+  audit_logs::WriterMetrics writer_metrics_;
 };
 
 }  // namespace ulticode::admin::consumer

@@ -25,7 +25,12 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
     : options_(std::move(options)),
       consumer_name_(options_.consumer_name.empty() ? worker::DefaultInstanceId()
                                                     : options_.consumer_name),
-      hooks_(std::move(hooks)) {
+      hooks_(std::move(hooks)),
+      writer_metrics_(registry) {
+  direct_fallbacks_ = &metrics::Counter(
+      registry, "ulticode_inbox_direct_write_fallbacks_total",
+      "Batches whose audit rows could not be written in the inbox transaction; the lease "
+      "consumer took them");
   entries_ = &prometheus::BuildCounter()
                   .Name("ulticode_inbox_entries_total")
                   .Help(
@@ -210,29 +215,23 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   }
   if (hooks_.before_insert) RETURN_IF_ERROR(hooks_.before_insert(entries));
 
-  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
-  ASSIGN_OR_RETURN(TakeOver take, InsertIfAbsent(tx, options_.inbox_consumer, arrivals));
-  for (const Arrival* a : take.conflicts) {
-    const redis::StreamEntry* e = arrival_entries[a - arrivals.data()];
-    poison.push_back(Poison{cursor.stream, e->id, a->entry.event_id, PoisonReason::kConflict,
-                            "event id already taken over with different bytes; kept the first",
-                            e->fields});
+  const bool direct = options_.write_audit_logs;
+  auto absorbed = Absorb(pg, cursor.stream, arrivals, arrival_entries, repeats, poison, direct);
+  if (!absorbed.ok() && direct && !pg.broken()) {
+    // Whatever refused the audit rows (a constraint, a value PostgreSQL would
+    // not take), the lease consumer retries each event with back-off and
+    // moves it to DEAD if it never goes through.
+    direct_fallbacks_->Increment();
+    log::Warn(kComponent, "audit rows not written in the inbox transaction; left to the consumer",
+              {{"stream", cursor.stream}, {"error", absorbed.status().ToString()}});
+    absorbed = Absorb(pg, cursor.stream, arrivals, arrival_entries, repeats, poison, false);
   }
+  if (!absorbed.ok()) return absorbed.status();
+  const TakeOver& take = absorbed->take;
+  poison = std::move(absorbed->poison);
   const absl::flat_hash_set<const Arrival*> conflicted(take.conflicts.begin(),
                                                        take.conflicts.end());
-  int repeats_of_duplicates = 0;
-  for (const auto& [e, first] : repeats) {
-    const Arrival* a = &arrivals[first];
-    if (conflicted.contains(a)) {
-      poison.push_back(Poison{cursor.stream, e->id, a->entry.event_id, PoisonReason::kConflict,
-                              "event id already taken over with different bytes; kept the first",
-                              e->fields});
-    } else {
-      ++repeats_of_duplicates;
-    }
-  }
-  RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, poison).status());
-  RETURN_IF_ERROR(tx.Commit());
+  writer_metrics_.Committed(absorbed->logs, absorbed->written, absl::Now());
   if (hooks_.after_commit) RETURN_IF_ERROR(hooks_.after_commit(entries));
 
   // Receipt and XACK in one round trip, in this order. A failed receipt is
@@ -273,7 +272,8 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   ASSIGN_OR_RETURN(int64_t acked, ack_reply.AsInteger());
 
   cycle.inserted = static_cast<int>(take.inserted);
-  cycle.duplicates = static_cast<int>(take.duplicates.size()) + repeats_of_duplicates;
+  cycle.written = static_cast<int>(absorbed->written);
+  cycle.duplicates = static_cast<int>(take.duplicates.size()) + absorbed->repeats_of_duplicates;
   cycle.poison = static_cast<int>(poison.size());
   cycle.acked = static_cast<int>(acked);
   entries_->Add({{"stream", cursor.stream}, {"outcome", "inserted"}}).Increment(cycle.inserted);
@@ -299,6 +299,46 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
     lag.Observe(absl::ToDoubleSeconds(committed - a.entry.occurred_at));
   }
   return cycle;
+}
+
+absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
+    pg::Connection& pg, const std::string& stream, const std::vector<Arrival>& arrivals,
+    const std::vector<const redis::StreamEntry*>& arrival_entries,
+    const std::vector<std::pair<const redis::StreamEntry*, size_t>>& repeats,
+    std::vector<Poison> poison, bool direct) {
+  Absorbed out;
+  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
+  ASSIGN_OR_RETURN(out.take, InsertIfAbsent(tx, options_.inbox_consumer, arrivals,
+                                            direct ? InsertAs::kProcessed : InsertAs::kPending));
+  for (const Arrival* a : out.take.conflicts) {
+    const redis::StreamEntry* e = arrival_entries[a - arrivals.data()];
+    poison.push_back(Poison{stream, e->id, a->entry.event_id, PoisonReason::kConflict,
+                            "event id already taken over with different bytes; kept the first",
+                            e->fields});
+  }
+  const absl::flat_hash_set<const Arrival*> conflicted(out.take.conflicts.begin(),
+                                                       out.take.conflicts.end());
+  for (const auto& [e, first] : repeats) {
+    const Arrival* a = &arrivals[first];
+    if (conflicted.contains(a)) {
+      poison.push_back(Poison{stream, e->id, a->entry.event_id, PoisonReason::kConflict,
+                              "event id already taken over with different bytes; kept the first",
+                              e->fields});
+    } else {
+      ++out.repeats_of_duplicates;
+    }
+  }
+  if (direct) {
+    for (const Arrival* a : out.take.fresh) {
+      out.logs.push_back(audit_logs::AuditLogInput{&a->entry.event, &a->entry.envelope,
+                                                   &a->entry.signature, &a->entry.key_id});
+    }
+    ASSIGN_OR_RETURN(out.written, audit_logs::InsertAuditLogs(tx, out.logs));
+  }
+  RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, poison).status());
+  RETURN_IF_ERROR(tx.Commit());
+  out.poison = std::move(poison);
+  return out;
 }
 
 void InboxBridge::StreamLoop(size_t index) {

@@ -13,6 +13,11 @@
 //  - crash after the commit, before XACK: the re-delivery finds the event in
 //    the inbox with the same bytes, so it is acknowledged as a duplicate;
 //  - the same id with different bytes is a conflict: poison, never an overwrite.
+// With `write_audit_logs` (the service's default) the same transaction inserts
+// first deliveries PROCESSED together with their audit_logs rows: one commit
+// per batch takes an event from the stream to the audit trail. If that
+// transaction fails for any reason but a lost connection, the batch is
+// inserted PENDING instead and the lease consumer retries it (back-off, DEAD).
 // With the XACK goes a receipt to the owner (`<stream>:receipts`, one entry
 // per batch listing every event now durably in the inbox), so the owner can
 // mark its outbox rows CONFIRMED; an owner that gets no receipt publishes
@@ -29,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "admin/audit_logs/writer.h"
 #include "admin/inbox/entry_validation.h"
 #include "admin/inbox/inbox_store.h"
 #include "common/backoff/backoff.h"
@@ -50,6 +56,9 @@ struct BridgeOptions {
   std::string consumer_name;
   // consumer_inbox.consumer of the rows this bridge writes.
   std::string inbox_consumer = "audit_logs";
+  // Write audit_logs rows in the inbox transaction (the common path); false:
+  // every row goes through the lease consumer.
+  bool write_audit_logs = false;
   int batch_size = 256;
   absl::Duration block = absl::Seconds(1);
   // Entries pending this long with another consumer are taken over.
@@ -82,6 +91,7 @@ struct BridgeHooks {
 struct BridgeCycle {
   int read = 0;
   int inserted = 0;
+  int written = 0;  // audit_logs rows written in the inbox transaction
   int duplicates = 0;
   int poison = 0;  // including conflicts
   int acked = 0;
@@ -127,6 +137,20 @@ class InboxBridge {
                                             StreamCursor& cursor,
                                             const std::vector<redis::StreamEntry>& entries,
                                             BridgeCycle cycle);
+  struct Absorbed {
+    TakeOver take;
+    std::vector<Poison> poison;  // the batch's, plus conflicts found on insert
+    int repeats_of_duplicates = 0;
+    std::vector<audit_logs::AuditLogInput> logs;
+    int64_t written = 0;
+  };
+  // The inbox transaction: insert if absent (PROCESSED with audit rows when
+  // `direct`), store the poison, commit.
+  absl::StatusOr<Absorbed> Absorb(
+      pg::Connection& pg, const std::string& stream, const std::vector<Arrival>& arrivals,
+      const std::vector<const redis::StreamEntry*>& arrival_entries,
+      const std::vector<std::pair<const redis::StreamEntry*, size_t>>& repeats,
+      std::vector<Poison> poison, bool direct);
   void StreamLoop(size_t index);
 
   const BridgeOptions options_;
@@ -135,6 +159,8 @@ class InboxBridge {
   worker::Waker waker_;
   std::vector<std::thread> threads_;
 
+  audit_logs::WriterMetrics writer_metrics_;
+  prometheus::Counter* direct_fallbacks_;
   prometheus::Family<prometheus::Counter>* entries_;
   prometheus::Family<prometheus::Counter>* poison_;
   prometheus::Family<prometheus::Counter>* group_created_;

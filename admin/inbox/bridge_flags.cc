@@ -19,6 +19,10 @@ void RegisterBridgeFlags(config::Flags& flags, BridgeOptions* o, std::string* au
   flags.Duration("inbox-claim-interval", &o->claim_interval,
                  "how often to scan the group's pending list for such entries",
                  absl::Milliseconds(100), absl::Hours(1));
+  o->write_audit_logs = true;
+  flags.Bool("inbox-write-audit-logs", &o->write_audit_logs,
+             "write audit_logs rows in the inbox transaction (false: every event goes through "
+             "the lease consumer, one more claim and settle per event)");
   flags.Duration("inbox-max-future-skew", &o->limits.max_future_skew,
                  "how far ahead of Admin's clock an event's occurred_at may be",
                  absl::ZeroDuration(), absl::Hours(24));

@@ -63,6 +63,7 @@ struct AcceptedEntry {
   std::string envelope;   // the owner's exact bytes
   std::string signature;  // the owner's Ed25519 signature of `envelope`
   std::string key_id;
+  audit::AuditEvent event;  // `envelope`, parsed and validated
 };
 
 struct Rejection {

@@ -13,9 +13,10 @@ namespace {
 constexpr pg::Statement kInsert{
     "inbox.insert_if_absent",
     "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload, payload_sha256,"
-    "   stream, stream_entry_id, signature, key_id)"
+    "   stream, stream_entry_id, signature, key_id, status, processed_at)"
     " SELECT $1, t.id, t.owner, t.type, decode(t.p, 'hex'), sha256(decode(t.p, 'hex')),"
-    "   t.stream, t.entry, decode(t.sig, 'hex'), t.key"
+    "   t.stream, t.entry, decode(t.sig, 'hex'), t.key, $10,"
+    "   CASE WHEN $10 = 'PROCESSED' THEN now() END"
     " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
     "   $8::text[], $9::text[])"
     "   AS t(id, owner, type, p, stream, entry, sig, key)"
@@ -90,7 +91,8 @@ std::string FieldsJson(const redis::StreamFields& fields) {
 }
 
 absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& consumer,
-                                        const std::vector<Arrival>& arrivals) {
+                                        const std::vector<Arrival>& arrivals,
+                                        InsertAs status) {
   TakeOver result;
   if (arrivals.empty()) return result;
   std::vector<std::string> ids, owners, types, payloads, streams, entries, signatures, keys;
@@ -109,16 +111,23 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
       tx.Execute(kInsert,
                  {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
                   pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
-                  pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys)}));
+                  pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys),
+                  pg::Text(status == InsertAs::kProcessed ? "PROCESSED" : "PENDING")}));
   result.inserted = inserted.rows();
-  if (result.inserted == static_cast<int64_t>(arrivals.size())) return result;
+  if (result.inserted == static_cast<int64_t>(arrivals.size())) {
+    for (const Arrival& a : arrivals) result.fresh.push_back(&a);
+    return result;
+  }
 
   absl::flat_hash_map<std::string, bool> was_inserted;
   for (int i = 0; i < inserted.rows(); ++i) was_inserted[inserted.GetString(i, 0)] = true;
   std::vector<std::string> other_ids, other_payloads;
   absl::flat_hash_map<std::string, const Arrival*> by_id;
   for (size_t i = 0; i < arrivals.size(); ++i) {
-    if (was_inserted.contains(ids[i])) continue;
+    if (was_inserted.contains(ids[i])) {
+      result.fresh.push_back(&arrivals[i]);
+      continue;
+    }
     other_ids.push_back(ids[i]);
     other_payloads.push_back(payloads[i]);
     by_id[ids[i]] = &arrivals[i];

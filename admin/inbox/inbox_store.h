@@ -15,7 +15,7 @@
 
 namespace ulticode::admin::inbox {
 
-// LISTEN channel notified on every commit that inserted inbox rows.
+// LISTEN channel notified on every commit that inserted PENDING inbox rows.
 inline constexpr char kNotifyChannel[] = "consumer_inbox";
 
 struct Arrival {
@@ -26,18 +26,24 @@ struct Arrival {
 
 struct TakeOver {
   int64_t inserted = 0;
+  // The arrivals that were inserted (first deliveries), in arrival order.
+  std::vector<const Arrival*> fresh;
   // Already in the inbox with the same bytes (a re-delivery): acknowledge.
   std::vector<const Arrival*> duplicates;
   // Already in the inbox with DIFFERENT bytes: never overwritten; poison.
   std::vector<const Arrival*> conflicts;
 };
 
+// How new rows are inserted: PENDING for the lease consumer, or PROCESSED
+// when the caller writes their audit_logs rows in the same transaction.
+enum class InsertAs { kPending, kProcessed };
+
 // Inserts each arrival into consumer_inbox for `consumer` unless its event id
 // is there already, then sorts the ones that were there into duplicates and
 // conflicts by comparing SHA-256 of the bytes. Arrivals must have distinct
 // event ids (the bridge collapses repeats within a batch first).
 absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& consumer,
-                                        const std::vector<Arrival>& arrivals);
+                                        const std::vector<Arrival>& arrivals, InsertAs status);
 
 struct Poison {
   std::string stream;

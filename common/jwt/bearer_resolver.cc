@@ -21,8 +21,8 @@ absl::StatusOr<server::Principal> BearerTokenResolver::Resolve(
   }
   value.remove_prefix(7);
   ASSIGN_OR_RETURN(Claims claims,
-                   Verify(absl::StripAsciiWhitespace(value), *keys_.Current(), options_,
-                          absl::Now()));
+                   verified_.Verify(absl::StripAsciiWhitespace(value), keys_.Current(), options_,
+                                    absl::Now()));
   return server::Principal{std::move(claims.subject), std::move(claims.roles)};
 }
 

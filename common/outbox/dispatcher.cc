@@ -63,6 +63,7 @@ void Dispatcher::Start() {
              {"threads", absl::StrCat(options_.threads)},
              {"batch_size", absl::StrCat(options_.batch_size)},
              {"poll_interval", absl::FormatDuration(options_.poll_interval)},
+             {"linger", absl::FormatDuration(options_.linger)},
              {"notify", options_.use_notify ? "on" : "off"}});
 }
 
@@ -215,7 +216,12 @@ void Dispatcher::WorkerLoop(int index) {
       continue;
     }
     loop.Succeeded();
-    if (cycle->claimed >= options_.batch_size) continue;  // more may be due
+    if (cycle->claimed >= options_.batch_size) {
+      waker_.Wake();  // more may be due: recruit another thread, and go on
+      continue;
+    }
+    // Busy: let commits gather for one batch rather than a cycle per commit.
+    if (cycle->claimed > 0) waker_.Sleep(options_.linger);
     waker_.WaitForWork(options_.poll_interval, seen);
   }
 }

@@ -3,9 +3,11 @@
 // Each thread owns one PostgreSQL connection and one Redis client. A cycle
 // claims a batch of due rows under a lease, publishes it with one pipelined
 // XADD batch, and marks the published rows in one fenced statement. It runs
-// again at once while batches come back full, otherwise it waits for a
-// NOTIFY from a committing writer (one listener thread) or the poll
-// interval, whichever comes first.
+// again at once while batches come back full (waking another thread to help),
+// otherwise it waits for a NOTIFY from a committing writer (one listener
+// thread; one thread takes each wake-up) or the poll interval, whichever
+// comes first. After a cycle that found rows it first lingers briefly, so a
+// busy owner publishes many commits per cycle.
 //
 // Failures never hide in a log line, they are written to the row:
 //  - transient (Redis down or slow, PostgreSQL hiccup): the row is
@@ -51,6 +53,11 @@ struct DispatcherOptions {
   int batch_size = 256;
   absl::Duration poll_interval = absl::Seconds(1);
   bool use_notify = true;
+  // After a cycle that found rows, wait this long before the next claim, so
+  // that under load one cycle takes many commits (a NOTIFY per commit would
+  // otherwise mean a cycle per commit). Idle, the first commit is claimed at
+  // once.
+  absl::Duration linger = absl::Milliseconds(2);
   absl::Duration claim_lease = absl::Seconds(30);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(30)};
   size_t max_event_bytes = audit::kMaxEventBytes;

@@ -9,6 +9,9 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
   flags.Duration("dispatch-poll-interval", &o->poll_interval,
                  "outbox polling fallback when no NOTIFY arrives", absl::Milliseconds(10),
                  absl::Hours(1));
+  flags.Duration("dispatch-linger", &o->linger,
+                 "after a cycle that found rows, wait this long for more before the next claim",
+                 absl::ZeroDuration(), absl::Seconds(1));
   flags.Bool("dispatch-notify", &o->use_notify, "wake dispatchers by LISTEN/NOTIFY on commit");
   flags.Duration("dispatch-claim-lease", &o->claim_lease,
                  "how long a claimed row stays with its dispatcher before others may take it",

@@ -30,9 +30,15 @@ uint64_t Waker::Seq() {
 void Waker::WaitForWork(absl::Duration timeout, std::optional<uint64_t> seen) {
   absl::MutexLock lock(&mu_);
   auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || (seen.has_value() && seq_ != *seen);
+    return stopping_ || (seen.has_value() && seq_ != *seen && seq_ != taken_);
   };
-  mu_.AwaitWithTimeout(absl::Condition(&woken), timeout);
+  if (mu_.AwaitWithTimeout(absl::Condition(&woken), timeout) && !stopping_) taken_ = seq_;
+}
+
+void Waker::Sleep(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
 }
 
 }  // namespace ulticode::worker

@@ -8,11 +8,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "admin/query/audit_query_service.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
+#include "common/jwt/token_cache.h"
 #include "common/metrics/metrics.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
@@ -144,6 +146,58 @@ TEST_F(CallersTest, KeysRotateWithoutRestart) {
   // The EdDSA key comes back: accepted again, no restart.
   tokens.WriteJwks();
   EXPECT_TRUE(Create({tokens.Bearer("alice")}, "rot2").ok());
+}
+
+TEST_F(CallersTest, ARemovedKeyRefusesATokenItAcceptedBefore) {
+  const auto& tokens = SharedTestTokens();
+  const std::string bearer = tokens.Bearer("alice");
+  ASSERT_TRUE(Create({bearer}, "seen1").ok());  // verified once: remembered
+  tokens.WriteJwks({tokens.Kid("ES256")});       // the EdDSA key is withdrawn
+  EXPECT_EQ(Create({bearer}, "seen2").error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << "a reloaded key set re-verifies every token";
+  tokens.WriteJwks();
+}
+
+// The verified-token cache itself, with explicit clocks.
+TEST(VerifiedTokensTest, ServesOnlyTheSameTokenUnderTheSameKeysUntilItExpires) {
+  const auto& tokens = SharedTestTokens();
+  tokens.WriteJwks();
+  auto keys = jwt::Jwks::FromFile(tokens.jwks_file());
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  auto current = std::make_shared<const jwt::Jwks>(*std::move(keys));
+  const jwt::VerifyOptions options{testing::kTestIssuer, testing::kTestAudience, absl::Seconds(5)};
+  TokenSpec spec;
+  spec.expires_in = absl::Minutes(10);
+  const std::string token = tokens.Mint(spec);
+  const absl::Time now = absl::Now();
+  jwt::VerifiedTokens cache(2);
+
+  auto first = cache.Verify(token, current, options, now);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(cache.Verify(token, current, options, now + absl::Minutes(5)).ok());
+  // Past exp + skew the cached entry is not used: jwt::Verify answers.
+  auto late = cache.Verify(token, current, options, first->expires_at + absl::Seconds(5));
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "expired")) << late.status();
+  // A token whose signature differs is another string: verified, refused.
+  std::string forged = token;
+  char& c = forged[forged.size() - 10];
+  c = c == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(cache.Verify(forged, current, options, now).ok());
+  // Another key set, even one parsed from the same file, re-verifies; without
+  // the signing key the cached token is refused.
+  tokens.WriteJwks({tokens.Kid("ES256")});
+  auto without = jwt::Jwks::FromFile(tokens.jwks_file());
+  tokens.WriteJwks();
+  ASSERT_TRUE(without.ok());
+  auto rotated = std::make_shared<const jwt::Jwks>(*std::move(without));
+  EXPECT_FALSE(cache.Verify(token, rotated, options, now).ok());
+  // Bounded: more tokens than the capacity still verify (the cache starts over).
+  for (int i = 0; i < 5; ++i) {
+    TokenSpec other;
+    other.subject = absl::StrCat("user", i);
+    EXPECT_TRUE(cache.Verify(tokens.Mint(other), current, options, now).ok());
+  }
 }
 
 TEST_F(CallersTest, AMissingRoleIsPermissionDeniedNamingTheRole) {

@@ -202,7 +202,7 @@ class AdminSink {
     }
     auto tx = conn_->Begin();
     ASSERT_TRUE(tx.ok());
-    auto taken = admin::inbox::InsertIfAbsent(*tx, "audit_logs", arrivals);
+    auto taken = admin::inbox::InsertIfAbsent(*tx, "audit_logs", arrivals, admin::inbox::InsertAs::kPending);
     ASSERT_TRUE(taken.ok()) << taken.status();
     ASSERT_TRUE(tx->Commit().ok());
     auto metrics = metrics::Metrics::Unexposed("sink");

@@ -123,6 +123,90 @@ TEST_F(InboxBridgeTest, TakesOverValidEntriesIntoTheInboxThenAcknowledges) {
   }
 }
 
+TEST_F(InboxBridgeTest, DirectWriteCommitsInboxRowsProcessedWithTheirAuditRowsInOneTransaction) {
+  options_.write_audit_logs = true;
+  std::vector<audit::AuditEvent> events;
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("d", i)));
+    Add(EntryFields(events.back()));
+  }
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM audit_logs") == 3; }));
+  EXPECT_EQ(Pending(), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'PROCESSED'"
+                   " AND processed_at IS NOT NULL AND attempts = 0"),
+            3)
+      << "no lease consumer ran: the bridge settled them";
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs a JOIN consumer_inbox i USING (event_id)"
+                   " WHERE a.envelope = i.payload AND a.signature = i.signature"
+                   " AND a.ingested_at = i.processed_at"),
+            3)
+      << "the exact bytes, written in the inbox row's transaction (same now())";
+  // A re-delivery of the first event in a later batch: absorbed, no new row.
+  Add(EntryFields(events[0]));
+  int duplicates = 0;
+  for (int i = 0; i < 100 && duplicates == 0; ++i) {
+    auto c = bridge.RunOnce(*conn_, *redis_, cursor);
+    ASSERT_TRUE(c.ok()) << c.status();
+    duplicates += c->duplicates;
+  }
+  ASSERT_EQ(duplicates, 1);
+  EXPECT_EQ(Pending(), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 3);
+}
+
+TEST_F(InboxBridgeTest, DirectWriteThatPostgresRefusesFallsBackToPendingForTheLeaseConsumer) {
+  options_.write_audit_logs = true;
+  // A real refusal from PostgreSQL for one event, whatever the cause.
+  ASSERT_TRUE(conn_->Execute(pg::Statement{"refuse_fn",
+                                           "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE "
+                                           "plpgsql AS $$ BEGIN IF NEW.subject = 'refused' "
+                                           "THEN RAISE EXCEPTION 'refused'; END IF; "
+                                           "RETURN NEW; END $$"},
+                                {})
+                  .ok());
+  ASSERT_TRUE(conn_->Execute(pg::Statement{"refuse_trg",
+                                           "CREATE TRIGGER refuse BEFORE INSERT ON audit_logs "
+                                           "FOR EACH ROW EXECUTE FUNCTION refuse()"},
+                                {})
+                  .ok());
+  const audit::AuditEvent refused = SampleEvent(audit::v1::OWNER_AUTH, "refused");
+  Add(EntryFields(refused));
+  Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, "fine")));
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] {
+    return Scalar("SELECT count(*) FROM consumer_inbox") == 2;
+  }));
+  EXPECT_EQ(Pending(), 0) << "the inbox insert committed: acknowledged";
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'PENDING'"), 2)
+      << "the whole batch went to the lease consumer";
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 0) << "nothing half-written";
+
+  consumer::ConsumerOptions c;
+  c.pg = options_.pg;
+  c.use_notify = false;
+  c.poll_interval = absl::Milliseconds(20);
+  c.max_attempts = 2;
+  c.retry_backoff = {absl::Milliseconds(10), absl::Milliseconds(20)};
+  consumer::LeaseConsumer lease(c, metrics_->registry());
+  lease.Start();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD'") == 1 &&
+               Scalar("SELECT count(*) FROM audit_logs") == 1;
+      },
+      std::chrono::seconds(10)))
+      << "the good event is written by the consumer; the refused one goes DEAD";
+  lease.Stop();
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD' AND event_id = '" +
+                   refused.event_id() + "'::uuid AND last_error LIKE '%refused%'"),
+            1);
+}
+
 TEST_F(InboxBridgeTest, CrashBeforeTheInboxInsertLeavesEntriesPendingForAnotherBridge) {
   for (int i = 0; i < 4; ++i)
     Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("u", i))));

@@ -48,12 +48,12 @@ class LeaseConsumerTest : public ::testing::Test {
     std::vector<inbox::Arrival> arrivals;
     for (const auto& e : events) {
       inbox::AcceptedEntry a{e.event_id(), e.owner(),          e.event_type(),
-                             absl::Now(),  audit::Serialize(e), "", ""};
+                             absl::Now(),  audit::Serialize(e), "", "", e};
       arrivals.push_back(inbox::Arrival{"audit:auth", absl::StrCat("1-", arrivals.size()), a});
     }
     auto tx = conn_->Begin();
     ASSERT_TRUE(tx.ok());
-    auto r = inbox::InsertIfAbsent(*tx, "audit_logs", arrivals);
+    auto r = inbox::InsertIfAbsent(*tx, "audit_logs", arrivals, inbox::InsertAs::kPending);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(tx->Commit().ok());
   }

@@ -1,11 +1,12 @@
-#include "admin/consumer/audit_log_writer.h"
+#include "admin/audit_logs/writer.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/time/time.h"
 #include "common/base/status_macros.h"
+#include "common/metrics/metrics.h"
 #include "google/protobuf/util/json_util.h"
 
-namespace ulticode::admin::consumer {
+namespace ulticode::admin::audit_logs {
 namespace {
 
 // Text arrays cannot carry NULL here: "" stands for an absent value.
@@ -76,4 +77,29 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
   return res.affected_rows();
 }
 
-}  // namespace ulticode::admin::consumer
+WriterMetrics::WriterMetrics(prometheus::Registry& registry) {
+  written_ = &metrics::Counter(registry, "ulticode_audit_logs_written_total",
+                               "audit_logs rows inserted (re-processed events insert nothing)");
+  auto& lag =
+      prometheus::BuildHistogram()
+          .Name("ulticode_audit_commit_lag_seconds")
+          .Help("Time from the owner's commit (occurred_at) to the audit_logs row committing")
+          .Register(registry);
+  for (audit::Owner owner : {audit::v1::OWNER_AUTH, audit::v1::OWNER_APP}) {
+    lag_[owner] = &lag.Add({{"owner", audit::OwnerName(owner)}}, metrics::LatencyBuckets());
+  }
+}
+
+void WriterMetrics::Committed(const std::vector<AuditLogInput>& logs, int64_t written,
+                              absl::Time now) {
+  written_->Increment(static_cast<double>(written));
+  for (const AuditLogInput& in : logs) {
+    const int owner = in.event->owner();
+    if (owner < 0 || owner >= 3 || lag_[owner] == nullptr) continue;
+    const auto& ts = in.event->occurred_at();
+    lag_[owner]->Observe(absl::ToDoubleSeconds(now - absl::FromUnixSeconds(ts.seconds()) -
+                                       absl::Nanoseconds(ts.nanos())));
+  }
+}
+
+}  // namespace ulticode::admin::audit_logs

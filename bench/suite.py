@@ -1,0 +1,388 @@
+#!/usr/bin/python3
+"""The benchmark suite behind scripts/bench.sh (run it through that script).
+
+On a private durable mesh (scripts/run-local.sh: PostgreSQL fsync and
+synchronous commit on, Redis AOF) and, in the same run on the same
+PostgreSQL, the reference: pgbench running the same business transaction
+shape (bench/reference_*.sql). Phases:
+
+  reference  pgbench, N clients (closed loop)
+  closed     ulticode-loadgen, N calls in flight: the maximum; CPU per
+             mutation of the whole machine and by process; commits, WAL bytes
+             per event and index entries read per claim (pg_stat_*)
+  open       fixed rates at 25/50/75/100 % of that maximum: achieved rate,
+             RPC latency, commit -> audit row lag
+  drain      Admin frozen (SIGSTOP) while DRAIN_EVENTS events queue up, then
+             resumed: events per second until the backlog is gone
+  original   the original system's settings (2 s polls, batches of 50, no
+             NOTIFY, every event through the lease consumer): lag at 50 % of
+             the maximum and the drain, as ratios to ours
+
+Every figure comes from this run. Writes bench/results/<run>.json and PNG
+plots beside it (python3-matplotlib, when installed).
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PG_BIN = os.environ.get("ULTICODE_PG_BIN", "/usr/lib/postgresql/15/bin")
+OFF = 300  # port offset: runs beside a developer's own mesh
+PG_PORT = 55432 + OFF
+HZ = os.sysconf("SC_CLK_TCK")
+SERVICES = ("ulticode-auth", "ulticode-app", "ulticode-admin")
+
+# The original system's settings (issue 11), for the side-by-side phase.
+ORIGINAL = {
+    "ULTICODE_DISPATCH_POLL_INTERVAL": "2s",
+    "ULTICODE_DISPATCH_BATCH_SIZE": "50",
+    "ULTICODE_DISPATCH_NOTIFY": "false",
+    "ULTICODE_DISPATCH_LINGER": "0s",
+    "ULTICODE_INBOX_BATCH_SIZE": "50",
+    "ULTICODE_INBOX_WRITE_AUDIT_LOGS": "false",
+    "ULTICODE_CONSUMER_POLL_INTERVAL": "2s",
+    "ULTICODE_CONSUMER_BATCH_SIZE": "50",
+    "ULTICODE_CONSUMER_NOTIFY": "false",
+}
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+class Mesh:
+    """scripts/run-local.sh on a private state directory."""
+
+    def __init__(self, state, build_dir):
+        self.state, self.build_dir, self.proc = state, build_dir, None
+        self.env = dict(os.environ, PGPASSFILE=os.path.join(state, "secrets", "pgpass"))
+
+    def start(self, overrides=None):
+        env = dict(os.environ, ULTICODE_STATE_DIR=self.state,
+                   ULTICODE_LOCAL_PORT_OFFSET=str(OFF), ULTICODE_SKIP_DEPS="1",
+                   ULTICODE_LOG_LEVEL="warn", ULTICODE_ACCESS_LOG="false", **(overrides or {}))
+        out = open(os.path.join(self.state, "mesh.log"), "w")
+        self.proc = subprocess.Popen([os.path.join(REPO, "scripts/run-local.sh"), "--no-build"],
+                                     env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        for _ in range(480):
+            if "is up" in open(os.path.join(self.state, "mesh.log")).read():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        sys.exit("[bench] the mesh did not come up:\n" +
+                 open(os.path.join(self.state, "mesh.log")).read())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=120)
+        self.proc = None
+
+    def psql(self, db, sql):
+        return subprocess.run(
+            [f"{PG_BIN}/psql", "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+             "-p", str(PG_PORT), "-U", "postgres", "-d", db, "-c", sql],
+            env=self.env, check=True, capture_output=True, text=True).stdout.strip()
+
+    def pid(self, service):
+        port = {"ulticode-auth": 50051, "ulticode-app": 50052, "ulticode-admin": 50053}[service]
+        out = subprocess.run(["pgrep", "-f", f"{service} --grpc-listen=127.0.0.1:{port + OFF}"],
+                             capture_output=True, text=True).stdout.split()
+        return int(out[0])
+
+
+def busy_jiffies():
+    with open("/proc/stat") as f:
+        v = f.readline().split()[1:]
+    return sum(int(v[i]) for i in (0, 1, 2, 5, 6))
+
+
+def cpu_by_comm():
+    """utime + stime jiffies per command name, summed over live processes."""
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = s[s.index("(") + 1:s.rindex(")")]
+        fields = s[s.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0) + int(fields[11]) + int(fields[12])
+    return out
+
+
+def peak_rss_mib():
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        name = re.search(r"^Name:\s+(\S+)", status, re.M).group(1)
+        if name in SERVICES:
+            out[name] = round(int(re.search(r"^VmHWM:\s+(\d+)", status, re.M).group(1)) / 1024, 1)
+    return out
+
+
+class Suite:
+    def __init__(self, seconds, clients, drain_events, build_dir, out_dir):
+        self.seconds, self.clients, self.drain_events = seconds, clients, drain_events
+        self.build_dir, self.out_dir = build_dir, out_dir
+        self.state = tempfile.mkdtemp(prefix="ulticode-bench.")
+        self.mesh = Mesh(self.state, build_dir)
+        self.run_id = f"bench-{int(time.time())}"
+        self.result = {"run_id": self.run_id, "seconds": seconds, "clients": clients,
+                       "drain_events": drain_events}
+        self.token = os.path.join(self.state, "token")
+
+    # --- helpers -----------------------------------------------------------
+    def loadgen(self, tag, mode, clients=0, rate=0, seconds=None):
+        args = [os.path.join(self.build_dir, "bench/ulticode-loadgen"),
+                f"--auth=127.0.0.1:{50051 + OFF}", f"--app=127.0.0.1:{50052 + OFF}",
+                f"--token-file={self.token}", f"--mode={mode}",
+                f"--duration={seconds or self.seconds}s", f"--run-id={self.run_id}-{tag}"]
+        args += [f"--clients={clients}"] if mode == "closed" else [f"--rate={rate}",
+                                                                   "--max-in-flight=4096"]
+        return json.loads(subprocess.run(args, check=True, capture_output=True,
+                                         text=True).stdout)
+
+    def landed(self, tag):
+        return int(self.mesh.psql("ulticode_admin", "SELECT count(*) FROM audit_logs WHERE "
+                                  f"request_id LIKE '{self.run_id}-{tag}-%'"))
+
+    def wait_landed(self, tag, n, timeout=600):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.landed(tag) >= n:
+                return True
+            time.sleep(0.25)
+        return False
+
+    def lag_ms(self, tag):
+        p = self.mesh.psql("ulticode_admin", f"""SELECT
+          round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY
+            extract(epoch FROM ingested_at - occurred_at))::numeric, 1) || ',' ||
+          round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY
+            extract(epoch FROM ingested_at - occurred_at))::numeric, 1)
+          FROM audit_logs WHERE request_id LIKE '{self.run_id}-{tag}-%'""").split(",")
+        return {"p50": float(p[0]), "p99": float(p[1])}
+
+    def pg_stats(self):
+        """Cluster-wide commits and WAL, and the queue indexes' scans."""
+        commits = int(self.mesh.psql("postgres", "SELECT sum(xact_commit) FROM pg_stat_database "
+                                     "WHERE datname LIKE 'ulticode_%'"))
+        wal = int(self.mesh.psql("postgres", "SELECT pg_current_wal_lsn() - '0/0'"))
+        idx = {}
+        for db in ("ulticode_auth", "ulticode_app", "ulticode_admin"):
+            rows = self.mesh.psql(db, "SELECT indexrelname, idx_scan, idx_tup_read FROM "
+                                  "pg_stat_user_indexes WHERE indexrelname IN "
+                                  "('audit_outbox_due', 'audit_outbox_unconfirmed', "
+                                  "'consumer_inbox_due', 'consumer_inbox_leased')")
+            for line in filter(None, rows.splitlines()):
+                name, scans, reads = line.split("|")
+                key = f"{db.removeprefix('ulticode_')}.{name}"
+                idx[key] = (int(scans), int(reads))
+        return {"commits": commits, "wal": wal, "idx": idx}
+
+    # --- phases ------------------------------------------------------------
+    def reference(self):
+        log(f"reference: pgbench, {self.clients} clients, {self.seconds}s")
+        self.mesh.psql("postgres", "CREATE DATABASE bench_ref")
+        subprocess.run([f"{PG_BIN}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+                        "-p", str(PG_PORT), "-U", "postgres", "-d", "bench_ref", "-f",
+                        os.path.join(REPO, "bench/reference_schema.sql")],
+                       env=self.mesh.env, check=True, capture_output=True)
+        b0 = busy_jiffies()
+        out = subprocess.run([f"{PG_BIN}/pgbench", "-n", "-h", "127.0.0.1", "-p", str(PG_PORT),
+                              "-U", "postgres", "-c", str(self.clients), "-j", "2", "-T",
+                              str(self.seconds), "-f",
+                              os.path.join(REPO, "bench/reference_txn.sql"), "bench_ref"],
+                             env=self.mesh.env, check=True, capture_output=True, text=True).stdout
+        b1 = busy_jiffies()
+        tps = float(re.search(r"^tps = ([0-9.]+)", out, re.M).group(1))
+        txns = int(re.search(r"actually processed: (\d+)", out).group(1))
+        self.result["reference"] = {"tps": tps, "transactions": txns,
+                                    "cpu_ms_per_txn": round((b1 - b0) * 1000 / HZ / txns, 3)}
+
+    def closed(self):
+        log(f"closed loop: {self.clients} in flight, {self.seconds}s")
+        c0, s0, b0 = cpu_by_comm(), self.pg_stats(), busy_jiffies()
+        run = self.loadgen("closed", "closed", clients=self.clients)
+        ok = run["ok"]
+        all_in = self.wait_landed("closed", ok)
+        b1, s1, c1 = busy_jiffies(), self.pg_stats(), cpu_by_comm()
+        by_process = {n: round((c1[n] - c0.get(n, 0)) * 1000 / HZ / ok, 3)
+                      for n in c1 if c1[n] - c0.get(n, 0) > 0}
+        top = dict(sorted(by_process.items(), key=lambda kv: -kv[1])[:6])
+        per_claim = {}
+        for k, (scans, reads) in s1["idx"].items():
+            d_scans = scans - s0["idx"].get(k, (0, 0))[0]
+            d_reads = reads - s0["idx"].get(k, (0, 0))[1]
+            per_claim[k] = round(d_reads / d_scans, 1) if d_scans else 0
+        self.result["closed"] = {
+            "loadgen": run, "audit_rows": self.landed("closed"), "all_landed": all_in,
+            "cpu_ms_per_mutation": round((b1 - b0) * 1000 / HZ / ok, 3),
+            "cpu_ms_per_mutation_by_process": top,
+            "commits_per_event": round((s1["commits"] - s0["commits"]) / ok, 2),
+            "wal_bytes_per_event": round((s1["wal"] - s0["wal"]) / ok),
+            "index_entries_read_per_scan": per_claim,
+            "peak_rss_mib": peak_rss_mib(),
+            "commit_to_audit_row_ms": self.lag_ms("closed")}
+        return run["ok_per_second"]
+
+    def open_loop(self, max_rate, fractions=(0.25, 0.5, 0.75, 1.0), tag="open"):
+        points = []
+        for f in fractions:
+            rate = max(1, int(max_rate * f))
+            log(f"open loop: {rate}/s ({int(f * 100)}% of the maximum), {self.seconds}s")
+            t = f"{tag}{int(f * 100)}"
+            run = self.loadgen(t, "open", rate=rate)
+            self.wait_landed(t, run["ok"])
+            points.append({"fraction": f, "offered_per_second": rate,
+                           "achieved_per_second": run["ok_per_second"],
+                           "dropped": run["dropped"], "errors": run["errors_by_code"],
+                           "rpc_ms": run["latency_ms"], "lag_ms": self.lag_ms(t)})
+        return points
+
+    def drain(self, rate, tag="drain"):
+        seconds = max(1, int(self.drain_events / rate))
+        log(f"drain: Admin frozen while ~{rate * seconds} events queue up ({seconds}s at {rate}/s)")
+        admin = self.mesh.pid("ulticode-admin")
+        os.kill(admin, signal.SIGSTOP)
+        try:
+            run = self.loadgen(tag, "open", rate=rate, seconds=seconds)
+        finally:
+            os.kill(admin, signal.SIGCONT)
+        t0, curve, n = time.time(), [], run["ok"]
+        while True:
+            done = self.landed(tag)
+            curve.append((round(time.time() - t0, 2), done))
+            if done >= n or time.time() - t0 > 900:
+                break
+            time.sleep(0.25)
+        elapsed = curve[-1][0]
+        return {"events": n, "seconds_to_drain": elapsed,
+                "events_per_second": round(n / elapsed) if elapsed > 0 else None,
+                "complete": curve[-1][1] >= n, "curve": curve}
+
+    # --- the run -----------------------------------------------------------
+    def run(self):
+        try:
+            log(f"starting a private durable mesh ({self.state})")
+            self.mesh.start()
+            with open(self.token, "w", opener=lambda p, f: os.open(p, f, 0o600)) as tok:
+                subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "auth.admin",
+                                "app.editor"], env=dict(os.environ, ULTICODE_STATE_DIR=self.state),
+                               stdout=tok, check=True)
+            self.reference()
+            max_rate = self.closed()
+            self.result["open"] = self.open_loop(max_rate)
+            self.result["drain"] = self.drain(max(1, int(max_rate * 0.8)))
+            log("restarting the mesh with the original system's settings")
+            self.mesh.stop()
+            self.mesh.start(ORIGINAL)
+            self.result["original"] = {
+                "settings": ORIGINAL,
+                "open": self.open_loop(max_rate, fractions=(0.5,), tag="orig"),
+                "drain": self.drain(max(1, int(max_rate * 0.8)), tag="origdrain")}
+        finally:
+            self.mesh.stop()
+            subprocess.run(["rm", "-rf", "--", self.state])
+        self.ratios()
+        os.makedirs(self.out_dir, exist_ok=True)
+        path = os.path.join(self.out_dir, f"{self.run_id}.json")
+        with open(path, "w") as f:
+            json.dump(self.result, f, indent=1)
+        plots(self.result, os.path.join(self.out_dir, self.run_id))
+        self.summary(path)
+
+    def ratios(self):
+        r, ref = self.result, self.result["reference"]
+        half = next(p for p in r["open"] if p["fraction"] == 0.5)
+        orig = r["original"]
+        r["ratios"] = {
+            "throughput_vs_pgbench": round(r["closed"]["loadgen"]["ok_per_second"] / ref["tps"], 3),
+            "cpu_vs_pgbench": round(r["closed"]["cpu_ms_per_mutation"] / ref["cpu_ms_per_txn"], 2),
+            "original_lag_p50_vs_ours": round(orig["open"][0]["lag_ms"]["p50"] /
+                                              max(half["lag_ms"]["p50"], 0.1), 1),
+            "original_lag_p99_vs_ours": round(orig["open"][0]["lag_ms"]["p99"] /
+                                              max(half["lag_ms"]["p99"], 0.1), 1),
+            "ours_drain_vs_original": round(r["drain"]["events_per_second"] /
+                                            max(orig["drain"]["events_per_second"] or 1, 1), 2)}
+
+    def summary(self, path):
+        r = self.result
+        c, ref = r["closed"], r["reference"]
+        log(f"reference {ref['tps']:.0f} tps, {ref['cpu_ms_per_txn']} ms CPU/txn")
+        log(f"closed loop {c['loadgen']['ok_per_second']:.0f}/s, {c['cpu_ms_per_mutation']} ms "
+            f"CPU/mutation, {c['commits_per_event']} commits and {c['wal_bytes_per_event']} WAL "
+            f"bytes per event, RPC p99 {c['loadgen']['latency_ms']['p99']} ms")
+        log(f"CPU ms per mutation by process: {c['cpu_ms_per_mutation_by_process']}")
+        log(f"index entries read per scan: {c['index_entries_read_per_scan']}")
+        for p in r["open"]:
+            log(f"open {p['offered_per_second']}/s: achieved {p['achieved_per_second']:.0f}/s, "
+                f"RPC p50/p99 {p['rpc_ms']['p50']}/{p['rpc_ms']['p99']} ms, lag p50/p99 "
+                f"{p['lag_ms']['p50']}/{p['lag_ms']['p99']} ms")
+        for name, d in (("ours", r["drain"]), ("original", r["original"]["drain"])):
+            log(f"drain ({name}): {d['events']} events in {d['seconds_to_drain']} s = "
+                f"{d['events_per_second']}/s")
+        o = r["original"]["open"][0]
+        log(f"original settings at {o['offered_per_second']}/s: lag p50/p99 "
+            f"{o['lag_ms']['p50']}/{o['lag_ms']['p99']} ms")
+        log(f"peak RSS MiB: {c['peak_rss_mib']}")
+        log(f"ratios: {r['ratios']}")
+        log(f"wrote {path}")
+
+
+def plots(r, prefix):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("python3-matplotlib is not installed: no plots")
+        return
+    offered = [p["offered_per_second"] for p in r["open"]]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(offered, [p["achieved_per_second"] for p in r["open"]], "o-", label="achieved")
+    ax.plot(offered, offered, ":", label="offered")
+    ax.axhline(r["reference"]["tps"], color="grey", ls="--", label="pgbench reference")
+    ax.set(xlabel="offered mutations/s", ylabel="mutations/s", title="Throughput vs offered load")
+    ax.legend()
+    fig.savefig(f"{prefix}-throughput.png", dpi=100, bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(offered, [p["lag_ms"]["p50"] for p in r["open"]], "o-", label="lag p50")
+    ax.plot(offered, [p["lag_ms"]["p99"] for p in r["open"]], "o-", label="lag p99")
+    ax.plot(offered, [p["rpc_ms"]["p99"] for p in r["open"]], "x--", label="RPC p99")
+    ax.set(xlabel="offered mutations/s", ylabel="ms", yscale="log",
+           title="Commit -> audit row lag vs load")
+    ax.legend()
+    fig.savefig(f"{prefix}-lag.png", dpi=100, bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, d in (("ours", r["drain"]), ("original settings", r["original"]["drain"])):
+        ax.plot([t for t, _ in d["curve"]], [n for _, n in d["curve"]], label=name)
+    ax.set(xlabel="seconds after Admin resumed", ylabel="audit rows of the backlog",
+           title="Backlog drain")
+    ax.legend()
+    fig.savefig(f"{prefix}-drain.png", dpi=100, bbox_inches="tight")
+    log(f"plots: {prefix}-{{throughput,lag,drain}}.png")
+
+
+def main():
+    seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    Suite(seconds=seconds,
+          clients=int(os.environ.get("ULTICODE_BENCH_CLIENTS", "32")),
+          drain_events=int(os.environ.get("ULTICODE_BENCH_DRAIN_EVENTS", "100000")),
+          build_dir=os.environ["ULTICODE_BENCH_BUILD_DIR"],
+          out_dir=os.environ.get("ULTICODE_BENCH_OUT", os.path.join(REPO, "bench/results"))).run()
+
+
+if __name__ == "__main__":
+    main()

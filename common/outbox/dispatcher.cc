@@ -7,7 +7,6 @@
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
-#include "common/worker/instance_id.h"
 #include "common/worker/loop.h"
 #include "common/worker/notify_listener.h"
 
@@ -18,8 +17,17 @@ constexpr char kComponent[] = "outbox.dispatcher";
 
 }  // namespace
 
+namespace {
+
+DispatcherOptions WithCutoff(DispatcherOptions options) {
+  options.pg.idle_in_transaction_timeout = options.claim_lease;
+  return options;
+}
+
+}  // namespace
+
 Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
-    : options_(std::move(options)),
+    : options_(WithCutoff(std::move(options))),
       stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream),
       hooks_(std::move(hooks)) {
   const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
@@ -28,9 +36,6 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
   published_ =
       &metrics::Counter(registry, "ulticode_outbox_published_total",
                         "Outbox rows published to the stream and marked PUBLISHED", labels);
-  fenced_ =
-      &metrics::Counter(registry, "ulticode_outbox_fenced_total",
-                        "Rows published by a dispatcher whose claim had been taken over", labels);
   transient_failures_ =
       &metrics::Counter(registry, "ulticode_outbox_retries_total",
                         "Rows rescheduled after a transient publication failure", labels);
@@ -102,11 +107,12 @@ absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) 
                              {"key_id", row.key_id}};
 }
 
-absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis,
-                                                const std::string& claim_owner) {
+absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis) {
   CycleResult result;
-  ASSIGN_OR_RETURN(std::vector<ClaimedRow> rows,
-                   Claim(pg, claim_owner, options_.claim_lease, options_.batch_size));
+  // One transaction: the row locks it takes are the claim; any failure below
+  // returns before Commit() and rolls everything back.
+  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
+  ASSIGN_OR_RETURN(std::vector<ClaimedRow> rows, LockDue(tx, options_.batch_size));
   result.claimed = static_cast<int>(rows.size());
   if (rows.empty()) return result;
   claimed_->Increment(static_cast<double>(rows.size()));
@@ -114,56 +120,55 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
 
   std::vector<redis::StreamFields> entries;
   std::vector<const ClaimedRow*> publishing;
+  std::vector<std::pair<const ClaimedRow*, std::string>> dead;
   for (const ClaimedRow& row : rows) {
     auto entry = EntryFor(row);
     if (!entry.ok()) {
       const std::string reason(entry.status().message());
-      ASSIGN_OR_RETURN(int64_t n, MarkDead(pg, row.event_id, row.fencing_token, reason));
-      result.dead += static_cast<int>(n);
-      dead_->Increment(static_cast<double>(n));
-      log::Error(kComponent, "event can never be published; moved to DEAD",
-                 {{"event_id", row.event_id}, {"reason", reason}});
+      ASSIGN_OR_RETURN(int64_t n, MarkDead(tx, row.event_id, reason));
+      if (n > 0) dead.emplace_back(&row, reason);
       continue;
     }
     entries.push_back(std::move(entry).value());
     publishing.push_back(&row);
   }
-  if (publishing.empty()) return result;
 
-  auto ids = redis.XAddBatch(stream_, entries);
+  absl::StatusOr<std::vector<std::string>> ids = std::vector<std::string>{};
+  if (!publishing.empty()) ids = redis.XAddBatch(stream_, entries);
   if (!ids.ok()) {
     std::vector<Retry> retries;
     for (const ClaimedRow* row : publishing) {
-      retries.push_back(Retry{row->event_id, row->fencing_token,
-                              backoff::Delay(options_.backoff, row->failures + 1)});
+      retries.push_back(Retry{row->event_id, backoff::Delay(options_.backoff, row->failures + 1)});
     }
     const std::string error = absl::StrCat("publish to ", stream_, ": ", ids.status().ToString());
-    ASSIGN_OR_RETURN(int64_t n, Reschedule(pg, retries, error));
+    ASSIGN_OR_RETURN(int64_t n, Reschedule(tx, retries, error));
+    RETURN_IF_ERROR(tx.Commit());
     result.rescheduled = static_cast<int>(n);
     transient_failures_->Increment(static_cast<double>(n));
     log::Warn(kComponent, "publish failed; rows rescheduled",
               {{"error", error}, {"rows", absl::StrCat(n)}});
-    return result;
+  } else {
+    if (hooks_.after_publish) RETURN_IF_ERROR(hooks_.after_publish(rows));
+    std::vector<Published> done;
+    done.reserve(publishing.size());
+    for (size_t i = 0; i < publishing.size(); ++i) {
+      done.push_back(Published{publishing[i]->event_id, (*ids)[i]});
+    }
+    ASSIGN_OR_RETURN(int64_t marked, MarkPublished(tx, done));
+    RETURN_IF_ERROR(tx.Commit());
+    result.published = static_cast<int>(marked);
+    published_->Increment(static_cast<double>(marked));
+    const absl::Time now = absl::Now();
+    for (const ClaimedRow* row : publishing)
+      lag_->Observe(absl::ToDoubleSeconds(now - row->created_at));
   }
-  if (hooks_.after_publish) RETURN_IF_ERROR(hooks_.after_publish(rows));
-
-  std::vector<Published> done;
-  done.reserve(publishing.size());
-  for (size_t i = 0; i < publishing.size(); ++i) {
-    done.push_back(Published{publishing[i]->event_id, publishing[i]->fencing_token, (*ids)[i]});
+  // Only now that the cycle committed.
+  result.dead = static_cast<int>(dead.size());
+  dead_->Increment(static_cast<double>(dead.size()));
+  for (const auto& [row, reason] : dead) {
+    log::Error(kComponent, "event can never be published; moved to DEAD",
+               {{"event_id", row->event_id}, {"reason", reason}});
   }
-  ASSIGN_OR_RETURN(int64_t marked, MarkPublished(pg, done));
-  result.published = static_cast<int>(marked);
-  result.fenced = static_cast<int>(done.size() - marked);
-  published_->Increment(static_cast<double>(marked));
-  if (result.fenced > 0) {
-    fenced_->Increment(result.fenced);
-    log::Warn(kComponent, "claims were taken over before marking; rows left to the new holder",
-              {{"rows", absl::StrCat(result.fenced)}});
-  }
-  const absl::Time now = absl::Now();
-  for (const ClaimedRow* row : publishing)
-    lag_->Observe(absl::ToDoubleSeconds(now - row->created_at));
   return result;
 }
 
@@ -186,9 +191,6 @@ absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg) {
 }
 
 void Dispatcher::WorkerLoop(int index) {
-  const std::string claim_owner = absl::StrCat(
-      options_.instance_id.empty() ? worker::DefaultInstanceId() : options_.instance_id, "/",
-      index);
   redis::Client client(options_.redis);
   worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
   // Thread 0 also runs the resend sweep, a few times per resend timeout.
@@ -206,7 +208,7 @@ void Dispatcher::WorkerLoop(int index) {
     }
     // Taken before the cycle, so a NOTIFY that lands during it is not lost.
     const uint64_t seen = waker_.Seq();
-    auto cycle = RunOnce(*conn, client, claim_owner);
+    auto cycle = RunOnce(*conn, client);
     if (!cycle.ok()) {
       loop.Failed("cycle failed", cycle.status());
       continue;

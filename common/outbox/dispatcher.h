@@ -1,8 +1,11 @@
 // Dispatcher threads: move committed outbox rows to the owner's Redis Stream.
 //
-// Each thread owns one PostgreSQL connection and one Redis client. A cycle
-// claims a batch of due rows under a lease, publishes it with one pipelined
-// XADD batch, and marks the published rows in one fenced statement. It runs
+// Each thread owns one PostgreSQL connection and one Redis client. A cycle is
+// ONE transaction: it locks a batch of due rows (FOR UPDATE SKIP LOCKED, so
+// dispatchers never publish the same row at once), publishes it with one
+// pipelined XADD batch while holding the locks, marks the rows PUBLISHED in
+// one statement and commits: one write per row instead of a separate claim
+// update. It runs
 // again at once while batches come back full (waking another thread to help),
 // otherwise it waits for a NOTIFY from a committing writer (one listener
 // thread; one thread takes each wake-up) or the poll interval, whichever
@@ -14,11 +17,13 @@
 //    rescheduled with capped exponential back-off and jitter, forever;
 //  - permanent (an event that can never be published, e.g. too large or not
 //    parseable): DEAD at once, with the reason.
-// A crash anywhere leaves claimed rows to come back when their lease ends;
-// the stream may then see an event twice, which the Admin inbox absorbs.
+// A crash anywhere rolls the cycle back and its rows are due again at once;
+// the stream may then see an event twice, which the Admin inbox absorbs. A
+// dispatcher that stalls while holding rows (frozen, stuck) is cut off by
+// PostgreSQL after `claim_lease` idle in its transaction
+// (idle_in_transaction_session_timeout), which releases the rows.
 //
-// Stop(): no new claims; the batch in hand is finished or released; threads
-// are joined. Thread-safe: Start/Stop from one controlling thread.
+// Stop(): no new cycles; the cycle in hand is finished; threads are joined. Thread-safe: Start/Stop from one controlling thread.
 #pragma once
 
 #include <atomic>
@@ -47,8 +52,6 @@ struct DispatcherOptions {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
   // Stream to publish to; empty means audit::StreamFor(owner).
   std::string stream;
-  // Claim owner prefix; unique per process (host-pid by default).
-  std::string instance_id;
   int threads = 2;
   int batch_size = 256;
   absl::Duration poll_interval = absl::Seconds(1);
@@ -58,6 +61,8 @@ struct DispatcherOptions {
   // otherwise mean a cycle per commit). Idle, the first commit is claimed at
   // once.
   absl::Duration linger = absl::Milliseconds(2);
+  // How long a cycle may sit idle in its transaction (holding its rows)
+  // before PostgreSQL ends the session and other dispatchers take the rows.
   absl::Duration claim_lease = absl::Seconds(30);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(30)};
   size_t max_event_bytes = audit::kMaxEventBytes;
@@ -70,7 +75,7 @@ struct DispatcherOptions {
 };
 
 // Test seams at the exact crash windows. Returning an error abandons the
-// batch there, as a crash would (no settle statement runs).
+// cycle there, as a crash would (its transaction rolls back).
 struct FaultHooks {
   std::function<absl::Status(const std::vector<ClaimedRow>&)> after_claim;
   std::function<absl::Status(const std::vector<ClaimedRow>&)> after_publish;
@@ -79,7 +84,6 @@ struct FaultHooks {
 struct CycleResult {
   int claimed = 0;
   int published = 0;  // marked PUBLISHED
-  int fenced = 0;     // published but the claim had been taken over
   int rescheduled = 0;
   int dead = 0;
 };
@@ -92,10 +96,9 @@ class Dispatcher {
   void Start();
   void Stop();
 
-  // One claim-publish-settle cycle on the caller's connections. Used by the
-  // threads and by tests. `claim_owner` labels the claim.
-  absl::StatusOr<CycleResult> RunOnce(pg::Connection& pg, redis::Client& redis,
-                                      const std::string& claim_owner);
+  // One lock-publish-settle cycle (one transaction) on the caller's
+  // connections. Used by the threads and by tests.
+  absl::StatusOr<CycleResult> RunOnce(pg::Connection& pg, redis::Client& redis);
 
   // Puts rows PUBLISHED longer than resend_timeout without a receipt back to
   // PENDING (thread 0 runs it periodically). Returns how many.
@@ -117,7 +120,6 @@ class Dispatcher {
 
   prometheus::Counter* claimed_;
   prometheus::Counter* published_;
-  prometheus::Counter* fenced_;
   prometheus::Counter* transient_failures_;
   prometheus::Counter* dead_;
   prometheus::Counter* notifications_;

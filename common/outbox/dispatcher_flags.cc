@@ -14,7 +14,8 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
                  absl::ZeroDuration(), absl::Seconds(1));
   flags.Bool("dispatch-notify", &o->use_notify, "wake dispatchers by LISTEN/NOTIFY on commit");
   flags.Duration("dispatch-claim-lease", &o->claim_lease,
-                 "how long a claimed row stays with its dispatcher before others may take it",
+                 "how long a dispatcher may hold rows idle in its transaction before PostgreSQL "
+                 "ends its session and others take them",
                  absl::Milliseconds(100), absl::Hours(1));
   flags.Duration("dispatch-backoff-base", &o->backoff.base, "first retry delay after a failure",
                  absl::Milliseconds(1), absl::Minutes(10));
@@ -25,8 +26,6 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
                  absl::ZeroDuration(), absl::Hours(24));
   flags.String("dispatch-stream", &o->stream,
                "Redis stream to publish to (default: audit:<owner>)");
-  flags.String("dispatch-instance-id", &o->instance_id,
-               "claim owner name of this process (default: hostname-pid)");
 }
 
 }  // namespace ulticode::outbox

@@ -14,57 +14,49 @@ constexpr pg::Statement kAppend{
     "INSERT INTO audit_outbox (event_id, event_type, payload, signature, key_id)"
     " VALUES ($1::uuid, $2, $3, $4, $5)"};
 
-constexpr pg::Statement kClaim{
-    "outbox.claim",
-    "WITH due AS ("
-    "  SELECT event_id FROM audit_outbox"
-    "  WHERE state = 'PENDING' AND next_attempt_at <= now()"
-    "  ORDER BY next_attempt_at LIMIT $3"
-    "  FOR UPDATE SKIP LOCKED)"
-    " UPDATE audit_outbox o SET"
-    "   claim_owner = $1,"
-    "   claim_expires_at = now() + $2::float8 * interval '1 second',"
-    "   next_attempt_at = now() + $2::float8 * interval '1 second',"
-    "   fencing_token = nextval('audit_outbox_fencing_token'),"
-    "   attempts = o.attempts + 1"
-    " FROM due WHERE o.event_id = due.event_id"
-    " RETURNING o.event_id::text AS event_id, o.event_type, o.payload, o.fencing_token,"
-    "   o.attempts, o.failures, o.created_at, o.signature, o.key_id"};
+// Due rows, locked for the cycle's transaction; rows another dispatcher
+// holds are skipped, never waited for.
+constexpr pg::Statement kLockDue{
+    "outbox.lock_due",
+    "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
+    "   created_at, signature, key_id"
+    " FROM audit_outbox"
+    " WHERE state = 'PENDING' AND next_attempt_at <= now()"
+    " ORDER BY next_attempt_at LIMIT $1"
+    " FOR UPDATE SKIP LOCKED"};
 
 constexpr pg::Statement kMarkPublished{
     "outbox.mark_published",
-    "UPDATE audit_outbox o SET state = 'PUBLISHED', published_at = now(), claim_owner = NULL,"
-    "   claim_expires_at = NULL, last_error = NULL, failures = 0, stream_entry_id = t.entry"
-    " FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(id, token, entry)"
-    " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
+    "UPDATE audit_outbox o SET state = 'PUBLISHED', published_at = now(),"
+    "   attempts = o.attempts + 1, last_error = NULL, failures = 0, stream_entry_id = t.entry"
+    " FROM unnest($1::uuid[], $2::text[]) AS t(id, entry)"
+    " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
 
 constexpr pg::Statement kReschedule{
     "outbox.reschedule",
     "UPDATE audit_outbox o SET next_attempt_at = now() + t.delay * interval '1 second',"
-    "   failures = o.failures + 1, last_error = $4, claim_owner = NULL, claim_expires_at = NULL"
-    " FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS t(id, token, delay)"
-    " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
+    "   attempts = o.attempts + 1, failures = o.failures + 1, last_error = $3"
+    " FROM unnest($1::uuid[], $2::float8[]) AS t(id, delay)"
+    " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
 
 constexpr pg::Statement kMarkDead{
     "outbox.mark_dead",
-    "UPDATE audit_outbox SET state = 'DEAD', last_error = $3, claim_owner = NULL,"
-    "   claim_expires_at = NULL"
-    " WHERE event_id = $1::uuid AND fencing_token = $2 AND state = 'PENDING'"};
-
-constexpr pg::Statement kRelease{
-    "outbox.release",
-    "UPDATE audit_outbox o SET next_attempt_at = now(), claim_owner = NULL,"
-    "   claim_expires_at = NULL"
-    " FROM unnest($1::uuid[], $2::bigint[]) AS t(id, token)"
-    " WHERE o.event_id = t.id AND o.fencing_token = t.token AND o.state = 'PENDING'"};
+    "UPDATE audit_outbox SET state = 'DEAD', attempts = attempts + 1, last_error = $2"
+    " WHERE event_id = $1::uuid AND state = 'PENDING'"};
 
 // Only rows handed to the publisher (PUBLISHED, or PENDING after at least one
 // claim: the receipt can overtake the mark-published of the same cycle), and
 // only when Admin holds exactly the bytes this outbox committed.
+// Waits for a dispatcher cycle that holds any of these rows to commit, so the
+// UPDATE below (a new statement, a new snapshot) sees what it committed.
+constexpr pg::Statement kLockForReceipt{
+    "outbox.lock_for_receipt",
+    "SELECT 1 FROM audit_outbox WHERE event_id = ANY($1::uuid[]) ORDER BY event_id FOR UPDATE",
+    absl::Seconds(30)};
+
 constexpr pg::Statement kConfirm{
     "outbox.confirm",
-    "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), claim_owner = NULL,"
-    "   claim_expires_at = NULL, last_error = NULL"
+    "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
     " FROM unnest($1::uuid[], $2::text[]) AS t(id, sha)"
     " WHERE o.event_id = t.id AND sha256(o.payload) = decode(t.sha, 'hex')"
     "   AND (o.state = 'PUBLISHED' OR (o.state = 'PENDING' AND o.attempts > 0))",
@@ -103,71 +95,51 @@ absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
       .status();
 }
 
-absl::StatusOr<std::vector<ClaimedRow>> Claim(pg::Connection& conn, const std::string& owner,
-                                              absl::Duration lease, int limit) {
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kClaim, {pg::Text(owner), pg::Seconds(lease), pg::Int(limit)}));
+absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) {
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kLockDue, {pg::Int(limit)}));
   std::vector<ClaimedRow> rows;
   rows.reserve(r.rows());
   const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
-            token = r.Column("fencing_token"), attempts = r.Column("attempts"),
-            failures = r.Column("failures"), created = r.Column("created_at"),
-            sig = r.Column("signature"), key = r.Column("key_id");
+            attempts = r.Column("attempts"), failures = r.Column("failures"),
+            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
-                              r.GetInt64(i, token), static_cast<int>(r.GetInt64(i, attempts)),
+                              static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
                               r.GetBytes(i, sig), r.GetString(i, key)});
   }
   return rows;
 }
 
-absl::StatusOr<int64_t> MarkPublished(pg::Connection& conn, const std::vector<Published>& rows) {
+absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows) {
   if (rows.empty()) return 0;
-  std::vector<std::string> ids, tokens, entries;
+  std::vector<std::string> ids, entries;
   for (const auto& p : rows) {
     ids.push_back(p.event_id);
-    tokens.push_back(absl::StrCat(p.fencing_token));
     entries.push_back(p.stream_entry_id);
   }
   ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kMarkPublished, {pg::TextArray(ids), pg::TextArray(tokens),
-                                                 pg::TextArray(entries)}));
+                   tx.Execute(kMarkPublished, {pg::TextArray(ids), pg::TextArray(entries)}));
   return r.affected_rows();
 }
 
-absl::StatusOr<int64_t> Reschedule(pg::Connection& conn, const std::vector<Retry>& rows,
+absl::StatusOr<int64_t> Reschedule(pg::Transaction& tx, const std::vector<Retry>& rows,
                                    const std::string& error) {
   if (rows.empty()) return 0;
-  std::vector<std::string> ids, tokens, delays;
+  std::vector<std::string> ids, delays;
   for (const auto& p : rows) {
     ids.push_back(p.event_id);
-    tokens.push_back(absl::StrCat(p.fencing_token));
     delays.push_back(absl::StrCat(absl::ToDoubleSeconds(p.delay)));
   }
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kReschedule, {pg::TextArray(ids), pg::TextArray(tokens),
-                                              pg::TextArray(delays), pg::Text(Truncated(error))}));
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReschedule, {pg::TextArray(ids), pg::TextArray(delays),
+                                                          pg::Text(Truncated(error))}));
   return r.affected_rows();
 }
 
-absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_id,
-                                 int64_t fencing_token, const std::string& reason) {
+absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_id,
+                                 const std::string& reason) {
   ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kMarkDead, {pg::Text(event_id), pg::Int(fencing_token),
-                                            pg::Text(Truncated(reason))}));
-  return r.affected_rows();
-}
-
-absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedRow>& rows) {
-  if (rows.empty()) return 0;
-  std::vector<std::string> ids, tokens;
-  for (const auto& p : rows) {
-    ids.push_back(p.event_id);
-    tokens.push_back(absl::StrCat(p.fencing_token));
-  }
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kRelease, {pg::TextArray(ids), pg::TextArray(tokens)}));
+                   tx.Execute(kMarkDead, {pg::Text(event_id), pg::Text(Truncated(reason))}));
   return r.affected_rows();
 }
 
@@ -180,8 +152,11 @@ absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
       ids.push_back(items[k].event_id);
       hashes.push_back(absl::BytesToHexString(items[k].payload_sha256));
     }
+    ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+    RETURN_IF_ERROR(tx.Execute(kLockForReceipt, {pg::TextArray(ids)}).status());
     ASSIGN_OR_RETURN(pg::Result r,
-                     conn.Execute(kConfirm, {pg::TextArray(ids), pg::TextArray(hashes)}));
+                     tx.Execute(kConfirm, {pg::TextArray(ids), pg::TextArray(hashes)}));
+    RETURN_IF_ERROR(tx.Commit());
     confirmed += r.affected_rows();
   }
   return confirmed;
@@ -198,7 +173,6 @@ const std::vector<std::string>& RuntimeGrants() {
   static const auto* grants = new std::vector<std::string>{
       "GRANT SELECT, INSERT, UPDATE ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
-      "GRANT USAGE ON SEQUENCE audit_outbox_fencing_token TO {role}",
   };
   return *grants;
 }

@@ -41,53 +41,52 @@ inline constexpr char kNotifyChannel[] = "audit_outbox";
 absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
                     const crypto::SigningKey& signer);
 
+// A due row, locked by the dispatcher's cycle transaction.
 struct ClaimedRow {
   std::string event_id;
   std::string event_type;
   std::string payload;  // serialized AuditEvent
-  int64_t fencing_token = 0;
-  int attempts = 0;  // including this claim
-  int failures = 0;  // consecutive failures before this claim
+  int attempts = 0;     // including this cycle's
+  int failures = 0;     // consecutive failures before this cycle
   absl::Time created_at;
   std::string signature;  // Ed25519 over payload; empty for rows older than signing
   std::string key_id;
 };
 
-// Claims up to `limit` due PENDING rows (FOR UPDATE SKIP LOCKED): their
-// next_attempt_at moves one `lease` ahead, claim_owner is set and each gets
-// a new fencing token.
-absl::StatusOr<std::vector<ClaimedRow>> Claim(pg::Connection& conn, const std::string& owner,
-                                              absl::Duration lease, int limit);
+// The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
+// rows (FOR UPDATE SKIP LOCKED: rows another dispatcher holds are skipped),
+// publish them while holding the locks, then settle them with one of the
+// statements below and commit. A crash or a lost connection rolls the whole
+// cycle back: the rows are due again at once (the stream may then hold an
+// event twice; Admin's inbox absorbs it). A dispatcher that stalls while
+// holding rows is cut off by PostgreSQL (idle_in_transaction_session_timeout).
+absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit);
 
 struct Published {
   std::string event_id;
-  int64_t fencing_token;
   std::string stream_entry_id;
 };
-// Marks rows PUBLISHED in one statement; returns how many were still held
-// with their token (the rest were fenced off by a newer claim, or confirmed
-// by a receipt in the meantime).
-absl::StatusOr<int64_t> MarkPublished(pg::Connection& conn, const std::vector<Published>& rows);
+// Marks locked rows PUBLISHED (attempts + 1); returns how many changed.
+absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows);
 
 struct Retry {
   std::string event_id;
-  int64_t fencing_token;
   absl::Duration delay;
 };
-// A transient failure: back to PENDING after `delay`, failures+1, error kept.
-absl::StatusOr<int64_t> Reschedule(pg::Connection& conn, const std::vector<Retry>& rows,
+// A transient failure: due again after `delay`, attempts and failures + 1,
+// the error kept.
+absl::StatusOr<int64_t> Reschedule(pg::Transaction& tx, const std::vector<Retry>& rows,
                                    const std::string& error);
 
 // A permanent failure: DEAD at once with its reason.
-absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const std::string& event_id,
-                                 int64_t fencing_token, const std::string& reason);
-
-// Gives claimed rows back untouched (shutdown): due again immediately.
-absl::StatusOr<int64_t> Release(pg::Connection& conn, const std::vector<ClaimedRow>& rows);
+absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_id,
+                                 const std::string& reason);
 
 // Admin's verified receipts: the events are durably in its inbox. Marks a
 // row CONFIRMED only when it was handed to the publisher (PUBLISHED, or
-// PENDING after a claim: a receipt may overtake the mark-published) and its
+// PENDING after an earlier attempt: a receipt may follow an XADD whose cycle
+// then rolled back; a receipt that arrives while the publishing cycle still
+// holds the row waits for its commit and finds it PUBLISHED) and its
 // stored payload hashes to the receipted SHA-256. Never-published, DEAD,
 // already CONFIRMED, unknown or mismatching rows are left alone, so receipts
 // are idempotent. Returns how many rows changed.

@@ -42,8 +42,13 @@ std::string Trimmed(const char* msg) {
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOptions& options) {
   const std::string timeout =
       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
-  const char* session = options.asynchronous_commit ? "-c TimeZone=UTC -c synchronous_commit=off"
-                                                    : "-c TimeZone=UTC";
+  std::string session = "-c TimeZone=UTC";
+  if (options.asynchronous_commit) absl::StrAppend(&session, " -c synchronous_commit=off");
+  if (options.idle_in_transaction_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&session, " -c idle_in_transaction_session_timeout=",
+                    std::max<int64_t>(1, absl::ToInt64Milliseconds(
+                                             options.idle_in_transaction_timeout)));
+  }
   // Later keys override what the expanded conninfo set.
   std::vector<const char*> keys = {
       "dbname",          "application_name",    "connect_timeout",  "options",         "keepalives",
@@ -51,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOpt
   std::vector<const char*> values = {options.conninfo.c_str(),
                                      options.application_name.c_str(),
                                      timeout.c_str(),
-                                     session,
+                                     session.c_str(),
                                      "1",
                                      "10",
                                      "3",

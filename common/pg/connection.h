@@ -41,6 +41,10 @@ struct ConnectOptions {
   // (docs/guarantees.md, "Asynchronous commits"); never for a business
   // transaction or the inbox insert a receipt follows.
   bool asynchronous_commit = false;
+  // idle_in_transaction_session_timeout (0: the server's): PostgreSQL ends a
+  // session that holds a transaction open, idle, this long, releasing its
+  // locks (a dispatcher that froze while holding rows).
+  absl::Duration idle_in_transaction_timeout = absl::ZeroDuration();
   absl::Duration connect_timeout = absl::Seconds(5);
   // Extra time the client waits beyond a statement's timeout before it gives
   // up on the socket and marks the connection broken.

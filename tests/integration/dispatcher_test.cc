@@ -1,5 +1,5 @@
 // The outbox dispatcher against real PostgreSQL and Redis: publication,
-// NOTIFY wake-up, Redis outages, crash windows, fencing, concurrency.
+// NOTIFY wake-up, Redis outages, crash windows, stalled holders, concurrency.
 #include "common/outbox/dispatcher.h"
 
 #include <set>
@@ -97,7 +97,7 @@ TEST_F(DispatcherTest, PublishesEntriesWithRoutingFieldsAndTheExactEnvelope) {
   auto ids = AppendEvents(3);
   Dispatcher d(options_, metrics_->registry());
   redis::Client client(options_.redis);
-  auto cycle = d.RunOnce(*conn_, client, "t");
+  auto cycle = d.RunOnce(*conn_, client);
   ASSERT_TRUE(cycle.ok()) << cycle.status();
   EXPECT_EQ(cycle->claimed, 3);
   EXPECT_EQ(cycle->published, 3);
@@ -145,7 +145,7 @@ TEST_F(DispatcherTest, RedisDownRecordsRetriesThenPublishesEverythingWhenBack) {
   auto ids = AppendEvents(5);
   Dispatcher d(options_, metrics_->registry());
   redis::Client client(options_.redis);
-  auto cycle = d.RunOnce(*conn_, client, "t");
+  auto cycle = d.RunOnce(*conn_, client);
   ASSERT_TRUE(cycle.ok()) << cycle.status();
   EXPECT_EQ(cycle->rescheduled, 5);
   EXPECT_EQ(CountState("PENDING"), 5);
@@ -162,8 +162,7 @@ TEST_F(DispatcherTest, RedisDownRecordsRetriesThenPublishesEverythingWhenBack) {
   EXPECT_EQ(published, std::set<std::string>(ids.begin(), ids.end()));
 }
 
-TEST_F(DispatcherTest, CrashAfterXaddBeforeMarkRepublishesOnceTheClaimExpires) {
-  options_.claim_lease = absl::Milliseconds(300);
+TEST_F(DispatcherTest, CrashAfterXaddBeforeCommitRollsBackAndRepublishesAtOnce) {
   FaultHooks crash;
   crash.after_publish = [](const std::vector<ClaimedRow>&) {
     return absl::AbortedError("injected crash after XADD");
@@ -172,57 +171,52 @@ TEST_F(DispatcherTest, CrashAfterXaddBeforeMarkRepublishesOnceTheClaimExpires) {
   redis::Client client(options_.redis);
   {
     Dispatcher crashing(options_, metrics_->registry(), crash);
-    auto cycle = crashing.RunOnce(*conn_, client, "crashing");
+    auto cycle = crashing.RunOnce(*conn_, client);
     ASSERT_FALSE(cycle.ok());
   }
   EXPECT_EQ(StreamEntries(options_.redis).size(), 1u);
-  EXPECT_EQ(CountState("PENDING"), 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING' AND attempts = 0 "
+                   "AND next_attempt_at <= now()"),
+            1)
+      << "the cycle's transaction rolled back: nothing recorded, due at once";
   Dispatcher healthy(options_, metrics_->registry());
-  auto early = healthy.RunOnce(*conn_, client, "healthy");
-  ASSERT_TRUE(early.ok());
-  EXPECT_EQ(early->claimed, 0);  // still held by the crashed claim
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 1;
-      },
-      std::chrono::seconds(5)));
-  auto later = healthy.RunOnce(*conn_, client, "healthy");
-  ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_EQ(later->published, 1);
+  auto again = healthy.RunOnce(*conn_, client);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->published, 1);
   auto entries = StreamEntries(options_.redis);
   ASSERT_EQ(entries.size(), 2u);  // the expected duplicate; the inbox dedups
   EXPECT_EQ(Field(entries[0], "event_id"), ids[0]);
   EXPECT_EQ(Field(entries[1], "event_id"), ids[0]);
-  EXPECT_EQ(Scalar("SELECT attempts FROM audit_outbox"), 2);
+  EXPECT_EQ(Scalar("SELECT attempts FROM audit_outbox WHERE state = 'PUBLISHED'"), 1);
 }
 
-TEST_F(DispatcherTest, StaleClaimCannotSettleRowsTakenOverByANewClaim) {
-  AppendEvents(2);
-  auto stale = Claim(*conn_, "A", absl::Milliseconds(200), 10);
-  ASSERT_TRUE(stale.ok());
-  ASSERT_EQ(stale->size(), 2u);
+TEST_F(DispatcherTest, RowsHeldByAStalledDispatcherAreSkippedThenReleasedByPostgres) {
+  AppendEvents(3);
+  // A dispatcher that froze mid-cycle: its transaction holds two rows.
+  pg::ConnectOptions stalled_options = options_.pg;
+  stalled_options.idle_in_transaction_timeout = absl::Milliseconds(300);
+  auto stalled = pg::Connection::Connect(stalled_options);
+  ASSERT_TRUE(stalled.ok()) << stalled.status();
+  auto held_tx = (*stalled)->Begin();
+  ASSERT_TRUE(held_tx.ok());
+  auto held = LockDue(*held_tx, 2);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->size(), 2u);
+
+  Dispatcher d(options_, metrics_->registry());
+  redis::Client client(options_.redis);
+  auto first = d.RunOnce(*conn_, client);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->published, 1) << "held rows are skipped, not waited for";
+  // PostgreSQL ends the idle session; its locks go with it.
   ASSERT_TRUE(WaitFor(
       [&] {
-        return Scalar("SELECT count(*) FROM audit_outbox WHERE next_attempt_at <= now()") == 2;
+        auto c = d.RunOnce(*conn_, client);
+        return c.ok() && CountState("PUBLISHED") == 3;
       },
-      std::chrono::seconds(5)));
-  auto fresh = Claim(*conn_, "B", absl::Seconds(30), 10);
-  ASSERT_TRUE(fresh.ok());
-  ASSERT_EQ(fresh->size(), 2u);
-
-  std::vector<Published> stale_marks, fresh_marks;
-  for (const auto& r : *stale) stale_marks.push_back({r.event_id, r.fencing_token, "1-1"});
-  for (const auto& r : *fresh) fresh_marks.push_back({r.event_id, r.fencing_token, "2-2"});
-  EXPECT_EQ(*MarkPublished(*conn_, stale_marks), 0);
-  EXPECT_EQ(
-      *Reschedule(*conn_, {{(*stale)[0].event_id, (*stale)[0].fencing_token, absl::Seconds(1)}},
-                  "late"),
-      0);
-  EXPECT_EQ(*MarkDead(*conn_, (*stale)[0].event_id, (*stale)[0].fencing_token, "late"), 0);
-  EXPECT_EQ(*Release(*conn_, *stale), 0);
-  EXPECT_EQ(CountState("PUBLISHED"), 0);
-  EXPECT_EQ(*MarkPublished(*conn_, fresh_marks), 2);
-  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE stream_entry_id = '2-2'"), 2);
+      std::chrono::seconds(10)));
+  EXPECT_EQ(StreamEntries(options_.redis).size(), 3u);
+  EXPECT_FALSE(held_tx->Commit().ok()) << "the stalled holder can no longer commit";
 }
 
 TEST_F(DispatcherTest, TwoDispatchersOnSeparateConnectionsNeverPublishARowTwice) {
@@ -253,7 +247,7 @@ TEST_F(DispatcherTest, PermanentFailuresGoDeadAtOnceWithTheirReason) {
                   .ok());
   Dispatcher d(options_, metrics_->registry());
   redis::Client client(options_.redis);
-  auto cycle = d.RunOnce(*conn_, client, "t");
+  auto cycle = d.RunOnce(*conn_, client);
   ASSERT_TRUE(cycle.ok()) << cycle.status();
   EXPECT_EQ(cycle->dead, 2);
   EXPECT_EQ(CountState("DEAD"), 2);

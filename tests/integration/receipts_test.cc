@@ -2,6 +2,8 @@
 // mark outbox rows CONFIRMED; rows without a receipt are published again;
 // a Redis that lost everything loses nothing. Real PostgreSQL and Redis
 // (a private Redis where it is wiped).
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "admin/consumer/lease_consumer.h"
@@ -131,7 +133,7 @@ class ReceiptsTest : public ::testing::Test {
   void PublishAll() {
     outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
     redis::Client client(redis_);
-    ASSERT_TRUE(dispatcher.RunOnce(*owner_, client, "d").ok());
+    ASSERT_TRUE(dispatcher.RunOnce(*owner_, client).ok());
   }
 
   int64_t OwnerScalar(const std::string& sql) {
@@ -153,7 +155,7 @@ TEST_F(ReceiptsTest, ReceiptsListWhatTheInboxHoldsAndConfirmTheOutboxRows) {
   auto ids = Append(3);
   outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
   redis::Client client(redis_);
-  ASSERT_TRUE(dispatcher.RunOnce(*owner_, client, "d").ok());
+  ASSERT_TRUE(dispatcher.RunOnce(*owner_, client).ok());
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED'"), 3);
 
   admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
@@ -239,7 +241,7 @@ TEST_F(ReceiptsTest, RowsWithoutAReceiptArePublishedAgainAfterTheResendTimeout) 
   options.resend_timeout = absl::Milliseconds(300);
   outbox::Dispatcher dispatcher(options, metrics_->registry());
   redis::Client client(redis_);
-  ASSERT_TRUE(dispatcher.RunOnce(*owner_, client, "d").ok());
+  ASSERT_TRUE(dispatcher.RunOnce(*owner_, client).ok());
   auto swept = dispatcher.SweepUnconfirmed(*owner_);
   ASSERT_TRUE(swept.ok());
   EXPECT_EQ(*swept, 0) << "not before the timeout";
@@ -251,7 +253,7 @@ TEST_F(ReceiptsTest, RowsWithoutAReceiptArePublishedAgainAfterTheResendTimeout) 
       std::chrono::seconds(5)));
   EXPECT_EQ(
       OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING' AND resends = 1"), 2);
-  ASSERT_TRUE(dispatcher.RunOnce(*owner_, client, "d").ok());
+  ASSERT_TRUE(dispatcher.RunOnce(*owner_, client).ok());
   auto len = client.XInfoStream(stream_);
   ASSERT_TRUE(len.ok());
   EXPECT_EQ(len->length, 4) << "each event published twice";
@@ -314,19 +316,36 @@ TEST_F(ReceiptsTest, RedisLosingEverythingLosesNoEventEndToEnd) {
   dispatcher.Stop();
 }
 
-TEST_F(ReceiptsTest, AReceiptForAClaimedRowWinsOverTheLateSettleOfThatClaim) {
+TEST_F(ReceiptsTest, AReceiptThatOvertakesThePublishingCycleConfirmsOnceItCommits) {
   auto ids = Append(2);
-  auto claimed = outbox::Claim(*owner_, "d", absl::Seconds(30), 10);
-  ASSERT_TRUE(claimed.ok() && claimed->size() == 2);
-  ASSERT_TRUE(outbox::Confirm(*owner_, Items(ids)).ok());  // the receipt of an earlier publication
-  const auto& a = (*claimed)[0];
-  const auto& b = (*claimed)[1];
-  auto marked = outbox::MarkPublished(*owner_, {{a.event_id, a.fencing_token, "1-1"}});
-  auto retried =
-      outbox::Reschedule(*owner_, {{b.event_id, b.fencing_token, absl::Seconds(1)}}, "x");
-  ASSERT_TRUE(marked.ok() && retried.ok());
-  EXPECT_EQ(*marked, 0);
-  EXPECT_EQ(*retried, 0);
+  // The dispatcher's cycle: rows locked, XADDed (Admin already answered),
+  // marked PUBLISHED, not committed yet.
+  auto cycle = owner_->Begin();
+  ASSERT_TRUE(cycle.ok());
+  auto locked = outbox::LockDue(*cycle, 10);
+  ASSERT_TRUE(locked.ok() && locked->size() == 2);
+  ASSERT_TRUE(outbox::MarkPublished(*cycle, {{ids[0], "1-1"}, {ids[1], "1-2"}}).ok());
+  auto reader_conn = pg::Connection::Connect(owner_pg_);
+  ASSERT_TRUE(reader_conn.ok());
+  std::thread receipt([&] {
+    auto confirmed = outbox::Confirm(**reader_conn, Items(ids));
+    ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+    EXPECT_EQ(*confirmed, 2) << "waited for the cycle's commit, then found PUBLISHED";
+  });
+  // The receipt is blocked on the cycle's row locks until it commits (seen
+  // from a third session: owner_ is inside the cycle's transaction).
+  auto observer = pg::Connection::Connect(owner_pg_);
+  ASSERT_TRUE(observer.ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return ::ulticode::testing::QueryInt(
+                   **observer,
+                   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                   "AND datname = current_database()") == 1;
+      },
+      std::chrono::seconds(10)));
+  ASSERT_TRUE(cycle->Commit().ok());
+  receipt.join();
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'"), 2);
 }
 

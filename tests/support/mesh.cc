@@ -209,13 +209,11 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
   switch (service) {
     case Service::kAuth:
       argv.push_back("--dispatch-stream=" + auth_stream_);
-      argv.push_back("--dispatch-instance-id=" + name);
       argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("auth"));
       extra = &options_.auth_args;
       break;
     case Service::kApp:
       argv.push_back("--dispatch-stream=" + app_stream_);
-      argv.push_back("--dispatch-instance-id=" + name);
       argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("app"));
       extra = &options_.app_args;
       break;

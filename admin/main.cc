@@ -6,6 +6,7 @@
 #include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/bridge.h"
 #include "admin/inbox/bridge_flags.h"
+#include "admin/maintenance/housekeeping.h"
 #include "admin/query/audit_query_service.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
@@ -20,6 +21,7 @@
 #include "common/runtime/startup.h"
 #include "common/server/grpc_server.h"
 #include "common/server/signals.h"
+#include "common/worker/periodic.h"
 
 namespace ulticode::admin {
 const std::vector<migrations::Migration>& Migrations();
@@ -29,6 +31,9 @@ const std::vector<migrations::Migration>& Migrations();
 const std::vector<std::string> kRuntimeGrants = {
     "GRANT SELECT, INSERT, UPDATE ON consumer_inbox TO {role}",
     "GRANT SELECT, INSERT ON poison_events TO {role}",
+    // Retention, only through these (no DELETE on the tables).
+    "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
+    " poison_retention(float8, integer) TO {role}",
     "GRANT SELECT, INSERT ON audit_logs TO {role}",
     "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
     " consumer_inbox_fencing_token TO {role}",
@@ -52,6 +57,22 @@ int main(int argc, char** argv) {
   flags.Require("receipt-signing-key-file");
   admin::inbox::RegisterBridgeFlags(flags, &bridge_options, &auth_stream, &app_stream);
   admin::consumer::RegisterConsumerFlags(flags, &consumer_options);
+  admin::maintenance::HousekeepingOptions housekeeping;
+  flags.Duration("inbox-retention", &housekeeping.inbox_retention,
+                 "PROCESSED inbox rows are deleted this long after they were processed (at least "
+                 "48h: it must outlive every re-send of the event)",
+                 absl::Hours(1), absl::Hours(24 * 3650));
+  flags.Duration("poison-retention", &housekeeping.poison_retention,
+                 "poison entries are deleted this long after they arrived", absl::Hours(1),
+                 absl::Hours(24 * 3650));
+  flags.Duration("retention-interval", &housekeeping.retention_interval,
+                 "how often retention runs", absl::Seconds(1), absl::Hours(24));
+  flags.Duration("stream-trim-interval", &housekeeping.stream_trim_interval,
+                 "how often the owner streams are trimmed up to what every group acknowledged",
+                 absl::Seconds(1), absl::Hours(1));
+  flags.Duration("metrics-sample-interval", &housekeeping.sample_interval,
+                 "how often the backlog gauges are sampled", absl::Seconds(1), absl::Hours(1));
+  flags.AddCheck([&] { return admin::maintenance::CheckRetention(housekeeping); });
   config::ParseOrExit(flags, argc, argv);
   common.ApplyLogging();
   admin::inbox::FinishBridgeOptions(&bridge_options, auth_stream, app_stream);
@@ -67,7 +88,9 @@ int main(int argc, char** argv) {
   auto metrics = metrics::Metrics::Start(common.metrics_listen, "admin");
   if (!metrics.ok()) runtime::DieOnStartup("admin", metrics.status());
 
-  const pg::PoolOptions pool_options = common.PoolOptions("ulticode-admin");
+  pg::PoolOptions pool_options = common.PoolOptions("ulticode-admin");
+  pool_options.registry = &(*metrics)->registry();
+  pool_options.name = "rpc";
   if (auto s = runtime::MigrateWithRetry(common.MigrateOptions("ulticode-admin-migrate"),
                                          admin::Migrations(), common.startup_timeout,
                                          common.RuntimeRoleToGrant(), admin::kRuntimeGrants);
@@ -95,6 +118,27 @@ int main(int argc, char** argv) {
   admin::inbox::InboxBridge bridge(bridge_options, (*metrics)->registry());
   bridge.Start();
 
+  retention::Retention retention(admin::maintenance::RetentionTables(housekeeping),
+                                 retention::kMaxBatchSize, (*metrics)->registry());
+  admin::maintenance::InboxGauges inbox_gauges(bridge_options.inbox_consumer,
+                                               (*metrics)->registry());
+  admin::maintenance::StreamMaintenance streams(bridge_options.streams, redis_options,
+                                                (*metrics)->registry());
+  pg::ConnectOptions housekeeping_pg = pool_options.connect;
+  housekeeping_pg.application_name = "ulticode-admin-housekeeping";
+  worker::Periodic periodic(
+      housekeeping_pg,
+      {{"inbox.retention", housekeeping.retention_interval,
+        [&](pg::Connection& c) { return retention.RunOnce(c, [&] { return periodic.stopping(); }); }},
+       {"inbox.gauges", housekeeping.sample_interval,
+        [&](pg::Connection& c) { return inbox_gauges.Sample(c); }},
+       {"stream.trim", housekeeping.stream_trim_interval,
+        [&](pg::Connection&) { return streams.Trim(); }},
+       {"stream.gauges", housekeeping.sample_interval,
+        [&](pg::Connection&) { return streams.Sample(); }}},
+      (*metrics)->registry());
+  periodic.Start();
+
   admin::query::QueryServiceOptions query_options;
   query_options.streams = bridge_options.streams;
   query_options.group = bridge_options.group;
@@ -114,6 +158,7 @@ int main(int argc, char** argv) {
   const int sig = server::WaitForTerminationSignal();
   log::Info("admin", "shutting down", {{"signal", absl::StrCat(sig)}});
   grpc_server.Shutdown(common.shutdown_timeout);
+  periodic.Stop();
   bridge.Stop();
   consumer.Stop();
   pool.Close();

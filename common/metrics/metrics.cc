@@ -4,24 +4,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics/process_collector.h"
 #include "prometheus/gauge.h"
 
 namespace ulticode::metrics {
 namespace {
 
-void RegisterProcessInfo(prometheus::Registry& registry, const std::string& service) {
+void RegisterBuildInfo(prometheus::Registry& registry, const std::string& service) {
   prometheus::BuildGauge()
       .Name("ulticode_build_info")
       .Help("Always 1; labels describe the running service")
       .Register(registry)
       .Add({{"service", service}, {"version", "0.1.0"}})
       .Set(1);
-  prometheus::BuildGauge()
-      .Name("ulticode_process_start_time_seconds")
-      .Help("Start time of the process since the Unix epoch in seconds")
-      .Register(registry)
-      .Add({})
-      .Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
 }
 
 }  // namespace
@@ -31,19 +26,21 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry) : registry_(std
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& listen,
                                                         const std::string& service) {
   auto metrics = std::unique_ptr<Metrics>(new Metrics(std::make_shared<prometheus::Registry>()));
-  RegisterProcessInfo(*metrics->registry_, service);
+  RegisterBuildInfo(*metrics->registry_, service);
   try {
     metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   metrics->exposer_->RegisterCollectable(metrics->registry_);
+  metrics->process_ = std::make_shared<ProcessCollector>();
+  metrics->exposer_->RegisterCollectable(metrics->process_);
   return metrics;
 }
 
 std::unique_ptr<Metrics> Metrics::Unexposed(const std::string& service) {
   auto metrics = std::unique_ptr<Metrics>(new Metrics(std::make_shared<prometheus::Registry>()));
-  RegisterProcessInfo(*metrics->registry_, service);
+  RegisterBuildInfo(*metrics->registry_, service);
   return metrics;
 }
 

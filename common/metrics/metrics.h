@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -31,6 +32,8 @@ class Metrics {
   explicit Metrics(std::shared_ptr<prometheus::Registry> registry);
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  // The exposer holds collectables weakly: this keeps the process metrics.
+  std::shared_ptr<prometheus::Collectable> process_;
 };
 
 // Registers (or finds) counter family `name` and returns its child with

@@ -94,7 +94,7 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
                       .status());
   // Exactly `grants`, whatever an earlier version granted: revoke first.
   const std::string quoted = absl::StrCat("\"", role, "\"");
-  for (const char* what : {"TABLES", "SEQUENCES"}) {
+  for (const char* what : {"TABLES", "SEQUENCES", "FUNCTIONS"}) {
     const std::string revoke =
         absl::StrCat("REVOKE ALL ON ALL ", what, " IN SCHEMA public FROM ", quoted);
     RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.revoke", revoke.c_str()}).status());

@@ -173,6 +173,9 @@ const std::vector<std::string>& RuntimeGrants() {
   static const auto* grants = new std::vector<std::string>{
       "GRANT SELECT, INSERT, UPDATE ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
+      // Retention, only through these (no DELETE on the tables): housekeeping.h.
+      "GRANT EXECUTE ON FUNCTION outbox_retention(float8, integer),"
+      " idempotency_retention(float8, integer) TO {role}",
   };
   return *grants;
 }

@@ -4,7 +4,11 @@
 // and waits up to `acquire_timeout` for one to come back (RESOURCE_EXHAUSTED
 // after that). Connections are dialled lazily. A connection returned broken
 // is dropped, and its slot redials on the next Acquire, so a restarted server
-// or a killed backend heals by itself. Thread-safe.
+// or a killed backend heals by itself. With a registry it exports
+// `ulticode_pg_pool_connections{pool,state}` (in_use, idle),
+// `ulticode_pg_pool_max_connections{pool}`, `ulticode_pg_pool_waiters{pool}`
+// and `ulticode_pg_pool_acquire_seconds{pool}` (time to get a connection,
+// timeouts included). Thread-safe.
 #pragma once
 
 #include <memory>
@@ -15,6 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/pg/connection.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 
 namespace ulticode::pg {
 
@@ -22,6 +29,9 @@ struct PoolOptions {
   ConnectOptions connect;
   int max_size = 8;
   absl::Duration acquire_timeout = absl::Seconds(5);
+  // Metrics go here when set, labelled pool=`name`.
+  prometheus::Registry* registry = nullptr;
+  std::string name = "main";
 };
 
 class Pool;
@@ -73,6 +83,7 @@ class Pool {
  private:
   friend class PooledConnection;
   void Release(std::unique_ptr<Connection> conn);
+  void Publish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PoolOptions options_;
   mutable absl::Mutex mu_;
@@ -82,6 +93,12 @@ class Pool {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t dials_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+
+  prometheus::Gauge* in_use_gauge_ = nullptr;  // all null without a registry
+  prometheus::Gauge* idle_gauge_ = nullptr;
+  prometheus::Gauge* waiters_gauge_ = nullptr;
+  prometheus::Histogram* acquire_seconds_ = nullptr;
 };
 
 }  // namespace ulticode::pg

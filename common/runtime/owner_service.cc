@@ -10,6 +10,7 @@
 #include "common/metrics/metrics.h"
 #include "common/outbox/dispatcher.h"
 #include "common/outbox/dispatcher_flags.h"
+#include "common/outbox/housekeeping.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
 #include "common/redis/redis_client.h"
@@ -17,6 +18,7 @@
 #include "common/runtime/startup.h"
 #include "common/server/grpc_server.h"
 #include "common/server/signals.h"
+#include "common/worker/periodic.h"
 
 namespace ulticode::runtime {
 
@@ -34,6 +36,18 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
                "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event");
   flags.Require("audit-signing-key-file");
   outbox::RegisterDispatcherFlags(flags, &dispatch);
+  outbox::HousekeepingOptions housekeeping;
+  flags.Duration("outbox-retention", &housekeeping.outbox_retention,
+                 "CONFIRMED outbox rows are deleted this long after they were confirmed",
+                 absl::Hours(1), absl::Hours(24 * 3650));
+  flags.Duration("idempotency-retention", &housekeeping.idempotency_retention,
+                 "idempotency keys are deleted this long after the request (a retry after that "
+                 "is a new request)",
+                 absl::Minutes(10), absl::Hours(24 * 3650));
+  flags.Duration("retention-interval", &housekeeping.retention_interval,
+                 "how often retention runs", absl::Seconds(1), absl::Hours(24));
+  flags.Duration("metrics-sample-interval", &housekeeping.sample_interval,
+                 "how often the backlog gauges are sampled", absl::Seconds(1), absl::Hours(1));
   config::ParseOrExit(flags, argc, const_cast<const char* const*>(argv));
   common.ApplyLogging();
   if (auto s = common.LoadSecrets(); !s.ok()) DieOnStartup(name.c_str(), s);
@@ -48,7 +62,9 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   auto metrics = metrics::Metrics::Start(common.metrics_listen, name);
   if (!metrics.ok()) DieOnStartup(name.c_str(), metrics.status());
 
-  const pg::PoolOptions pool_options = common.PoolOptions(spec.program);
+  pg::PoolOptions pool_options = common.PoolOptions(spec.program);
+  pool_options.registry = &(*metrics)->registry();
+  pool_options.name = "rpc";
   std::vector<migrations::Migration> all = *spec.migrations;
   for (const auto& m : outbox::Migrations()) all.push_back(m);
   std::vector<std::string> grants = *spec.runtime_grants;
@@ -63,8 +79,8 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   dispatch.owner = spec.owner;
   dispatch.pg = pool_options.connect;
   dispatch.pg.application_name = spec.program + "-dispatcher";
-  // Claims, marks, re-schedules, sweeps: a lost one is repaired by the lease
-  // or the re-send (docs/guarantees.md).
+  // Cycle commits (PUBLISHED, re-schedules) and sweeps: a lost one leaves the
+  // row to be published again (docs/guarantees.md).
   dispatch.pg.asynchronous_commit = true;
   dispatch.redis = common.RedisOptions();
   outbox::Dispatcher dispatcher(dispatch, (*metrics)->registry());
@@ -86,6 +102,20 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   outbox::ReceiptReader receipt_reader(receipts, (*metrics)->registry());
   receipt_reader.Start();
 
+  retention::Retention retention(outbox::RetentionTables(housekeeping), retention::kMaxBatchSize,
+                                 (*metrics)->registry());
+  outbox::OutboxGauges gauges(spec.owner, (*metrics)->registry());
+  pg::ConnectOptions housekeeping_pg = pool_options.connect;
+  housekeeping_pg.application_name = spec.program + "-housekeeping";
+  worker::Periodic periodic(
+      housekeeping_pg,
+      {{"outbox.retention", housekeeping.retention_interval,
+        [&](pg::Connection& c) { return retention.RunOnce(c, [&] { return periodic.stopping(); }); }},
+       {"outbox.gauges", housekeeping.sample_interval,
+        [&](pg::Connection& c) { return gauges.Sample(c); }}},
+      (*metrics)->registry());
+  periodic.Start();
+
   auto jwks = jwt::JwksFile::Open(common.jwks_file);
   if (!jwks.ok()) DieOnStartup(name.c_str(), jwks.status());
   jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
@@ -100,6 +130,7 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   const int sig = server::WaitForTerminationSignal();
   log::Info(name, "shutting down", {{"signal", absl::StrCat(sig)}});
   grpc_server.Shutdown(common.shutdown_timeout);
+  periodic.Stop();
   receipt_reader.Stop();
   dispatcher.Stop();
   pool.Close();

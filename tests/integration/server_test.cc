@@ -98,6 +98,27 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
 struct Service {
   std::string binary;     // relative to the build directory
   std::string grpc_name;  // fully-qualified service name
+  // Series this service must expose besides the common ones (kCommonSeries).
+  std::vector<std::string> series;
+};
+
+// Process, pool and periodic-job series every service exposes.
+const char* const kCommonSeries[] = {
+    "process_cpu_seconds_total ",
+    "process_resident_memory_bytes ",
+    "process_virtual_memory_bytes ",
+    "process_open_fds ",
+    "process_max_fds ",
+    "process_threads ",
+    "process_start_time_seconds ",
+    "ulticode_pg_pool_connections{pool=\"rpc\",state=\"in_use\"}",
+    "ulticode_pg_pool_connections{pool=\"rpc\",state=\"idle\"}",
+    "ulticode_pg_pool_max_connections{pool=\"rpc\"}",
+    "ulticode_pg_pool_waiters{pool=\"rpc\"}",
+    "ulticode_pg_pool_acquire_seconds_bucket{pool=\"rpc\"",
+    "ulticode_periodic_job_runs_total{",
+    "ulticode_retention_deleted_rows_total{",
+    "ulticode_retention_last_run_timestamp_seconds{",
 };
 
 // Every service binary is started for real (auth, app, admin).
@@ -162,8 +183,23 @@ TEST_P(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
 TEST_P(ServerTest, MetricsPassPromtoolAndCountCalls) {
   ASSERT_EQ(RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check")).exit_code, 0);
   const std::string url = absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics");
-  auto scrape = RunCommand("curl -sf " + url);
+  std::vector<std::string> series(std::begin(kCommonSeries), std::end(kCommonSeries));
+  series.insert(series.end(), GetParam().series.begin(), GetParam().series.end());
+  ::ulticode::testing::CommandResult scrape;
+  std::string missing;
+  // The samplers' first runs start with the process: wait for them.
+  WaitFor(
+      [&] {
+        scrape = RunCommand("curl -sf " + url);
+        missing.clear();
+        for (const auto& s : series) {
+          if (scrape.output.find(s) == std::string::npos) missing += s + "; ";
+        }
+        return scrape.exit_code == 0 && missing.empty();
+      },
+      std::chrono::seconds(15));
   ASSERT_EQ(scrape.exit_code, 0) << scrape.output;
+  EXPECT_EQ(missing, "") << scrape.output;
   EXPECT_NE(scrape.output.find("ulticode_grpc_server_handled_total{grpc_code=\"OK\",grpc_method="
                                "\"Check\",grpc_service=\"grpc.health.v1.Health\"}"),
             std::string::npos)
@@ -185,9 +221,28 @@ TEST_P(ServerTest, SigtermStopsGracefullyWithExitZero) {
 
 INSTANTIATE_TEST_SUITE_P(
     Services, ServerTest,
-    ::testing::Values(Service{"auth/ulticode-auth", "ulticode.auth.v1.AuthService"},
-                      Service{"app/ulticode-app", "ulticode.app.v1.AppService"},
-                      Service{"admin/ulticode-admin", "ulticode.admin.v1.AdminService"}),
+    ::testing::Values(
+        Service{"auth/ulticode-auth",
+                "ulticode.auth.v1.AuthService",
+                {"ulticode_outbox_rows{owner=\"auth\",state=\"PENDING\"} 0",
+                 "ulticode_outbox_rows{owner=\"auth\",state=\"CONFIRMED\"}",
+                 "ulticode_outbox_oldest_pending_age_seconds{owner=\"auth\"} 0",
+                 "ulticode_outbox_oldest_unconfirmed_age_seconds{owner=\"auth\"} 0",
+                 "ulticode_retention_last_run_timestamp_seconds{table=\"audit_outbox\"}",
+                 "ulticode_retention_last_run_timestamp_seconds{table=\"idempotency_keys\"}"}},
+        Service{"app/ulticode-app",
+                "ulticode.app.v1.AppService",
+                {"ulticode_outbox_rows{owner=\"app\",state=\"DEAD\"} 0"}},
+        Service{"admin/ulticode-admin",
+                "ulticode.admin.v1.AdminService",
+                {"ulticode_inbox_rows{status=\"PENDING\"} 0",
+                 "ulticode_inbox_rows{status=\"DEAD\"} 0",
+                 "ulticode_inbox_oldest_pending_age_seconds 0",
+                 "ulticode_inbox_oldest_lease_age_seconds 0",
+                 "ulticode_inbox_oldest_retry_age_seconds 0",
+                 "ulticode_poison_entries 0",
+                 "ulticode_retention_last_run_timestamp_seconds{table=\"consumer_inbox\"}",
+                 "ulticode_retention_last_run_timestamp_seconds{table=\"poison_events\"}"}}),
     [](const ::testing::TestParamInfo<Service>& info) {
       return info.param.grpc_name.substr(9, info.param.grpc_name.find('.', 9) - 9);
     });

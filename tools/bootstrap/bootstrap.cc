@@ -160,7 +160,7 @@ std::vector<std::string> AclRules(const RedisUser& user) {
         rules.push_back(absl::StrCat("~", s));
         receipts.push_back(absl::StrCat("~", s, ":receipts"));
       }
-      add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xinfo|stream",
+      add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xinfo|stream", "+xtrim",
            "+xinfo|groups", "+xpending",
            absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd)")});
       break;

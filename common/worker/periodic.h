@@ -1,0 +1,52 @@
+// Periodic jobs of a process: retention, gauge samplers, stream trimming.
+// Each job runs every `interval` on its own thread with its own PostgreSQL
+// connection (dialled on first use, again after it broke). A failed run is
+// logged and counted (`ulticode_periodic_job_failures_total{job}`), and the
+// job runs again at its next interval; a job never stops the process. The
+// first run starts at once. Stop() is prompt: it interrupts
+// the wait, and a run in progress finishes its current statement.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/pg/connection.h"
+#include "common/worker/waker.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/registry.h"
+
+namespace ulticode::worker {
+
+struct PeriodicJob {
+  std::string name;  // the `job` label, e.g. "outbox.retention"
+  absl::Duration interval;
+  // One run. Returning an error logs it; the next run comes on schedule.
+  std::function<absl::Status(pg::Connection&)> run;
+};
+
+class Periodic {
+ public:
+  Periodic(pg::ConnectOptions pg, std::vector<PeriodicJob> jobs, prometheus::Registry& registry);
+  ~Periodic();
+
+  void Start();
+  void Stop();
+  // True while the process is stopping: long runs check it between batches.
+  bool stopping() { return waker_.stopping(); }
+
+ private:
+  void Run(const PeriodicJob& job);
+
+  const pg::ConnectOptions pg_;
+  const std::vector<PeriodicJob> jobs_;
+  Waker waker_;
+  std::vector<std::thread> threads_;
+  prometheus::Family<prometheus::Counter>* runs_;
+};
+
+}  // namespace ulticode::worker

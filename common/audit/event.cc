@@ -16,11 +16,13 @@ namespace {
 
 constexpr const char* kAuthTypes[] = {
     "auth.user.created", "auth.user.disabled",        "auth.role.assigned",
-    "auth.role.revoked", "auth.login_policy.updated",
+    "auth.role.revoked", "auth.login_policy.updated", "auth.outbox.redriven",
+    "auth.outbox.replayed",
 };
 constexpr const char* kAppTypes[] = {
     "app.problem.created",       "app.problem.updated",         "app.contest.created",
     "app.contest.problem_added", "app.contest.problem_removed", "app.contest.published",
+    "app.outbox.redriven",       "app.outbox.replayed",
 };
 
 // Struct nesting Admin will store (jsonb and the JSON printer recurse).

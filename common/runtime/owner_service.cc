@@ -11,6 +11,7 @@
 #include "common/outbox/dispatcher.h"
 #include "common/outbox/dispatcher_flags.h"
 #include "common/outbox/housekeeping.h"
+#include "common/outbox/operations.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
 #include "common/redis/redis_client.h"
@@ -121,8 +122,11 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
   server::Authorizer authorizer(resolver, *spec.access_rules);
   std::unique_ptr<grpc::Service> service = spec.make_service(pool, authorizer, *signer);
+  server::Authorizer operators(resolver, outbox::OperationsAccessRules());
+  outbox::OperationsService operations(spec.owner, pool, operators, *signer);
   server::GrpcServer grpc_server(common.GrpcOptions(&resolver), (*metrics)->registry());
   grpc_server.AddService(service.get(), spec.service_name);
+  grpc_server.AddService(&operations, outbox::kOperationsServiceName);
   if (auto s = grpc_server.Start(); !s.ok()) DieOnStartup(name.c_str(), s);
   grpc_server.SetServing(true);
   log::Info(name, "serving", {{"grpc", common.grpc_listen}, {"metrics", common.metrics_listen}});

@@ -1,0 +1,193 @@
+#include "common/outbox/operations.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/base/status_macros.h"
+#include "common/ids/uuid.h"
+#include "common/outbox/actor.h"
+#include "common/text/text.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 500};
+// Event ids the audit record lists (with the count): the record stays small.
+constexpr size_t kIdsInRecord = 100;
+
+// INVALID_ARGUMENT unless every id is a DEAD row; locks them.
+constexpr pg::Statement kNotDead{
+    "outbox.ops.not_dead",
+    "SELECT t.id::text FROM unnest($1::uuid[]) AS t(id)"
+    " LEFT JOIN audit_outbox o ON o.event_id = t.id AND o.state = 'DEAD'"
+    " WHERE o.event_id IS NULL LIMIT 1"};
+
+constexpr pg::Statement kRedriveIds{
+    "outbox.ops.redrive_ids",
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"
+    "   last_error = NULL"
+    " WHERE event_id = ANY($1::uuid[]) AND state = 'DEAD' RETURNING event_id::text"};
+
+constexpr pg::Statement kRedriveAll{
+    "outbox.ops.redrive_all",
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"
+    "   last_error = NULL"
+    " WHERE state = 'DEAD' RETURNING event_id::text"};
+
+constexpr pg::Statement kCountRange{
+    "outbox.ops.count_range",
+    "SELECT count(*) FROM (SELECT 1 FROM audit_outbox WHERE state = 'CONFIRMED'"
+    "   AND created_at >= $1 AND created_at < $2 LIMIT $3) s"};
+
+constexpr pg::Statement kReplayRange{
+    "outbox.ops.replay",
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(),"
+    "   resends = resends + 1"
+    " WHERE state = 'CONFIRMED' AND created_at >= $1 AND created_at < $2",
+    absl::Minutes(5)};
+
+const char* EventType(audit::Owner owner, bool replay) {
+  if (owner == audit::v1::OWNER_AUTH) return replay ? "auth.outbox.replayed" : "auth.outbox.redriven";
+  return replay ? "app.outbox.replayed" : "app.outbox.redriven";
+}
+
+absl::Time ToTime(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+std::string Utc(absl::Time t) {
+  return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+const server::AccessTable& OperationsAccessRules() {
+  static const auto* rules = new server::AccessTable{
+      {"RedriveDeadOutbox", "audit.operator"},
+      {"Replay", "audit.operator"},
+  };
+  return *rules;
+}
+
+absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
+  RETURN_IF_ERROR(text::Check("reason", req.reason(), kReasonRule));
+  RETURN_IF_ERROR(ValidateRequestId(req.request_id()));
+  if (req.all() == (req.event_ids_size() > 0)) {
+    return absl::InvalidArgumentError(
+        "give either event_ids or all: true (an empty filter never means every row)");
+  }
+  if (req.event_ids_size() > kMaxRedriveIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_ids: ", req.event_ids_size(), " ids, at most ", kMaxRedriveIds));
+  }
+  for (int i = 0; i < req.event_ids_size(); ++i) {
+    if (!ids::IsValidUuid(req.event_ids(i))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("event_ids[", i, "] \"", req.event_ids(i).substr(0, 64),
+                       "\" is not a lowercase UUID"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReplay(const v1::ReplayRequest& req) {
+  RETURN_IF_ERROR(text::Check("reason", req.reason(), kReasonRule));
+  RETURN_IF_ERROR(ValidateRequestId(req.request_id()));
+  if (!req.has_from() || !req.has_to()) {
+    return absl::InvalidArgumentError("from and to are required (an empty range is not \"all\")");
+  }
+  for (const auto* t : {&req.from(), &req.to()}) {
+    // timestamptz's range and a valid nanos field.
+    if (t->seconds() < -210866803200 || t->seconds() > 253402300799 || t->nanos() < 0 ||
+        t->nanos() > 999999999) {
+      return absl::InvalidArgumentError("from or to is not a valid timestamp");
+    }
+  }
+  if (ToTime(req.from()) >= ToTime(req.to())) {
+    return absl::InvalidArgumentError("from must be before to");
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status OperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
+                                                  const v1::RedriveDeadOutboxRequest* req,
+                                                  v1::RedriveDeadOutboxResponse* resp) {
+  using Resp = v1::RedriveDeadOutboxResponse;
+  return mutations_.Handle(
+      *ctx, "RedriveDeadOutbox", *req, [&] { return ValidateRedrive(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Outcome<Resp>> {
+        std::vector<std::string> wanted;
+        absl::flat_hash_set<std::string> seen;
+        for (const auto& id : req->event_ids()) {
+          if (seen.insert(id).second) wanted.push_back(id);
+        }
+        if (!req->all()) {
+          ASSIGN_OR_RETURN(pg::Result bad, tx.Execute(kNotDead, {pg::TextArray(wanted)}));
+          if (bad.rows() > 0) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "event_ids: ", bad.GetString(0, 0), " is not a DEAD row of this outbox"));
+          }
+        }
+        ASSIGN_OR_RETURN(pg::Result r, req->all()
+                                           ? tx.Execute(kRedriveAll, {})
+                                           : tx.Execute(kRedriveIds, {pg::TextArray(wanted)}));
+        Resp out;
+        out.set_redriven(r.rows());
+        if (r.rows() == 0) return Unchanged(std::move(out));
+        if (!req->all() && r.rows() != static_cast<int>(wanted.size())) {
+          // Another operator redrove some of them meanwhile: do all or nothing.
+          return absl::AbortedError("some rows changed concurrently; nothing was redriven");
+        }
+        std::vector<std::string> listed;
+        for (int i = 0; i < r.rows() && listed.size() < kIdsInRecord; ++i) {
+          listed.push_back(r.GetString(i, 0));
+        }
+        Values values;
+        values.Set("redriven", static_cast<int64_t>(r.rows()))
+            .Set("event_ids", listed)
+            .Set("filter", req->all() ? "all DEAD rows" : "event_ids")
+            .Set("reason", req->reason());
+        return Changed(BuildEvent(owner_, actor,
+                                  {EventType(owner_, false), "redrive_dead_outbox", "",
+                                   "audit_outbox", audit::OwnerName(owner_), std::nullopt,
+                                   std::move(values)}),
+                       std::move(out));
+      },
+      resp);
+}
+
+grpc::Status OperationsService::Replay(grpc::ServerContext* ctx, const v1::ReplayRequest* req,
+                                       v1::ReplayResponse* resp) {
+  using Resp = v1::ReplayResponse;
+  return mutations_.Handle(
+      *ctx, "Replay", *req, [&] { return ValidateReplay(*req); },
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Outcome<Resp>> {
+        const absl::Time from = ToTime(req->from()), to = ToTime(req->to());
+        ASSIGN_OR_RETURN(pg::Result count, tx.Execute(kCountRange, {pg::Time(from), pg::Time(to),
+                                                                   pg::Int(kMaxReplayRows + 1)}));
+        if (count.GetInt64(0, 0) > kMaxReplayRows) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("the range holds more than ", kMaxReplayRows,
+                           " CONFIRMED rows; replay it in smaller ranges"));
+        }
+        ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReplayRange, {pg::Time(from), pg::Time(to)}));
+        Resp out;
+        out.set_replayed(r.affected_rows());
+        if (r.affected_rows() == 0) return Unchanged(std::move(out));
+        Values values;
+        values.Set("replayed", r.affected_rows())
+            .Set("from", Utc(from))
+            .Set("to", Utc(to))
+            .Set("reason", req->reason());
+        return Changed(BuildEvent(owner_, actor,
+                                  {EventType(owner_, true), "replay_outbox", "", "audit_outbox",
+                                   audit::OwnerName(owner_), std::nullopt, std::move(values)}),
+                       std::move(out));
+      },
+      resp);
+}
+
+}  // namespace ulticode::outbox

@@ -7,6 +7,7 @@
 #include "admin/inbox/bridge.h"
 #include "admin/inbox/bridge_flags.h"
 #include "admin/maintenance/housekeeping.h"
+#include "admin/operations/operations_service.h"
 #include "admin/query/audit_query_service.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
@@ -31,6 +32,8 @@ const std::vector<migrations::Migration>& Migrations();
 const std::vector<std::string> kRuntimeGrants = {
     "GRANT SELECT, INSERT, UPDATE ON consumer_inbox TO {role}",
     "GRANT SELECT, INSERT ON poison_events TO {role}",
+    // Operators resolve poison entries; nothing else of a poison row changes.
+    "GRANT UPDATE (resolved_at, resolution) ON poison_events TO {role}",
     // Retention, only through these (no DELETE on the tables).
     "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
     " poison_retention(float8, integer) TO {role}",
@@ -149,8 +152,14 @@ int main(int argc, char** argv) {
   jwt::BearerTokenResolver resolver(**jwks, common.JwtOptions());
   server::Authorizer authorizer(resolver, admin::query::AccessRules());
   admin::query::AuditQueryService service(pool, authorizer, query_options);
+  server::Authorizer operators(resolver, admin::operations::AccessRules());
+  admin::operations::OperationsService operations(
+      pool, operators,
+      {bridge_options.inbox_consumer, bridge_options.streams, bridge_options.limits, keys->get(),
+       &*signer});
   server::GrpcServer grpc_server(common.GrpcOptions(&resolver), (*metrics)->registry());
   grpc_server.AddService(&service, "ulticode.admin.v1.AdminService");
+  grpc_server.AddService(&operations, admin::operations::kServiceName);
   if (auto s = grpc_server.Start(); !s.ok()) runtime::DieOnStartup("admin", s);
   grpc_server.SetServing(true);
   log::Info("admin", "serving", {{"grpc", common.grpc_listen}, {"metrics", common.metrics_listen}});

@@ -40,7 +40,8 @@ constexpr pg::Statement kSample{
     " coalesce(extract(epoch FROM now() - (SELECT min(first_failed_at) FROM (SELECT"
     "   first_failed_at FROM consumer_inbox WHERE consumer = $1 AND status = 'PENDING'"
     "   ORDER BY next_retry_at LIMIT 10000) p)), 0)::float8,"
-    " (SELECT count(*) FROM (SELECT 1 FROM poison_events WHERE consumer = $1 LIMIT $2) s)",
+    " (SELECT count(*) FROM (SELECT 1 FROM poison_events WHERE consumer = $1"
+    "   AND resolved_at IS NULL LIMIT $2) s)",
     absl::Seconds(10)};
 
 }  // namespace
@@ -82,7 +83,7 @@ InboxGauges::InboxGauges(std::string consumer, prometheus::Registry& registry)
   oldest_retry_ = gauge("ulticode_inbox_oldest_retry_age_seconds",
                         "Time since the oldest PENDING row being retried first failed; 0: none");
   poison_ = gauge("ulticode_poison_entries",
-                  "Entries in the poison store (sampled; capped at 1,000,000)");
+                  "Unresolved entries in the poison store (sampled; capped at 1,000,000)");
 }
 
 absl::Status InboxGauges::Sample(pg::Connection& conn) {

@@ -24,6 +24,11 @@ constexpr const char* kAppTypes[] = {
     "app.contest.problem_added", "app.contest.problem_removed", "app.contest.published",
     "app.outbox.redriven",       "app.outbox.replayed",
 };
+constexpr const char* kAdminTypes[] = {
+    "admin.inbox.requeued",
+    "admin.poison.discarded",
+    "admin.poison.replayed",
+};
 
 // Struct nesting Admin will store (jsonb and the JSON printer recurse).
 constexpr int kMaxValueDepth = 32;
@@ -104,6 +109,8 @@ std::string OwnerName(Owner owner) {
       return "auth";
     case v1::OWNER_APP:
       return "app";
+    case v1::OWNER_ADMIN:
+      return "admin";
     default:
       return "";
   }
@@ -112,6 +119,7 @@ std::string OwnerName(Owner owner) {
 Owner OwnerFromName(absl::string_view name) {
   if (name == "auth") return v1::OWNER_AUTH;
   if (name == "app") return v1::OWNER_APP;
+  if (name == "admin") return v1::OWNER_ADMIN;
   return v1::OWNER_UNSPECIFIED;
 }
 
@@ -123,6 +131,9 @@ bool IsKnownEventType(Owner owner, absl::string_view event_type) {
       if (event_type == t) return true;
   } else if (owner == v1::OWNER_APP) {
     for (const char* t : kAppTypes)
+      if (event_type == t) return true;
+  } else if (owner == v1::OWNER_ADMIN) {
+    for (const char* t : kAdminTypes)
       if (event_type == t) return true;
   }
   return false;
@@ -153,7 +164,8 @@ absl::Status Validate(const AuditEvent& event) {
     return absl::InvalidArgumentError(
         absl::StrCat("event_id \"", event.event_id().substr(0, 64), "\" is not a UUID"));
   }
-  if (event.owner() != v1::OWNER_AUTH && event.owner() != v1::OWNER_APP) {
+  if (event.owner() != v1::OWNER_AUTH && event.owner() != v1::OWNER_APP &&
+      event.owner() != v1::OWNER_ADMIN) {
     return absl::InvalidArgumentError("owner is unspecified or unknown");
   }
   if (!IsKnownEventType(event.owner(), event.event_type())) {

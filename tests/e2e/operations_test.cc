@@ -1,20 +1,29 @@
-// The "Admin's database is lost" procedure (docs/guarantees.md), for real:
-// the three server binaries, events through the whole pipeline, Admin's
-// tables wiped, then Replay on both owners brings every audit row back,
-// exactly once; each replay is itself in audit_logs with the operator as the
-// actor. Also the owners' other operator action, RedriveDeadOutbox, and the
-// refusals of both (nothing changed).
+// Operator actions end to end, on the three real server binaries:
+//  - the "Admin's database is lost" procedure (docs/guarantees.md): Admin's
+//    tables wiped, then Replay on both owners brings every audit row back,
+//    exactly once, each replay itself in audit_logs with the operator as the
+//    actor;
+//  - the owners' RedriveDeadOutbox;
+//  - Admin's ListDeadInbox / RequeueDeadInbox and ListPoison / ReplayPoison /
+//    DiscardPoison, each change with Admin's own signed audit record;
+//  - and their refusals (nothing changed).
 #include <set>
 #include <string>
 #include <vector>
+
+#include <algorithm>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/pg/connection.h"
 #include "gtest/gtest.h"
+#include "tests/support/audit_events.h"
+#include "tests/support/keys.h"
 #include "tests/support/mesh.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/tokens.h"
+#include "ulticode/admin/v1/admin.grpc.pb.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
 #include "ulticode/outbox/v1/outbox.grpc.pb.h"
@@ -27,14 +36,37 @@ using ::ulticode::testing::QueryInt;
 using ::ulticode::testing::Service;
 using ::ulticode::testing::WaitFor;
 namespace opsv1 = ::ulticode::outbox::v1;
+namespace adminv1 = ::ulticode::admin::v1;
 
-class RebuildAdminTest : public ::testing::Test {
+// XADD to one stream as the test's Redis user (a producer with access).
+class RedisClientForTest {
+ public:
+  explicit RedisClientForTest(std::string stream) : stream_(std::move(stream)) {
+    auto endpoint = testing::RedisFromEnv();
+    redis::Options o;
+    o.host = endpoint->host;
+    o.port = endpoint->port;
+    o.user = endpoint->user;
+    o.password = endpoint->password;
+    client_ = std::make_unique<redis::Client>(o);
+  }
+  void Add(const redis::StreamFields& fields) {
+    auto ids = client_->XAddBatch(stream_, {fields});
+    EXPECT_TRUE(ids.ok()) << ids.status();
+  }
+
+ private:
+  std::string stream_;
+  std::unique_ptr<redis::Client> client_;
+};
+
+class OperationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ULTI_REQUIRE_PG(pg);
     ULTI_REQUIRE_REDIS(redis);
     testing::MeshOptions options;
-    options.prefix = "rebuild";
+    options.prefix = "ops";
     mesh_ = std::make_unique<Mesh>(pg, redis, options);
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
@@ -103,7 +135,7 @@ class RebuildAdminTest : public ::testing::Test {
   std::unique_ptr<pg::Connection> db_[3];
 };
 
-TEST_F(RebuildAdminTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnce) {
+TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnce) {
   const std::vector<std::string> ids = Mutate(10);
   ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 20 && AllConfirmed(); },
                       std::chrono::seconds(30)));
@@ -160,7 +192,7 @@ TEST_F(RebuildAdminTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyO
       << "the replayed rows are receipted again";
 }
 
-TEST_F(RebuildAdminTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadRequests) {
+TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadRequests) {
   const std::vector<std::string> ids = Mutate(2);
   ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 4 && AllConfirmed(); },
                       std::chrono::seconds(30)));
@@ -227,6 +259,163 @@ TEST_F(RebuildAdminTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadReq
       },
       std::chrono::seconds(30)));
   EXPECT_TRUE(WaitFor([&] { return AllConfirmed(); }, std::chrono::seconds(30)));
+}
+
+TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithItsOwnRecords) {
+  const std::vector<std::string> ids = Mutate(1);
+  ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 2; },
+                      std::chrono::seconds(30)));
+  auto ops = adminv1::AdminOperations::NewStub(mesh_->Channel(Service::kAdmin, 0));
+  auto ctx = [](grpc::ClientContext* c) { As(c, "olivia", {"audit.operator"}); };
+  const std::string admin_key = mesh_->keys().admin().key_id();
+  auto record = [&](const std::string& event_id, const std::string& type) {
+    return Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + event_id +
+                 "' AND owner = 'admin' AND event_type = '" + type +
+                 "' AND actor = 'olivia' AND key_id = '" + admin_key +
+                 "' AND signature IS NOT NULL");
+  };
+
+  // --- a DEAD inbox row (its audit row never written) ---
+  const std::string dead = ids[0];
+  for (const char* sql :
+       {"UPDATE consumer_inbox SET status = 'DEAD', attempts = 10, last_error = 'x' WHERE "
+        "event_id = '%s'",
+        "DELETE FROM audit_logs WHERE event_id = '%s'"}) {
+    std::string q = sql;
+    q.replace(q.find("%s"), 2, dead);
+    ASSERT_TRUE(Db(Service::kAdmin).Execute(pg::Statement{"", q.c_str()}, {}).ok()) << q;
+  }
+  adminv1::ListDeadInboxResponse listed;
+  {
+    grpc::ClientContext c;
+    As(&c, "rita", {"audit.reader"});
+    EXPECT_EQ(ops->ListDeadInbox(&c, {}, &listed).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    ASSERT_TRUE(ops->ListDeadInbox(&c, {}, &listed).ok());
+  }
+  ASSERT_EQ(listed.rows_size(), 1);
+  EXPECT_EQ(listed.rows(0).event_id(), dead);
+  EXPECT_EQ(listed.rows(0).last_error(), "x");
+  {
+    adminv1::RequeueDeadInboxRequest req;  // no ids, no all
+    req.set_reason("fixed");
+    adminv1::RequeueDeadInboxResponse resp;
+    grpc::ClientContext c;
+    ctx(&c);
+    EXPECT_EQ(ops->RequeueDeadInbox(&c, req, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    req.add_ids(listed.rows(0).id() + 1000);
+    grpc::ClientContext c2;
+    ctx(&c2);
+    grpc::Status st = ops->RequeueDeadInbox(&c2, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("is not a DEAD inbox row"), std::string::npos)
+        << st.error_message();
+  }
+  adminv1::RequeueDeadInboxRequest requeue;
+  requeue.add_ids(listed.rows(0).id());
+  requeue.set_reason("constraint fixed");
+  adminv1::RequeueDeadInboxResponse requeued;
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    grpc::Status st = ops->RequeueDeadInbox(&c, requeue, &requeued);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(requeued.requeued(), 1);
+  EXPECT_EQ(record(requeued.event_id(), "admin.inbox.requeued"), 1)
+      << "committed with the change, before the RPC returned";
+  EXPECT_TRUE(WaitFor(
+      [&] { return Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + dead + "'") == 1; },
+      std::chrono::seconds(30)))
+      << "the lease consumer writes the requeued event";
+
+  // --- poison: an event signed with a key Admin does not know yet ---
+  RedisClientForTest redis(mesh_->auth_stream());
+  auto fresh_key = crypto::SigningKey::Generate();
+  ASSERT_TRUE(fresh_key.ok());
+  const audit::AuditEvent late = testing::SampleEvent(audit::v1::OWNER_AUTH, "late-key");
+  redis.Add(testing::EntryFields(late, &*fresh_key));
+  redis::StreamFields unsigned_fields = testing::EntryFields(
+      testing::SampleEvent(audit::v1::OWNER_AUTH, "unsigned"), &mesh_->keys().auth());
+  unsigned_fields.erase(std::remove_if(unsigned_fields.begin(), unsigned_fields.end(),
+                                       [](const auto& f) { return f.first == "signature"; }),
+                        unsigned_fields.end());
+  redis.Add(unsigned_fields);
+  adminv1::ListPoisonResponse poison;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        grpc::ClientContext c;
+        ctx(&c);
+        poison.Clear();
+        return ops->ListPoison(&c, {}, &poison).ok() && poison.entries_size() == 2;
+      },
+      std::chrono::seconds(30)));
+  const adminv1::PoisonEntry& unknown = poison.entries(0);
+  EXPECT_EQ(unknown.reason(), "unknown_key");
+  EXPECT_EQ(poison.entries(1).reason(), "missing_signature");
+
+  adminv1::ReplayPoisonRequest replay;
+  replay.add_ids(unknown.id());
+  replay.set_reason("auth rotated its key; directory updated");
+  adminv1::ReplayPoisonResponse replayed;
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    ASSERT_TRUE(ops->ReplayPoison(&c, replay, &replayed).ok());
+  }
+  EXPECT_EQ(replayed.accepted(), 0) << "still unknown: nothing changes";
+  ASSERT_EQ(replayed.still_poison_size(), 1);
+  EXPECT_EQ(replayed.still_poison(0).reason(), "unknown_key");
+  EXPECT_EQ(replayed.event_id(), "");
+  // The fix: the key joins the directory (Admin re-reads the file).
+  {
+    std::ofstream keys(mesh_->keys().public_keys_file(), std::ios::app);
+    keys << testing::TestKeys::Line("auth", *fresh_key) << "\n";
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        grpc::ClientContext c;
+        ctx(&c);
+        replayed.Clear();
+        return ops->ReplayPoison(&c, replay, &replayed).ok() && replayed.accepted() == 1;
+      },
+      std::chrono::seconds(15)));
+  EXPECT_EQ(Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + late.event_id() + "'"), 1);
+  EXPECT_EQ(record(replayed.event_id(), "admin.poison.replayed"), 1);
+  EXPECT_EQ(Admin("SELECT count(*) FROM poison_events WHERE resolution = 'replayed'"), 1);
+
+  // --- discard what cannot be fixed; the entry stays as evidence ---
+  adminv1::DiscardPoisonRequest discard;
+  discard.set_all(true);
+  adminv1::DiscardPoisonResponse discarded;
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    EXPECT_EQ(ops->DiscardPoison(&c, discard, &discarded).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << "a reason is required";
+  }
+  discard.set_reason("producer bug, fixed in auth 1.2");
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    ASSERT_TRUE(ops->DiscardPoison(&c, discard, &discarded).ok());
+  }
+  EXPECT_EQ(discarded.discarded(), 1);
+  EXPECT_EQ(record(discarded.event_id(), "admin.poison.discarded"), 1);
+  EXPECT_EQ(Admin("SELECT count(*) FROM poison_events WHERE resolution = 'discarded'"), 1);
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    poison.Clear();
+    ASSERT_TRUE(ops->ListPoison(&c, {}, &poison).ok());
+    EXPECT_EQ(poison.entries_size(), 0);
+  }
 }
 
 }  // namespace

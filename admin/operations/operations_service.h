@@ -1,0 +1,69 @@
+// ulticode.admin.v1.AdminOperations: operators repair stuck events on Admin's
+// side (role "audit.operator"): DEAD inbox rows are listed and requeued;
+// poison entries are listed, discarded or validated again and taken in. Each
+// change commits together with its own audit record in audit_logs (owner
+// "admin", event types admin.*, the verified caller as the actor, signed
+// with Admin's key), so an operator's repair is as visible as what it
+// repaired. Lists are reads and leave no record.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "admin/inbox/entry_validation.h"
+#include "common/audit/event.h"
+#include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
+#include "common/pg/pool.h"
+#include "common/server/principal.h"
+#include "ulticode/admin/v1/admin.grpc.pb.h"
+
+namespace ulticode::admin::operations {
+
+inline constexpr char kServiceName[] = "ulticode.admin.v1.AdminOperations";
+inline constexpr int kMaxIds = 1000;
+
+const server::AccessTable& AccessRules();
+
+struct OperationsOptions {
+  std::string consumer = "audit_logs";  // consumer_inbox.consumer
+  // Owner of each stream, to validate a poison entry again.
+  std::vector<std::pair<audit::Owner, std::string>> streams;
+  inbox::ValidationLimits limits;
+  const crypto::KeyDirectoryFile* keys = nullptr;  // the owners' public keys
+  const crypto::SigningKey* signer = nullptr;      // Admin's: signs its records
+};
+
+class OperationsService final : public admin::v1::AdminOperations::Service {
+ public:
+  OperationsService(pg::Pool& pool, const server::Authorizer& authorizer,
+                    OperationsOptions options)
+      : pool_(pool), authorizer_(authorizer), options_(std::move(options)) {}
+
+  grpc::Status ListDeadInbox(grpc::ServerContext* ctx, const v1::ListDeadInboxRequest* req,
+                             v1::ListDeadInboxResponse* resp) override;
+  grpc::Status RequeueDeadInbox(grpc::ServerContext* ctx, const v1::RequeueDeadInboxRequest* req,
+                                v1::RequeueDeadInboxResponse* resp) override;
+  grpc::Status ListPoison(grpc::ServerContext* ctx, const v1::ListPoisonRequest* req,
+                          v1::ListPoisonResponse* resp) override;
+  grpc::Status DiscardPoison(grpc::ServerContext* ctx, const v1::DiscardPoisonRequest* req,
+                             v1::DiscardPoisonResponse* resp) override;
+  grpc::Status ReplayPoison(grpc::ServerContext* ctx, const v1::ReplayPoisonRequest* req,
+                            v1::ReplayPoisonResponse* resp) override;
+
+ private:
+  // Admits the caller and returns its actor (for the audit record).
+  absl::StatusOr<audit::Actor> Admit(const grpc::ServerContext& ctx, absl::string_view method);
+  // Inserts Admin's own audit record of an action inside `tx`; returns its id.
+  absl::StatusOr<std::string> Record(pg::Transaction& tx, const audit::Actor& actor,
+                                     const char* event_type, const char* action,
+                                     const char* entity_type,
+                                     const google::protobuf::Struct& values);
+
+  pg::Pool& pool_;
+  const server::Authorizer& authorizer_;
+  const OperationsOptions options_;
+};
+
+}  // namespace ulticode::admin::operations

@@ -17,6 +17,14 @@ shape (bench/reference_*.sql). Phases:
   original   the original system's settings (2 s polls, batches of 50, no
              NOTIFY, every event through the lease consumer): lag at 50 % of
              the maximum and the drain, as ratios to ours
+  soak       (ULTICODE_BENCH_SOAK_SECONDS > 0) the mesh restarted with short
+             retention (outbox and idempotency keys 2 min, runs every 10 s;
+             streams trimmed every 10 s), then 50 % of the maximum for that
+             long: Redis used memory, stream lengths and every table's size
+             sampled every 30 s
+
+ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
+the soak.
 
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
@@ -48,6 +56,16 @@ ORIGINAL = {
     "ULTICODE_CONSUMER_POLL_INTERVAL": "2s",
     "ULTICODE_CONSUMER_BATCH_SIZE": "50",
     "ULTICODE_CONSUMER_NOTIFY": "false",
+}
+
+# The soak's housekeeping: short enough that retention reaches its steady
+# state within the run. The inbox keeps its 48 h floor (the re-send rule), so
+# consumer_inbox, like audit_logs, grows during any soak shorter than that.
+SOAK = {
+    "ULTICODE_OUTBOX_RETENTION": "2m",
+    "ULTICODE_IDEMPOTENCY_RETENTION": "2m",
+    "ULTICODE_RETENTION_INTERVAL": "10s",
+    "ULTICODE_STREAM_TRIM_INTERVAL": "10s",
 }
 
 
@@ -132,14 +150,17 @@ def peak_rss_mib():
 
 
 class Suite:
-    def __init__(self, seconds, clients, drain_events, build_dir, out_dir):
+    def __init__(self, seconds, clients, drain_events, build_dir, out_dir, soak_seconds=0,
+                 phases="all"):
         self.seconds, self.clients, self.drain_events = seconds, clients, drain_events
+        self.soak_seconds, self.phases = soak_seconds, phases
         self.build_dir, self.out_dir = build_dir, out_dir
         self.state = tempfile.mkdtemp(prefix="ulticode-bench.")
         self.mesh = Mesh(self.state, build_dir)
         self.run_id = f"bench-{int(time.time())}"
         self.result = {"run_id": self.run_id, "seconds": seconds, "clients": clients,
-                       "drain_events": drain_events}
+                       "drain_events": drain_events, "soak_seconds": soak_seconds,
+                       "phases": phases}
         self.token = os.path.join(self.state, "token")
 
     # --- helpers -----------------------------------------------------------
@@ -272,6 +293,57 @@ class Suite:
                 "events_per_second": round(n / elapsed) if elapsed > 0 else None,
                 "complete": curve[-1][1] >= n, "curve": curve}
 
+    def redis_used_memory(self):
+        info = self.mesh_redis("INFO", "memory")
+        return int(re.search(r"^used_memory:(\d+)", info, re.M).group(1))
+
+    def sizes(self):
+        out = {}
+        for db in ("ulticode_auth", "ulticode_app", "ulticode_admin"):
+            rows = self.mesh.psql(db, "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
+                                  "WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace")
+            for line in filter(None, rows.splitlines()):
+                name, size = line.split("|")
+                out[f"{db.removeprefix('ulticode_')}.{name}"] = int(size)
+        for stream in ("audit:auth", "audit:app"):
+            out[f"stream.{stream}"] = int(self.mesh_redis("XLEN", stream))
+        return out
+
+    def mesh_redis(self, *args):
+        secrets = os.path.join(self.state, "secrets")
+        return subprocess.run(
+            ["redis-cli", "-h", "127.0.0.1", "-p", str(56379 + OFF), "--user", "ops",
+             "--no-auth-warning", *args],
+            env=dict(os.environ, REDISCLI_AUTH=open(os.path.join(secrets, "redis-ops.password"))
+                     .read().strip()),
+            check=True, capture_output=True, text=True).stdout.strip()
+
+    def soak(self, rate):
+        log(f"soak: {rate}/s for {self.soak_seconds}s, sampling every 30 s")
+        args = [os.path.join(self.build_dir, "bench/ulticode-loadgen"),
+                f"--auth=127.0.0.1:{50051 + OFF}", f"--app=127.0.0.1:{50052 + OFF}",
+                f"--token-file={self.token}", "--mode=open", f"--rate={rate}",
+                "--max-in-flight=4096", f"--duration={self.soak_seconds}s",
+                f"--run-id={self.run_id}-soak"]
+        gen = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        t0, samples = time.time(), []
+        while True:
+            samples.append({"t": round(time.time() - t0), "redis_used_memory": self.redis_used_memory(),
+                            "sizes": self.sizes()})
+            if gen.poll() is not None:
+                break
+            time.sleep(30)
+        run = json.loads(gen.communicate()[0])
+        # Growth over the second half of the run (the first half reaches the
+        # steady state: retention and trimming horizons).
+        mid = samples[len(samples) // 2]
+        last = samples[-1]
+        growth = {k: last["sizes"][k] - mid["sizes"].get(k, 0) for k in last["sizes"]}
+        growth["redis_used_memory"] = last["redis_used_memory"] - mid["redis_used_memory"]
+        return {"rate": rate, "loadgen": run, "samples": samples,
+                "second_half_growth_bytes": growth,
+                "second_half_seconds": last["t"] - mid["t"]}
+
     # --- the run -----------------------------------------------------------
     def run(self):
         try:
@@ -281,21 +353,29 @@ class Suite:
                 subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "auth.admin",
                                 "app.editor"], env=dict(os.environ, ULTICODE_STATE_DIR=self.state),
                                stdout=tok, check=True)
-            self.reference()
+            if self.phases == "all":
+                self.reference()
             max_rate = self.closed()
-            self.result["open"] = self.open_loop(max_rate)
-            self.result["drain"] = self.drain(max(1, int(max_rate * 0.8)))
-            log("restarting the mesh with the original system's settings")
-            self.mesh.stop()
-            self.mesh.start(ORIGINAL)
-            self.result["original"] = {
-                "settings": ORIGINAL,
-                "open": self.open_loop(max_rate, fractions=(0.5,), tag="orig"),
-                "drain": self.drain(max(1, int(max_rate * 0.8)), tag="origdrain")}
+            if self.phases == "all":
+                self.result["open"] = self.open_loop(max_rate)
+                self.result["drain"] = self.drain(max(1, int(max_rate * 0.8)))
+                log("restarting the mesh with the original system's settings")
+                self.mesh.stop()
+                self.mesh.start(ORIGINAL)
+                self.result["original"] = {
+                    "settings": ORIGINAL,
+                    "open": self.open_loop(max_rate, fractions=(0.5,), tag="orig"),
+                    "drain": self.drain(max(1, int(max_rate * 0.8)), tag="origdrain")}
+            if self.soak_seconds > 0:
+                log("restarting the mesh with the soak's housekeeping settings")
+                self.mesh.stop()
+                self.mesh.start(SOAK)
+                self.result["soak"] = self.soak(max(1, int(max_rate * 0.5)))
         finally:
             self.mesh.stop()
             subprocess.run(["rm", "-rf", "--", self.state])
-        self.ratios()
+        if self.phases == "all":
+            self.ratios()
         os.makedirs(self.out_dir, exist_ok=True)
         path = os.path.join(self.out_dir, f"{self.run_id}.json")
         with open(path, "w") as f:
@@ -319,6 +399,13 @@ class Suite:
 
     def summary(self, path):
         r = self.result
+        if "soak" in r:
+            k = r["soak"]
+            log(f"soak at {k['rate']}/s: achieved {k['loadgen']['ok_per_second']:.0f}/s; growth over "
+                f"the last {k['second_half_seconds']} s (bytes): {k['second_half_growth_bytes']}")
+        if self.phases != "all":
+            log(f"wrote {path}")
+            return
         c, ref = r["closed"], r["reference"]
         log(f"reference {ref['tps']:.0f} tps, {ref['cpu_ms_per_txn']} ms CPU/txn")
         log(f"closed loop {c['loadgen']['ok_per_second']:.0f}/s, {c['cpu_ms_per_mutation']} ms "
@@ -342,12 +429,28 @@ class Suite:
 
 
 def plots(r, prefix):
+    if "open" not in r and "soak" not in r:
+        return
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         log("python3-matplotlib is not installed: no plots")
+        return
+    if "soak" in r:
+        k = r["soak"]
+        ts = [x["t"] for x in k["samples"]]
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(ts, [x["redis_used_memory"] / 2**20 for x in k["samples"]], label="Redis used memory")
+        for name in sorted(k["samples"][-1]["sizes"]):
+            if name.startswith("stream.") or name.endswith(".schema_migrations"):
+                continue
+            ax.plot(ts, [x["sizes"].get(name, 0) / 2**20 for x in k["samples"]], label=name)
+        ax.set(xlabel="seconds", ylabel="MiB", title=f"Soak at {k['rate']}/s")
+        ax.legend(fontsize=6, ncol=2)
+        fig.savefig(f"{prefix}-soak.png", dpi=100, bbox_inches="tight")
+    if "open" not in r:
         return
     offered = [p["offered_per_second"] for p in r["open"]]
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -381,7 +484,9 @@ def main():
           clients=int(os.environ.get("ULTICODE_BENCH_CLIENTS", "32")),
           drain_events=int(os.environ.get("ULTICODE_BENCH_DRAIN_EVENTS", "100000")),
           build_dir=os.environ["ULTICODE_BENCH_BUILD_DIR"],
-          out_dir=os.environ.get("ULTICODE_BENCH_OUT", os.path.join(REPO, "bench/results"))).run()
+          out_dir=os.environ.get("ULTICODE_BENCH_OUT", os.path.join(REPO, "bench/results")),
+          soak_seconds=int(os.environ.get("ULTICODE_BENCH_SOAK_SECONDS", "0")),
+          phases=os.environ.get("ULTICODE_BENCH_PHASES", "all")).run()
 
 
 if __name__ == "__main__":

@@ -39,12 +39,13 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   outbox::RegisterDispatcherFlags(flags, &dispatch);
   outbox::HousekeepingOptions housekeeping;
   flags.Duration("outbox-retention", &housekeeping.outbox_retention,
-                 "CONFIRMED outbox rows are deleted this long after they were confirmed",
-                 absl::Hours(1), absl::Hours(24 * 3650));
+                 "CONFIRMED outbox rows are deleted this long after they were confirmed (what "
+                 "OutboxOperations/Replay can still publish again)",
+                 absl::Minutes(1), absl::Hours(24 * 3650));
   flags.Duration("idempotency-retention", &housekeeping.idempotency_retention,
                  "idempotency keys are deleted this long after the request (a retry after that "
                  "is a new request)",
-                 absl::Minutes(10), absl::Hours(24 * 3650));
+                 absl::Minutes(1), absl::Hours(24 * 3650));
   flags.Duration("retention-interval", &housekeeping.retention_interval,
                  "how often retention runs", absl::Seconds(1), absl::Hours(24));
   flags.Duration("metrics-sample-interval", &housekeeping.sample_interval,

@@ -15,9 +15,9 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
   WITH doomed AS (
     DELETE FROM audit_outbox WHERE event_id IN (
       SELECT event_id FROM audit_outbox
-      WHERE created_at < now() - greatest(keep_seconds, 3600) * interval '1 second'
+      WHERE created_at < now() - greatest(keep_seconds, 60) * interval '1 second'
         AND state = 'CONFIRMED'
-        AND confirmed_at < now() - greatest(keep_seconds, 3600) * interval '1 second'
+        AND confirmed_at < now() - greatest(keep_seconds, 60) * interval '1 second'
       LIMIT least(max_rows, 10000))
     RETURNING 1)
   SELECT count(*) FROM doomed
@@ -28,7 +28,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
   WITH doomed AS (
     DELETE FROM idempotency_keys WHERE (principal, request_id) IN (
       SELECT principal, request_id FROM idempotency_keys
-      WHERE created_at < now() - greatest(keep_seconds, 600) * interval '1 second'
+      WHERE created_at < now() - greatest(keep_seconds, 60) * interval '1 second'
       ORDER BY created_at LIMIT least(max_rows, 10000))
     RETURNING 1)
   SELECT count(*) FROM doomed

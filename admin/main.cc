@@ -132,13 +132,15 @@ int main(int argc, char** argv) {
   worker::Periodic periodic(
       housekeeping_pg,
       {{"inbox.retention", housekeeping.retention_interval,
-        [&](pg::Connection& c) { return retention.RunOnce(c, [&] { return periodic.stopping(); }); }},
+        [&](pg::Connection* c) {
+          return retention.RunOnce(*c, [&] { return periodic.stopping(); });
+        }},
        {"inbox.gauges", housekeeping.sample_interval,
-        [&](pg::Connection& c) { return inbox_gauges.Sample(c); }},
+        [&](pg::Connection* c) { return inbox_gauges.Sample(*c); }},
        {"stream.trim", housekeeping.stream_trim_interval,
-        [&](pg::Connection&) { return streams.Trim(); }},
+        [&](pg::Connection*) { return streams.Trim(); }, /*database=*/false},
        {"stream.gauges", housekeeping.sample_interval,
-        [&](pg::Connection&) { return streams.Sample(); }}},
+        [&](pg::Connection*) { return streams.Sample(); }, /*database=*/false}},
       (*metrics)->registry());
   periodic.Start();
 

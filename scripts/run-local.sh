@@ -16,6 +16,8 @@ Starts, on 127.0.0.1:
   ulticode-auth   gRPC 50051  metrics 9101  log .state/logs/auth.log
   ulticode-app    gRPC 50052  metrics 9102  log .state/logs/app.log
   ulticode-admin  gRPC 50053  metrics 9103  log .state/logs/admin.log
+  Prometheus      http://127.0.0.1:9090 with deploy/prometheus/ulticode-rules.yml
+                  (when installed; ULTICODE_LOCAL_PROMETHEUS=0 to skip)
 waits until every server answers grpc.health.v1.Health/Check, prints the
 endpoints, and keeps running until Ctrl-C / SIGTERM; then it stops the servers
 (SIGTERM, SIGKILL after 15 s), Redis and PostgreSQL. Data in .state is kept.
@@ -336,6 +338,30 @@ for svc in "${started[@]}"; do
   log "${svc} is healthy on ${GRPC[${svc}]}"
 done
 
+# Prometheus (Debian's package) on 127.0.0.1:9090 with the mesh's rules, so
+# the graphs and alerts are a browser away. Data in .state/prometheus.
+prom_addr="127.0.0.1:$((9090 + off))"
+if [[ "${ULTICODE_LOCAL_PROMETHEUS:-1}" == 1 ]] && command -v prometheus >/dev/null 2>&1 &&
+  ! port_in_use "${prom_addr}"; then
+  mkdir -p -- "${state}/prometheus"
+  {
+    printf 'global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n'
+    printf 'rule_files:\n  - %s\n' "${repo}/deploy/prometheus/ulticode-rules.yml"
+    printf 'scrape_configs:\n'
+    for svc in "${started[@]}"; do
+      printf '  - job_name: ulticode-%s\n    static_configs:\n      - targets: [%s]\n' \
+        "${svc}" "'${METRICS[${svc}]}'"
+    done
+  } >"${state}/prometheus/prometheus.yml"
+  setsid prometheus --config.file="${state}/prometheus/prometheus.yml" \
+    --storage.tsdb.path="${state}/prometheus/data" --web.listen-address="${prom_addr}" \
+    </dev/null >"${logs}/prometheus.log" 2>&1 9>&- &
+  PIDS[prometheus]=$!
+  log "started prometheus (pid ${PIDS[prometheus]}, http://${prom_addr}, log ${logs}/prometheus.log)"
+else
+  log "prometheus not started (not installed, or ${prom_addr} in use)"
+fi
+
 rel() { printf '%s\n' "${1#"${repo}/"}"; }
 {
   echo
@@ -351,6 +377,9 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
   printf '  PostgreSQL 127.0.0.1:%s user postgres, databases %s; log %s\n' \
     "${PG_PORT}" "${DATABASES[*]}" "$(rel "${state}/postgres.log")"
   printf '  Redis      127.0.0.1:%s (AOF); log %s\n' "${REDIS_PORT}" "$(rel "${state}/redis/redis.log")"
+  if [[ -n "${PIDS[prometheus]:-}" ]]; then
+    printf '  Prometheus http://%s (graphs, alerts: deploy/prometheus/ulticode-rules.yml)\n' "${prom_addr}"
+  fi
   echo
   echo "Try (tokens from scripts/dev-token.sh SUBJECT [ROLE...], valid 1 h, kept off the command line):"
   echo "  export TOKEN=\$(scripts/dev-token.sh alice auth.admin auth.reader)"

@@ -63,6 +63,24 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
                   "Time from the owner's commit (occurred_at) to the event being durable "
                   "in the inbox")
               .Register(registry);
+  // Every labelled series exists from the start at 0, so rate() and
+  // increase() over it (the alert rules) see the first event.
+  for (const auto& [owner, stream] : options_.streams) {
+    const prometheus::Labels labels{{"stream", stream}};
+    for (const char* outcome : {"inserted", "duplicate", "poison"}) {
+      entries_->Add({{"stream", stream}, {"outcome", outcome}});
+    }
+    for (int r = 0; r <= static_cast<int>(kLastPoisonReason); ++r) {
+      poison_->Add({{"stream", stream},
+                    {"reason", std::string(PoisonReasonName(static_cast<PoisonReason>(r)))}});
+    }
+    for (const char* outcome : {"sent", "failed"}) {
+      receipts_->Add({{"stream", stream}, {"outcome", outcome}});
+    }
+    group_created_->Add(labels);
+    autoclaimed_->Add(labels);
+    errors_->Add(labels);
+  }
 }
 
 InboxBridge::~InboxBridge() { Stop(); }

@@ -40,6 +40,8 @@ enum class PoisonReason {
   kKeyOwnerMismatch,          // the key belongs to another party than the stream's owner
   kBadSignature,              // the signature does not verify over the envelope bytes
 };
+// The last reason (keep it last): metrics initialise a series per reason.
+inline constexpr PoisonReason kLastPoisonReason = PoisonReason::kBadSignature;
 
 // Stable snake_case name, stored in poison_events.reason and used as a label.
 absl::string_view PoisonReasonName(PoisonReason reason);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -352,6 +353,9 @@ grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
     const absl::Time now = absl::Now();
     std::vector<inbox::Arrival> arrivals;
     std::vector<v1::PoisonEntry> arrival_poison;  // the poison entry of each arrival
+    absl::flat_hash_map<std::string, size_t> first_of;  // event id -> arrival
+    // Entries repeating another chosen one with the same bytes: (id, event id).
+    std::vector<std::pair<int64_t, std::string>> repeated;
     for (int i = 0; i < rows.rows(); ++i) {
       v1::PoisonEntry p = PoisonFrom(rows, i);
       auto owner = std::find_if(options_.streams.begin(), options_.streams.end(),
@@ -372,9 +376,37 @@ grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
         *resp->add_still_poison() = std::move(p);
         continue;
       }
-      arrivals.push_back(inbox::Arrival{p.stream(), p.stream_entry_id(),
-                                        std::get<inbox::AcceptedEntry>(std::move(verdict))});
+      inbox::AcceptedEntry accepted = std::get<inbox::AcceptedEntry>(std::move(verdict));
+      // The same event in two chosen entries: the inbox takes it once.
+      if (auto first = first_of.find(accepted.event_id); first != first_of.end()) {
+        if (arrivals[first->second].entry.envelope == accepted.envelope) {
+          repeated.emplace_back(p.id(), accepted.event_id);
+        } else {
+          p.set_reason("conflict");
+          p.set_detail("another chosen entry has the same event id with different bytes");
+          *resp->add_still_poison() = std::move(p);
+        }
+        continue;
+      }
+      first_of[accepted.event_id] = arrivals.size();
+      arrivals.push_back(inbox::Arrival{p.stream(), p.stream_entry_id(), std::move(accepted)});
       arrival_poison.push_back(std::move(p));
+    }
+    // Event id order, as the bridge inserts: overlapping inserts never deadlock.
+    std::vector<size_t> order(arrivals.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return arrivals[x].entry.event_id < arrivals[y].entry.event_id;
+    });
+    {
+      std::vector<inbox::Arrival> sorted;
+      std::vector<v1::PoisonEntry> sorted_poison;
+      for (size_t i : order) {
+        sorted.push_back(std::move(arrivals[i]));
+        sorted_poison.push_back(std::move(arrival_poison[i]));
+      }
+      arrivals = std::move(sorted);
+      arrival_poison = std::move(sorted_poison);
     }
     ASSIGN_OR_RETURN(inbox::TakeOver take, inbox::InsertIfAbsent(tx, options_.consumer, arrivals,
                                                                  inbox::InsertAs::kProcessed));
@@ -395,6 +427,10 @@ grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
       }
       replayed.push_back(absl::StrCat(arrival_poison[i].id()));
       events.push_back(arrivals[i].entry.event_id);
+    }
+    const absl::flat_hash_set<std::string> taken(events.begin(), events.end());
+    for (const auto& [id, event_id] : repeated) {
+      if (taken.contains(event_id)) replayed.push_back(absl::StrCat(id));
     }
     resp->set_accepted(static_cast<int64_t>(replayed.size()));
     if (replayed.empty()) return tx.Commit();

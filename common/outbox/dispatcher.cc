@@ -15,10 +15,6 @@ namespace {
 
 constexpr char kComponent[] = "outbox.dispatcher";
 
-}  // namespace
-
-namespace {
-
 DispatcherOptions WithCutoff(DispatcherOptions options) {
   options.pg.idle_in_transaction_timeout = options.claim_lease;
   return options;

@@ -18,35 +18,46 @@ constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 500};
 // Event ids the audit record lists (with the count): the record stays small.
 constexpr size_t kIdsInRecord = 100;
 
-// INVALID_ARGUMENT unless every id is a DEAD row; locks them.
+// The first id that is not a DEAD row (INVALID_ARGUMENT); the update's row
+// count keeps the call all-or-nothing.
 constexpr pg::Statement kNotDead{
     "outbox.ops.not_dead",
     "SELECT t.id::text FROM unnest($1::uuid[]) AS t(id)"
     " LEFT JOIN audit_outbox o ON o.event_id = t.id AND o.state = 'DEAD'"
     " WHERE o.event_id IS NULL LIMIT 1"};
 
+// Rows are locked in event_id order, the order Confirm locks in: the two
+// never deadlock.
 constexpr pg::Statement kRedriveIds{
     "outbox.ops.redrive_ids",
     "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"
     "   last_error = NULL"
-    " WHERE event_id = ANY($1::uuid[]) AND state = 'DEAD' RETURNING event_id::text"};
+    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE event_id = ANY($1::uuid[])"
+    "   AND state = 'DEAD' ORDER BY event_id FOR UPDATE)"
+    " RETURNING event_id::text"};
 
 constexpr pg::Statement kRedriveAll{
     "outbox.ops.redrive_all",
     "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"
     "   last_error = NULL"
-    " WHERE state = 'DEAD' RETURNING event_id::text"};
+    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE state = 'DEAD'"
+    "   ORDER BY event_id FOR UPDATE)"
+    " RETURNING event_id::text"};
 
 constexpr pg::Statement kCountRange{
     "outbox.ops.count_range",
     "SELECT count(*) FROM (SELECT 1 FROM audit_outbox WHERE state = 'CONFIRMED'"
     "   AND created_at >= $1 AND created_at < $2 LIMIT $3) s"};
 
+// attempts = 0: a receipt of an earlier publication (a receipt reader behind)
+// cannot confirm the row again before it is published anew (Confirm needs
+// PUBLISHED or a committed attempt).
 constexpr pg::Statement kReplayRange{
     "outbox.ops.replay",
-    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(),"
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), attempts = 0,"
     "   resends = resends + 1"
-    " WHERE state = 'CONFIRMED' AND created_at >= $1 AND created_at < $2",
+    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE state = 'CONFIRMED'"
+    "   AND created_at >= $1 AND created_at < $2 ORDER BY event_id FOR UPDATE)",
     absl::Minutes(5)};
 
 const char* EventType(audit::Owner owner, bool replay) {

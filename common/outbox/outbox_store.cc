@@ -44,9 +44,6 @@ constexpr pg::Statement kMarkDead{
     "UPDATE audit_outbox SET state = 'DEAD', attempts = attempts + 1, last_error = $2"
     " WHERE event_id = $1::uuid AND state = 'PENDING'"};
 
-// Only rows handed to the publisher (PUBLISHED, or PENDING after at least one
-// claim: the receipt can overtake the mark-published of the same cycle), and
-// only when Admin holds exactly the bytes this outbox committed.
 // Waits for a dispatcher cycle that holds any of these rows to commit, so the
 // UPDATE below (a new statement, a new snapshot) sees what it committed.
 constexpr pg::Statement kLockForReceipt{
@@ -54,6 +51,8 @@ constexpr pg::Statement kLockForReceipt{
     "SELECT 1 FROM audit_outbox WHERE event_id = ANY($1::uuid[]) ORDER BY event_id FOR UPDATE",
     absl::Seconds(30)};
 
+// Only rows handed to the publisher (PUBLISHED, or PENDING after a committed
+// attempt), and only when Admin holds exactly the bytes this outbox committed.
 constexpr pg::Statement kConfirm{
     "outbox.confirm",
     "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
@@ -173,6 +172,9 @@ const std::vector<std::string>& RuntimeGrants() {
   static const auto* grants = new std::vector<std::string>{
       "GRANT SELECT, INSERT, UPDATE ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
+      // Not used any more; kept for one release so that dispatchers of the
+      // previous version keep working during a rolling upgrade (owner-side.md).
+      "GRANT USAGE ON SEQUENCE audit_outbox_fencing_token TO {role}",
       // Retention, only through these (no DELETE on the tables): housekeeping.h.
       "GRANT EXECUTE ON FUNCTION outbox_retention(float8, integer),"
       " idempotency_retention(float8, integer) TO {role}",

@@ -3,10 +3,9 @@
 //
 // Append() is the write side of a business transaction: it takes the open
 // transaction, so no code path can write an outbox row outside one. The rest
-// is the dispatcher's side: claim due rows under a lease with a fresh fencing
-// token, then settle them (published, rescheduled, dead, released); every
-// settle statement only touches rows still held with the caller's token, so
-// a dispatcher whose claim expired cannot overwrite a newer claim.
+// is the dispatcher's side, inside its cycle's transaction: lock due rows
+// (LockDue), then settle them (published, rescheduled, dead) while the locks
+// are held; and the receipt side (Confirm) and the re-send sweep.
 //
 // Functions are stateless; the connection decides the thread.
 #pragma once
@@ -84,9 +83,11 @@ absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_i
 
 // Admin's verified receipts: the events are durably in its inbox. Marks a
 // row CONFIRMED only when it was handed to the publisher (PUBLISHED, or
-// PENDING after an earlier attempt: a receipt may follow an XADD whose cycle
-// then rolled back; a receipt that arrives while the publishing cycle still
-// holds the row waits for its commit and finds it PUBLISHED) and its
+// PENDING after a committed attempt: a row the re-send sweep put back; a
+// receipt that arrives while the publishing cycle still holds the row waits
+// for its commit and finds it PUBLISHED; one for an XADD whose cycle rolled
+// back finds attempts unchanged and is ignored: the row is published again
+// and receipted again) and its
 // stored payload hashes to the receipted SHA-256. Never-published, DEAD,
 // already CONFIRMED, unknown or mismatching rows are left alone, so receipts
 // are idempotent. Returns how many rows changed.

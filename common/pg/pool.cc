@@ -70,7 +70,10 @@ absl::StatusOr<PooledConnection> Pool::Acquire() {
                        absl::FormatDuration(options_.acquire_timeout), " (pool size ",
                        options_.max_size, ")"));
     }
-    if (closed_) return absl::UnavailableError("database pool is closed");
+    if (closed_) {
+      Publish();
+      return absl::UnavailableError("database pool is closed");
+    }
     ++in_use_;
     if (!idle_.empty()) {
       conn = std::move(idle_.back());

@@ -112,9 +112,11 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   worker::Periodic periodic(
       housekeeping_pg,
       {{"outbox.retention", housekeeping.retention_interval,
-        [&](pg::Connection& c) { return retention.RunOnce(c, [&] { return periodic.stopping(); }); }},
+        [&](pg::Connection* c) {
+          return retention.RunOnce(*c, [&] { return periodic.stopping(); });
+        }},
        {"outbox.gauges", housekeeping.sample_interval,
-        [&](pg::Connection& c) { return gauges.Sample(c); }}},
+        [&](pg::Connection* c) { return gauges.Sample(*c); }}},
       (*metrics)->registry());
   periodic.Start();
 

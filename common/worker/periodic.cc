@@ -28,18 +28,21 @@ void Periodic::Stop() {
 }
 
 void Periodic::Run(const PeriodicJob& job) {
-  prometheus::Counter& ok = runs_->Add({{"job", job.name}, {"outcome", "ok"}});
-  prometheus::Counter& failed = runs_->Add({{"job", job.name}, {"outcome", "failed"}});
+  prometheus::Counter& ok = runs_->Add({{"task", job.name}, {"outcome", "ok"}});
+  prometheus::Counter& failed = runs_->Add({{"task", job.name}, {"outcome", "failed"}});
   Loop loop(waker_, pg_, backoff::Policy{job.interval, job.interval}, job.name);
   for (bool first = true; !waker_.stopping(); first = false) {
     if (!first) waker_.Sleep(job.interval);
     if (waker_.stopping()) break;
-    pg::Connection* conn = loop.Database();
-    if (conn == nullptr) {
-      failed.Increment();
-      continue;
+    pg::Connection* conn = nullptr;
+    if (job.database) {
+      conn = loop.Database();
+      if (conn == nullptr) {
+        failed.Increment();
+        continue;
+      }
     }
-    if (absl::Status s = job.run(*conn); !s.ok()) {
+    if (absl::Status s = job.run(conn); !s.ok()) {
       failed.Increment();
       log::Warn(job.name, "periodic run failed; next run on schedule",
                 {{"error", s.ToString()}});

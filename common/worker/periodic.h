@@ -1,8 +1,9 @@
 // Periodic jobs of a process: retention, gauge samplers, stream trimming.
-// Each job runs every `interval` on its own thread with its own PostgreSQL
-// connection (dialled on first use, again after it broke). A failed run is
-// logged and counted (`ulticode_periodic_job_failures_total{job}`), and the
-// job runs again at its next interval; a job never stops the process. The
+// Each job runs every `interval` on its own thread, with its own PostgreSQL
+// connection when it needs one (dialled on first use, again after it broke;
+// a job without one, e.g. stream trimming, keeps running while PostgreSQL is
+// down). Runs are counted (`ulticode_periodic_job_runs_total{task,outcome}`);
+// a failed run is logged and the job runs again at its next interval; a job never stops the process. The
 // first run starts at once. Stop() is prompt: it interrupts
 // the wait, and a run in progress finishes its current statement.
 #pragma once
@@ -23,10 +24,12 @@
 namespace ulticode::worker {
 
 struct PeriodicJob {
-  std::string name;  // the `job` label, e.g. "outbox.retention"
+  std::string name;  // the `task` label, e.g. "outbox.retention"
   absl::Duration interval;
-  // One run. Returning an error logs it; the next run comes on schedule.
-  std::function<absl::Status(pg::Connection&)> run;
+  // One run; `conn` is null for a job with `database` false. Returning an
+  // error logs it; the next run comes on schedule.
+  std::function<absl::Status(pg::Connection* conn)> run;
+  bool database = true;
 };
 
 class Periodic {

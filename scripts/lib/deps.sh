@@ -25,7 +25,7 @@ ULTICODE_DEB_PACKAGES=(
   libgtest-dev libgmock-dev googletest
   postgresql-15 postgresql-client-15 redis-server
   prometheus
-  python3-grpcio python3-protobuf python3-matplotlib
+  python3-grpcio python3-protobuf python3-matplotlib python3-yaml
   procps iproute2 curl
   clang-14 libclang-rt-14-dev
 )

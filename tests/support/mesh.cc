@@ -252,6 +252,11 @@ int Mesh::Terminate(Service service, int replica) {
   return r.process->Stop(SIGTERM, std::chrono::seconds(30));
 }
 
+pid_t Mesh::Pid(Service service, int replica) {
+  Replica& r = Get(service, replica);
+  return r.process ? r.process->pid() : -1;
+}
+
 bool Mesh::Running(Service service, int replica) {
   Replica& r = Get(service, replica);
   return r.process && r.process->Running();

@@ -48,6 +48,8 @@ class Mesh {
   // SIGTERM and wait; returns the exit status (0 on a clean exit).
   int Terminate(Service service, int replica);
   bool Running(Service service, int replica);
+  // The replica's process id (to freeze it with SIGSTOP), -1 if not started.
+  pid_t Pid(Service service, int replica);
   std::string Output(Service service, int replica);
 
   std::shared_ptr<grpc::Channel> Channel(Service service, int replica);

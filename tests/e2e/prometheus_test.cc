@@ -1,0 +1,194 @@
+// A real Prometheus server (Debian's) in the loop: it scrapes the three real
+// binaries with deploy/prometheus/ulticode-rules.yml loaded. Every metric the
+// rules name exists in what it scraped; with Admin frozen (SIGSTOP) under
+// load, UlticodePipelineStalled goes to firing through Prometheus' API, and
+// back to inactive after SIGCONT.
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/support/mesh.h"
+#include "tests/support/process.h"
+#include "tests/support/tokens.h"
+#include "ulticode/auth/v1/auth.grpc.pb.h"
+
+namespace ulticode {
+namespace {
+
+using ::ulticode::testing::Mesh;
+using ::ulticode::testing::RunCommand;
+using ::ulticode::testing::Service;
+using ::ulticode::testing::WaitFor;
+
+std::string RulesFile() {
+  return ::ulticode::testing::SourceDir() + "/deploy/prometheus/ulticode-rules.yml";
+}
+
+// Metric names the rules use (recording rules' own names excluded).
+std::set<std::string> MetricsNamedByRules() {
+  std::ifstream in(RulesFile());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::set<std::string> names;
+  const std::regex metric(R"(\b(ulticode_[a-z0-9_]+|up)\b)");
+  for (std::sregex_iterator it(text.begin(), text.end(), metric), end; it != end; ++it) {
+    names.insert((*it)[1]);
+  }
+  return names;
+}
+
+class PrometheusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    if (RunCommand("command -v prometheus").exit_code != 0) {
+      if (::ulticode::testing::InCi()) FAIL() << "prometheus is not installed (scripts/lib/deps.sh)";
+      GTEST_SKIP() << "prometheus is not installed";
+    }
+    testing::MeshOptions options;
+    options.prefix = "prom";
+    options.auth_args = options.app_args = options.admin_args = {"--metrics-sample-interval=1s"};
+    mesh_ = std::make_unique<Mesh>(pg, redis, options);
+    std::string error;
+    for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
+      ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;
+    }
+    char tmpl[] = "/tmp/ulticode-prom-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    port_ = testing::FreePort();
+    std::ofstream config(dir_ + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+           << "rule_files:\n  - " << RulesFile() << "\nscrape_configs:\n";
+    const std::pair<const char*, Service> jobs[] = {{"ulticode-auth", Service::kAuth},
+                                                    {"ulticode-app", Service::kApp},
+                                                    {"ulticode-admin", Service::kAdmin}};
+    for (const auto& [job, service] : jobs) {
+      config << "  - job_name: " << job << "\n    static_configs:\n      - targets: ['127.0.0.1:"
+             << mesh_->metrics_port(service, 0) << "']\n";
+    }
+    config.close();
+    ASSERT_TRUE(prometheus_.Start({"prometheus", "--config.file=" + dir_ + "/prometheus.yml",
+                                   "--storage.tsdb.path=" + dir_ + "/data",
+                                   absl::StrCat("--web.listen-address=127.0.0.1:", port_)}));
+    ASSERT_TRUE(WaitFor([&] { return Up() == 3 || !prometheus_.Running(); },
+                        std::chrono::seconds(60)))
+        << prometheus_.Output();
+  }
+
+  void TearDown() override {
+    stop_load_ = true;
+    if (load_.joinable()) load_.join();
+    if (mesh_ != nullptr && mesh_->Pid(Service::kAdmin, 0) > 0) {
+      kill(mesh_->Pid(Service::kAdmin, 0), SIGCONT);
+    }
+    prometheus_.Stop(SIGTERM, std::chrono::seconds(10));
+    if (!dir_.empty()) RunCommand("rm -rf " + dir_);
+  }
+
+  // GET /api/v1/<path> as a protobuf Struct ("" on failure).
+  google::protobuf::Struct Api(const std::string& path) {
+    auto r = RunCommand(absl::StrCat("curl -sf --max-time 5 'http://127.0.0.1:", port_,
+                                     "/api/v1/", path, "'"));
+    google::protobuf::Struct out;
+    if (r.exit_code == 0) (void)google::protobuf::util::JsonStringToMessage(r.output, &out);
+    return out;
+  }
+
+  // Number of targets up.
+  int Up() {
+    auto s = Api("query?query=sum(up)");
+    if (s.fields().count("data") == 0) return 0;
+    const auto& result = s.fields().at("data").struct_value().fields().at("result").list_value();
+    if (result.values().empty()) return 0;
+    return std::stoi(result.values(0).struct_value().fields().at("value").list_value().values(1)
+                         .string_value());
+  }
+
+  // State of `alert` ("inactive" when Prometheus lists it nowhere).
+  std::string AlertState(const std::string& alert) {
+    auto s = Api("alerts");
+    if (s.fields().count("data") == 0) return "unknown";
+    for (const auto& a : s.fields().at("data").struct_value().fields().at("alerts").list_value()
+                             .values()) {
+      const auto& f = a.struct_value().fields();
+      if (f.at("labels").struct_value().fields().at("alertname").string_value() == alert) {
+        return f.at("state").string_value();
+      }
+    }
+    return "inactive";
+  }
+
+  void StartLoad() {
+    load_ = std::thread([this] {
+      auto auth = auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0));
+      for (int i = 0; !stop_load_; ++i) {
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("authorization", testing::SharedTestTokens().Bearer("loader"));
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        auth::v1::CreateUserRequest req;
+        req.set_username(absl::StrCat("load", i));
+        req.set_email(absl::StrCat("load", i, "@example.com"));
+        auth::v1::CreateUserResponse resp;
+        (void)auth->CreateUser(&ctx, req, &resp);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
+
+  std::unique_ptr<Mesh> mesh_;
+  testing::ChildProcess prometheus_;
+  std::string dir_;
+  int port_ = 0;
+  std::thread load_;
+  std::atomic<bool> stop_load_{false};
+};
+
+TEST_F(PrometheusTest, EveryRuleMetricIsScrapedAndAFrozenAdminFiresThenClearsPipelineStalled) {
+  StartLoad();
+  // Every metric the rules name is in what Prometheus scraped.
+  std::set<std::string> missing;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto names = Api("label/__name__/values");
+        std::set<std::string> have;
+        if (names.fields().count("data")) {
+          for (const auto& v : names.fields().at("data").list_value().values()) {
+            have.insert(v.string_value());
+          }
+        }
+        missing.clear();
+        for (const std::string& n : MetricsNamedByRules()) {
+          if (!have.count(n) && !have.count(n + "_bucket")) missing.insert(n);
+        }
+        return missing.empty();
+      },
+      std::chrono::seconds(60)))
+      << "not scraped: " << absl::StrJoin(missing, ", ");
+  EXPECT_EQ(AlertState("UlticodePipelineStalled"), "inactive");
+
+  // Audit rows flow; then Admin freezes while owners keep publishing.
+  ASSERT_TRUE(WaitFor([&] { return AlertState("UlticodePipelineStalled") == "inactive" && Up() == 3; },
+                      std::chrono::seconds(30)));
+  ASSERT_EQ(kill(mesh_->Pid(Service::kAdmin, 0), SIGSTOP), 0);
+  EXPECT_TRUE(WaitFor([&] { return AlertState("UlticodePipelineStalled") == "firing"; },
+                      std::chrono::seconds(300)))
+      << "state: " << AlertState("UlticodePipelineStalled");
+  ASSERT_EQ(kill(mesh_->Pid(Service::kAdmin, 0), SIGCONT), 0);
+  EXPECT_TRUE(WaitFor([&] { return AlertState("UlticodePipelineStalled") == "inactive"; },
+                      std::chrono::seconds(120)))
+      << "state: " << AlertState("UlticodePipelineStalled");
+}
+
+}  // namespace
+}  // namespace ulticode

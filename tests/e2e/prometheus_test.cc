@@ -1,6 +1,6 @@
 // A real Prometheus server (Debian's) in the loop: it scrapes the three real
 // binaries with deploy/prometheus/ulticode-rules.yml loaded. Every metric the
-// rules name exists in what it scraped; with Admin frozen (SIGSTOP) under
+// rules and the dashboard (deploy/grafana) name exists in what it scraped; with Admin frozen (SIGSTOP) under
 // load, UlticodePipelineStalled goes to firing through Prometheus' API, and
 // back to inactive after SIGCONT.
 #include <signal.h>
@@ -34,14 +34,20 @@ std::string RulesFile() {
   return ::ulticode::testing::SourceDir() + "/deploy/prometheus/ulticode-rules.yml";
 }
 
-// Metric names the rules use (recording rules' own names excluded).
-std::set<std::string> MetricsNamedByRules() {
-  std::ifstream in(RulesFile());
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// Metric names the rules and the dashboard use (recording rules' own
+// names, with a colon, excluded).
+std::set<std::string> MetricsNamed() {
   std::set<std::string> names;
-  const std::regex metric(R"(\b(ulticode_[a-z0-9_]+|up)\b)");
-  for (std::sregex_iterator it(text.begin(), text.end(), metric), end; it != end; ++it) {
-    names.insert((*it)[1]);
+  for (const std::string& file :
+       {RulesFile(),
+        ::ulticode::testing::SourceDir() + "/deploy/grafana/ulticode-dashboard.json"}) {
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    const std::regex metric(R"(\b(ulticode_[a-z0-9_]+|process_[a-z_]+|up)\b)");
+    for (std::sregex_iterator it(text.begin(), text.end(), metric), end; it != end; ++it) {
+      names.insert((*it)[1]);
+    }
   }
   return names;
 }
@@ -154,9 +160,9 @@ class PrometheusTest : public ::testing::Test {
   std::atomic<bool> stop_load_{false};
 };
 
-TEST_F(PrometheusTest, EveryRuleMetricIsScrapedAndAFrozenAdminFiresThenClearsPipelineStalled) {
+TEST_F(PrometheusTest, EveryRuleAndDashboardMetricIsScrapedAndAFrozenAdminFiresThenClears) {
   StartLoad();
-  // Every metric the rules name is in what Prometheus scraped.
+  // Every metric the rules and the dashboard name is in what Prometheus scraped.
   std::set<std::string> missing;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -168,7 +174,7 @@ TEST_F(PrometheusTest, EveryRuleMetricIsScrapedAndAFrozenAdminFiresThenClearsPip
           }
         }
         missing.clear();
-        for (const std::string& n : MetricsNamedByRules()) {
+        for (const std::string& n : MetricsNamed()) {
           if (!have.count(n) && !have.count(n + "_bucket")) missing.insert(n);
         }
         return missing.empty();

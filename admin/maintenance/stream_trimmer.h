@@ -24,9 +24,4 @@ struct TrimResult {
 
 absl::StatusOr<TrimResult> TrimStream(redis::Client& redis, const std::string& stream);
 
-// "ms-seq" compared as numbers; false when either is malformed.
-bool StreamIdLess(const std::string& a, const std::string& b);
-// The id right after `id` ("5-3" -> "5-4").
-std::string NextStreamId(const std::string& id);
-
 }  // namespace ulticode::admin::maintenance

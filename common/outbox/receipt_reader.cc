@@ -3,34 +3,19 @@
 #include <algorithm>
 #include <memory>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
 #include "common/outbox/outbox_store.h"
+#include "common/redis/stream_id.h"
 #include "common/worker/loop.h"
 
 namespace ulticode::outbox {
 namespace {
 
 constexpr char kComponent[] = "outbox.receipts";
-
-// Stream ids "<ms>-<seq>" compare numerically, part by part.
-bool IdLess(absl::string_view a, absl::string_view b) {
-  auto parse = [](absl::string_view id) {
-    std::pair<uint64_t, uint64_t> out{0, 0};
-    std::vector<absl::string_view> parts = absl::StrSplit(id, '-');
-    if (parts.size() == 2) {
-      (void)absl::SimpleAtoi(parts[0], &out.first);
-      (void)absl::SimpleAtoi(parts[1], &out.second);
-    }
-    return out;
-  };
-  return parse(a) < parse(b);
-}
 
 }  // namespace
 
@@ -82,7 +67,7 @@ absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::C
     // Idle: is the stream behind our cursor (re-created by a Redis whose
     // clock is behind the one that wrote the cursor)? Then start over.
     auto info = redis.XInfoStream(options_.stream);
-    if (info.ok() && IdLess(info->last_generated_id, *cursor)) {
+    if (info.ok() && redis::StreamIdLess(info->last_generated_id, *cursor)) {
       log::Warn(kComponent, "receipt stream restarted below the cursor; reading it from the start",
                 {{"stream", options_.stream},
                  {"cursor", *cursor},

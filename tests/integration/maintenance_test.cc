@@ -19,6 +19,7 @@
 #include "common/outbox/outbox_store.h"
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
+#include "common/redis/stream_id.h"
 #include "common/retention/retention.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
@@ -151,11 +152,11 @@ TEST_F(StreamTrimTest, GaugesReportLengthLagPendingAndOldestIdle) {
 }
 
 TEST(StreamIdTest, ComparesNumericallyAndSteps) {
-  EXPECT_TRUE(admin::maintenance::StreamIdLess("9-5", "10-0"));
-  EXPECT_TRUE(admin::maintenance::StreamIdLess("10-2", "10-10"));
-  EXPECT_FALSE(admin::maintenance::StreamIdLess("10-10", "10-2"));
-  EXPECT_EQ(admin::maintenance::NextStreamId("5-3"), "5-4");
-  EXPECT_EQ(admin::maintenance::NextStreamId("0-0"), "0-1");
+  EXPECT_TRUE(redis::StreamIdLess("9-5", "10-0"));
+  EXPECT_TRUE(redis::StreamIdLess("10-2", "10-10"));
+  EXPECT_FALSE(redis::StreamIdLess("10-10", "10-2"));
+  EXPECT_EQ(redis::NextStreamId("5-3"), "5-4");
+  EXPECT_EQ(redis::NextStreamId("0-0"), "0-1");
 }
 
 // --- owner: outbox retention and gauges ------------------------------------

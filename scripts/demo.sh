@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The scripted demo run by `scripts/run-local.sh --demo` against the running
-# mesh: drives real mutating RPCs of Auth and App through the reflection-only
-# client (grpcurl syntax), then asks Admin for the audit row of every change
+# mesh: drives real mutating RPCs of Auth and App with `buf curl` (npm
+# @bufbuild/buf, pinned in package-lock.json; schema by reflection), then asks Admin for the audit row of every change
 # and prints it (actor, action, entity, old -> new). Exits non-zero if any
 # row is missing or wrong, or if a read or a rejected call left one.
 set -euo pipefail
@@ -12,21 +12,23 @@ admin="${ULTICODE_LOCAL_ADMIN_GRPC:-127.0.0.1:50053}"
 run_id="demo$(date +%s)"
 # run-local --tls exports the CA of its certificates.
 if [[ -n "${ULTICODE_LOCAL_CACERT:-}" ]]; then
-  transport=(-cacert "${ULTICODE_LOCAL_CACERT}")
+  scheme=https transport=(--cacert "${ULTICODE_LOCAL_CACERT}")
 else
-  transport=(-plaintext)
+  scheme=http transport=()
 fi
+buf="${repo}/node_modules/.bin/buf"
+[[ -x "${buf}" ]] || { echo "demo: ${buf} is missing: run 'npm ci' in ${repo}"; exit 1; }
 # Verified callers: one token for the changes, one for reading the trail.
-# (In the environment, never on a command line: grpcurl.py -expand-headers.)
+# (Never on a command line: buf curl reads the header from a /dev/fd pipe.)
 ULTICODE_DEMO_TOKEN="$("${repo}/scripts/dev-token.sh" demo-admin auth.admin auth.reader app.editor app.reader)"
 ULTICODE_DEMO_AUDITOR="$("${repo}/scripts/dev-token.sh" demo-auditor audit.reader audit.operator)"
-export ULTICODE_DEMO_TOKEN ULTICODE_DEMO_AUDITOR
 
-call() {  # call TARGET METHOD JSON -> prints the JSON response
-  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -expand-headers -H 'authorization: Bearer ${ULTICODE_DEMO_TOKEN}' \
-    -H "user-agent: ulticode-demo" -d "$3" "$1" "$2"
+rpc() {  # rpc TOKEN TARGET METHOD JSON -> prints the JSON response
+  "${buf}" curl --protocol grpc "${transport[@]}" -H "user-agent: ulticode-demo" \
+    -H @<(printf 'authorization: Bearer %s\n' "$1") -d "$4" "${scheme}://$2/$3"
 }
-field() {  # field JSON PATH (dot-separated, camelCase as grpcurl prints)
+call() { rpc "${ULTICODE_DEMO_TOKEN}" "$@"; }  # call TARGET METHOD JSON
+field() {  # field JSON PATH (dot-separated, camelCase as buf curl prints)
   /usr/bin/python3 -c 'import json,sys
 v=json.loads(sys.argv[1])
 for k in sys.argv[2].split("."): v=v[k]
@@ -69,7 +71,7 @@ step "Auth: a bad request is rejected with INVALID_ARGUMENT"
 if out=$(call "${auth}" ulticode.auth.v1.AuthService/CreateUser '{"username":"x","email":"bad"}' 2>&1); then
   echo "expected an error"; exit 1
 fi
-echo "${out}" | grep -q "InvalidArgument" || { echo "${out}"; exit 1; }
+echo "${out}" | grep -q '"invalid_argument"' || { echo "${out}"; exit 1; }
 echo "${out}"
 
 step "App: create problem, create contest, add problem"
@@ -91,8 +93,7 @@ echo "GetUser, GetProblem: ok"
 want=${#events[@]}
 step "Admin: the audit row of each of the ${want} changes (waiting up to 30 s for each)"
 admin_call() {  # admin_call METHOD JSON
-  /usr/bin/python3 "${repo}/scripts/grpcurl.py" "${transport[@]}" -expand-headers -H 'authorization: Bearer ${ULTICODE_DEMO_AUDITOR}' \
-    -d "$2" "${admin}" "ulticode.admin.v1.AdminService/$1"
+  rpc "${ULTICODE_DEMO_AUDITOR}" "${admin}" "ulticode.admin.v1.AdminService/$1" "$2"
 }
 printf '%-8s %-10s %-20s %-16s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"
 for i in "${!events[@]}"; do

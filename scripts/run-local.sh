@@ -71,8 +71,7 @@ source "${repo}/scripts/lib/deps.sh"
 # shellcheck source=lib/servers.sh
 source "${repo}/scripts/lib/servers.sh"
 
-PY=/usr/bin/python3 # the system python has python3-grpcio; a pyenv python may shadow it
-GRPCURL="${repo}/scripts/grpcurl.py"
+BUF="${repo}/node_modules/.bin/buf" # buf curl: gRPC by reflection (npm, package-lock.json)
 DEMO="${repo}/scripts/demo.sh"
 state="$(realpath -m -- "${ULTICODE_STATE_DIR:-${repo}/.state}")"
 logs="${state}/logs"
@@ -189,12 +188,9 @@ wait_healthy() {
       tail -n 40 -- "${logs}/${svc}.log" >&2 || true
       return 1
     fi
-    if [[ -f "${GRPCURL}" ]]; then
-      if out="$("${PY}" "${GRPCURL}" "${GRPCURL_TLS[@]}" "${addr}" grpc.health.v1.Health/Check 2>&1)" &&
-        [[ "${out}" == *SERVING* && "${out}" != *NOT_SERVING* ]]; then
-        return 0
-      fi
-    elif port_in_use "${addr}"; then
+    if out="$("${BUF}" curl --protocol grpc "${BUF_TLS[@]}" --connect-timeout 2 \
+      "${SCHEME}://${addr}/grpc.health.v1.Health/Check" 2>&1)" &&
+      [[ "${out}" == *'"SERVING"'* ]]; then
       return 0
     fi
     if ((SECONDS >= deadline)); then
@@ -209,6 +205,7 @@ wait_healthy() {
 # ---------------------------------------------------------------- start-up
 
 ulticode_install_deps
+ulticode_node_tools
 if ((build)); then
   ulticode_build Release
 fi
@@ -265,13 +262,15 @@ ulticode_dev_jwt_issuer "${secrets}"
 # Transport: plaintext on loopback unless --tls (a CA and one server
 # certificate for 127.0.0.1/localhost under .state/tls, re-read on change).
 TRANSPORT=(--grpc-plaintext)
-GRPCURL_TLS=(-plaintext)
+SCHEME=http
+BUF_TLS=()
 if ((tls)); then
   ulticode_tls_ca "${state}/tls"
   [[ -s "${state}/tls/server.pem" ]] ||
     ulticode_tls_cert "${state}/tls" server IP:127.0.0.1,DNS:localhost
   TRANSPORT=(--tls-cert-file="${state}/tls/server.pem" --tls-key-file="${state}/tls/server.key")
-  GRPCURL_TLS=(-cacert "${state}/tls/ca.pem")
+  SCHEME=https
+  BUF_TLS=(--cacert "${state}/tls/ca.pem")
   export ULTICODE_LOCAL_CACERT="${state}/tls/ca.pem"  # for demo.sh
 fi
 
@@ -330,9 +329,6 @@ if ((${#started[@]} == 0)); then
   exit 1
 fi
 
-if [[ ! -f "${GRPCURL}" ]]; then
-  log "scripts/grpcurl.py not there yet: waiting for the gRPC ports only"
-fi
 for svc in "${started[@]}"; do
   wait_healthy "${svc}"
   log "${svc} is healthy on ${GRPC[${svc}]}"
@@ -383,12 +379,13 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
   echo
   echo "Try (tokens from scripts/dev-token.sh SUBJECT [ROLE...], valid 1 h, kept off the command line):"
   echo "  export TOKEN=\$(scripts/dev-token.sh alice auth.admin auth.reader)"
-  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} -expand-headers -H 'authorization: Bearer \${TOKEN}' -d '{\"username\":\"bob\",\"email\":\"bob@example.com\"}' ${GRPC[auth]} ulticode.auth.v1.AuthService/CreateUser"
+  bc="npx buf curl --protocol grpc${BUF_TLS[*]:+ ${BUF_TLS[*]}}"
+  echo "  ${bc} -H @<(echo \"authorization: Bearer \${TOKEN}\") -d '{\"username\":\"bob\",\"email\":\"bob@example.com\"}' ${SCHEME}://${GRPC[auth]}/ulticode.auth.v1.AuthService/CreateUser"
   echo "  export AUDITOR=\$(scripts/dev-token.sh auditor audit.reader audit.operator)"
-  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} -expand-headers -H 'authorization: Bearer \${AUDITOR}' -d '{\"pageSize\":5}' ${GRPC[admin]} ulticode.admin.v1.AdminService/QueryAuditLogs"
-  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} ${GRPC[admin]} list"
-  echo "  ${PY} scripts/grpcurl.py ${GRPCURL_TLS[*]} ${GRPC[auth]} grpc.health.v1.Health/Check"
-  ((tls)) && echo "  ${PY} scripts/grpcurl.py -plaintext ${HEALTH[auth]} grpc.health.v1.Health/Check   # the probe port"
+  echo "  ${bc} -H @<(echo \"authorization: Bearer \${AUDITOR}\") -d '{\"pageSize\":5}' ${SCHEME}://${GRPC[admin]}/ulticode.admin.v1.AdminService/QueryAuditLogs"
+  echo "  ${bc} --list-methods ${SCHEME}://${GRPC[admin]}"
+  echo "  ${bc} ${SCHEME}://${GRPC[auth]}/grpc.health.v1.Health/Check"
+  ((tls)) && echo "  npx buf curl --protocol grpc http://${HEALTH[auth]}/grpc.health.v1.Health/Check   # the probe port"
   echo "  curl -s http://${METRICS[admin]}/metrics | grep ^ulticode_"
   echo "Operators (passwords in $(rel "${secrets}"), never on a command line):"
   echo "  PGPASSFILE=$(rel "${secrets}")/pgpass psql -h 127.0.0.1 -p ${PG_PORT} -U postgres ulticode_admin"

@@ -24,6 +24,7 @@ source "${repo}/scripts/lib/servers.sh"
 
 t_start=${SECONDS}
 ulticode_install_deps
+ulticode_node_tools
 if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
   ulticode_build "${ULTICODE_BUILD_TYPE:-Release}"
 fi

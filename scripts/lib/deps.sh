@@ -4,6 +4,8 @@
 # Source this file; it defines functions only and changes no shell options.
 #
 #   ulticode_install_deps          install missing Debian 12 packages (apt-get)
+#   ulticode_node_tools            npm ci the pinned tooling (package-lock.json:
+#                                  buf, Kubernetes schemas) when the lockfile changed
 #   ulticode_build [Release|Debug] configure (if needed) and build with Ninja
 #
 # Environment:
@@ -25,8 +27,9 @@ ULTICODE_DEB_PACKAGES=(
   libgtest-dev libgmock-dev googletest
   postgresql-15 postgresql-client-15 redis-server
   prometheus
-  python3-grpcio python3-protobuf python3-matplotlib python3-yaml
+  python3-matplotlib python3-yaml
   procps iproute2 curl
+  nodejs
   clang-14 libclang-rt-14-dev
 )
 
@@ -69,6 +72,33 @@ ulticode_install_deps() {
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Debian's nodejs (18 on Debian 12) comes without npm; NodeSource's has it.
+_ulticode_ensure_npm() {
+  command -v npm >/dev/null 2>&1 && return 0
+  if [[ "${ULTICODE_SKIP_DEPS:-0}" == 1 ]]; then
+    _ulticode_log "npm is missing (ULTICODE_SKIP_DEPS=1: not installing it)"
+    return 1
+  fi
+  local -a sudo_cmd=()
+  ((EUID == 0)) || sudo_cmd=(sudo)
+  _ulticode_log "installing npm"
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends npm
+}
+
+ulticode_node_tools() {
+  local root="${ULTICODE_REPO_ROOT}" stamp want
+  stamp="${root}/node_modules/.ulticode-lock.sha256"
+  want="$(sha256sum "${root}/package-lock.json" | cut -d' ' -f1)"
+  if [[ -x "${root}/node_modules/.bin/buf" && "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
+    return 0
+  fi
+  _ulticode_ensure_npm || return 1
+  _ulticode_log "installing the pinned npm tooling (npm ci, package-lock.json)"
+  (cd "${root}" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+  printf '%s\n' "${want}" >"${stamp}"
 }
 
 ulticode_build_dir() {

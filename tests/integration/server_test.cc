@@ -1,4 +1,4 @@
-// A real service binary: flags, reflection (as grpcurl uses it), health,
+// A real service binary: flags, reflection (as buf curl and grpcurl use it), health,
 // /metrics that promtool accepts, graceful shutdown.
 #include <signal.h>
 #include <sys/stat.h>
@@ -24,10 +24,12 @@ using ::ulticode::testing::WaitFor;
 
 std::string AuthBinary() { return BinDir() + "/auth/ulticode-auth"; }
 
-// grpcurl syntax: flags come before the address.
-std::string Grpcurl(int port, const std::string& args, const std::string& flags = "") {
-  return absl::StrCat("/usr/bin/python3 ", SourceDir(), "/scripts/grpcurl.py -plaintext ", flags,
-                      " 127.0.0.1:", port, " ", args);
+// `buf curl` (npm @bufbuild/buf, pinned in package-lock.json): the schema
+// comes from reflection only, v1 first, then the v1alpha fallback this
+// server (gRPC 1.51) speaks. `target` is "" (base URL) or "Service/Method".
+std::string BufCurl(int port, const std::string& flags, const std::string& target = "") {
+  return absl::StrCat(SourceDir(), "/node_modules/.bin/buf curl --protocol grpc ", flags,
+                      " http://127.0.0.1:", port, "/", target);
 }
 
 TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
@@ -155,33 +157,33 @@ class ServerTest : public ::testing::TestWithParam<Service> {
 
 TEST_P(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
   const std::string name = GetParam().grpc_name;
-  auto list = RunCommand(Grpcurl(grpc_port_, "list"));
+  auto list = RunCommand(BufCurl(grpc_port_, "--list-services"));
   ASSERT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find("grpc.health.v1.Health"), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("grpc.reflection.v1alpha.ServerReflection"), std::string::npos);
   EXPECT_NE(list.output.find(name), std::string::npos);
 
-  auto methods = RunCommand(Grpcurl(grpc_port_, "list " + name));
+  auto methods = RunCommand(BufCurl(grpc_port_, "--list-methods"));
   ASSERT_EQ(methods.exit_code, 0) << methods.output;
-  EXPECT_NE(methods.output.find(name + "."), std::string::npos) << methods.output;
+  EXPECT_NE(methods.output.find(name + "/"), std::string::npos) << methods.output;
 
-  auto health = RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check"));
+  auto health = RunCommand(BufCurl(grpc_port_, "", "grpc.health.v1.Health/Check"));
   ASSERT_EQ(health.exit_code, 0) << health.output;
   EXPECT_NE(health.output.find("SERVING"), std::string::npos) << health.output;
 
-  auto per_service = RunCommand(
-      Grpcurl(grpc_port_, "grpc.health.v1.Health/Check", "-d '{\"service\":\"" + name + "\"}'"));
+  auto per_service = RunCommand(BufCurl(grpc_port_, "-d '{\"service\":\"" + name + "\"}'",
+                                         "grpc.health.v1.Health/Check"));
   ASSERT_EQ(per_service.exit_code, 0) << per_service.output;
   EXPECT_NE(per_service.output.find("\"SERVING\""), std::string::npos) << per_service.output;
 
-  auto unknown = RunCommand(
-      Grpcurl(grpc_port_, "grpc.health.v1.Health/Check", "-d '{\"service\":\"no.such.Service\"}'"));
+  auto unknown = RunCommand(BufCurl(grpc_port_, "-d '{\"service\":\"no.such.Service\"}'",
+                                    "grpc.health.v1.Health/Check"));
   EXPECT_NE(unknown.exit_code, 0);
-  EXPECT_NE(unknown.output.find("NotFound"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("\"not_found\""), std::string::npos) << unknown.output;
 }
 
 TEST_P(ServerTest, MetricsPassPromtoolAndCountCalls) {
-  ASSERT_EQ(RunCommand(Grpcurl(grpc_port_, "grpc.health.v1.Health/Check")).exit_code, 0);
+  ASSERT_EQ(RunCommand(BufCurl(grpc_port_, "", "grpc.health.v1.Health/Check")).exit_code, 0);
   const std::string url = absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics");
   std::vector<std::string> series(std::begin(kCommonSeries), std::end(kCommonSeries));
   series.insert(series.end(), GetParam().series.begin(), GetParam().series.end());

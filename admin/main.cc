@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   common.Register(flags);
   flags.String("receipt-signing-key-file", &signing_key_file,
                "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every receipt");
-  flags.Require("receipt-signing-key-file");
+  flags.Require("receipt-signing-key-file", [&] { return common.migrate_only(); });
   admin::inbox::RegisterBridgeFlags(flags, &bridge_options, &auth_stream, &app_stream);
   admin::consumer::RegisterConsumerFlags(flags, &consumer_options);
   admin::maintenance::HousekeepingOptions housekeeping;
@@ -80,6 +80,14 @@ int main(int argc, char** argv) {
   common.ApplyLogging();
   admin::inbox::FinishBridgeOptions(&bridge_options, auth_stream, app_stream);
   if (auto s = common.LoadSecrets(); !s.ok()) runtime::DieOnStartup("admin", s);
+  if (common.migrate_only()) {
+    if (auto s = runtime::PrepareSchema(common, "ulticode-admin-migrate", admin::Migrations(),
+                                        admin::kRuntimeGrants);
+        !s.ok()) {
+      runtime::DieOnStartup("admin", s);
+    }
+    return 0;
+  }
   auto signer = crypto::SigningKey::FromFile(signing_key_file);
   if (!signer.ok()) runtime::DieOnStartup("admin", signer.status());
   auto keys = crypto::KeyDirectoryFile::Open(common.public_keys_file);
@@ -94,9 +102,8 @@ int main(int argc, char** argv) {
   pg::PoolOptions pool_options = common.PoolOptions("ulticode-admin");
   pool_options.registry = &(*metrics)->registry();
   pool_options.name = "rpc";
-  if (auto s = runtime::MigrateWithRetry(common.MigrateOptions("ulticode-admin-migrate"),
-                                         admin::Migrations(), common.startup_timeout,
-                                         common.RuntimeRoleToGrant(), admin::kRuntimeGrants);
+  if (auto s = runtime::PrepareSchema(common, "ulticode-admin-migrate", admin::Migrations(),
+                                      admin::kRuntimeGrants);
       !s.ok()) {
     runtime::DieOnStartup("admin", s);
   }

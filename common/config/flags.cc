@@ -31,8 +31,11 @@ void Flags::String(std::string name, std::string* out, std::string help, Validat
   entries_.push_back(std::move(e));
 }
 
-void Flags::Require(absl::string_view name) {
-  if (Entry* e = Find(name); e != nullptr) e->required = true;
+void Flags::Require(absl::string_view name, std::function<bool()> unless) {
+  if (Entry* e = Find(name); e != nullptr) {
+    e->required = true;
+    e->required_unless = std::move(unless);
+  }
 }
 
 void Flags::Int(std::string name, int64_t* out, std::string help, int64_t min, int64_t max) {
@@ -170,7 +173,7 @@ absl::Status Flags::Parse(int argc, const char* const* argv) {
     e->was_set = true;
   }
   for (const Entry& e : entries_) {
-    if (e.required && !e.was_set) {
+    if (e.required && !e.was_set && !(e.required_unless && e.required_unless())) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", e.name, " is required (or ", EnvName(e.name), ")"));
     }

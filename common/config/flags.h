@@ -34,7 +34,9 @@ class Flags {
   // Parse fails naming `name` unless the flag or its environment twin is set.
   // Secrets are never flags: they come from files (--*-password-file, key
   // files), so no value is ever visible in a command line or --help.
-  void Require(absl::string_view name);
+  // `unless`, when given, is asked after every value is set: true exempts
+  // (e.g. key files that a --migrate=only run never reads).
+  void Require(absl::string_view name, std::function<bool()> unless = nullptr);
   // A check across flags, run by Parse after every value is set; its error
   // is a configuration error like any other.
   void AddCheck(std::function<absl::Status()> check) { checks_.push_back(std::move(check)); }
@@ -58,6 +60,7 @@ class Flags {
     bool is_bool = false;
     std::function<absl::Status(const std::string&)> set;
     bool was_set = false;
+    std::function<bool()> required_unless = nullptr;  // see Require
   };
   Entry* Find(absl::string_view name);
 

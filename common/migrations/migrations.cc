@@ -21,6 +21,8 @@ constexpr pg::Statement kCreateTable{"migrations.create_table",
                                      " applied_at timestamptz NOT NULL DEFAULT now())"};
 constexpr pg::Statement kApplied{"migrations.applied",
                                  "SELECT version, name, sha256 FROM schema_migrations"};
+constexpr pg::Statement kTableExists{"migrations.table_exists",
+                                     "SELECT to_regclass('schema_migrations') IS NOT NULL"};
 constexpr pg::Statement kRecord{
     "migrations.record",
     "INSERT INTO schema_migrations (version, name, sha256) VALUES ($1::bigint, $2, $3)"};
@@ -76,6 +78,36 @@ absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migrat
   return result;
 }
 
+absl::Status Verify(pg::Connection& conn, const std::vector<Migration>& migrations) {
+  ASSIGN_OR_RETURN(pg::Result exists, conn.Execute(kTableExists));
+  if (!exists.GetBool(0, 0)) {
+    return absl::FailedPreconditionError(
+        "the database has no schema_migrations: run the migration step first (--migrate=only "
+        "as the migration role)");
+  }
+  ASSIGN_OR_RETURN(pg::Result rows, conn.Execute(kApplied));
+  std::map<int64_t, std::string> applied;
+  for (int r = 0; r < rows.rows(); ++r) applied[rows.GetInt64(r, 0)] = rows.GetString(r, 2);
+  std::vector<const Migration*> ordered;
+  for (const Migration& m : migrations) ordered.push_back(&m);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const Migration* a, const Migration* b) { return a->version < b->version; });
+  for (const Migration* m : ordered) {
+    auto it = applied.find(m->version);
+    if (it == applied.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the schema is behind this binary: migration ", m->name,
+                       " is not applied (run the migration step: --migrate=only)"));
+    }
+    if (it->second != m->sha256) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("migration ", m->name, " was changed after it was applied (checksum ",
+                       it->second, " in the database, ", m->sha256, " in this binary)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
                           const std::vector<std::string>& grants) {
   if (role.empty() || role.size() > 63) {
@@ -103,6 +135,9 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
     const std::string sql = absl::StrReplaceAll(grant, {{"{role}", quoted}});
     RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.grant", sql.c_str()}).status());
   }
+  const std::string read_versions = absl::StrCat("GRANT SELECT ON schema_migrations TO ", quoted);
+  RETURN_IF_ERROR(
+      tx.Execute(pg::Statement{"migrations.grant_versions", read_versions.c_str()}).status());
   return tx.Commit();
 }
 

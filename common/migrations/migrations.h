@@ -33,11 +33,18 @@ struct ApplyResult {
 absl::StatusOr<ApplyResult> Apply(pg::Connection& conn, const std::vector<Migration>& migrations,
                                   int64_t lock_key = 0x756c7469636f6465 /* "ulticode" */);
 
+// For a process that must not change the schema (the runtime role, after a
+// migration step ran as the schema's owner): OK when every one of
+// `migrations` is recorded with the same checksum; FAILED_PRECONDITION
+// naming the first missing or changed one otherwise. Reads only.
+absl::Status Verify(pg::Connection& conn, const std::vector<Migration>& migrations);
+
 // Least privilege: after migrating as the schema's owner, grant the runtime
 // role exactly the DML the service needs. Each statement names the role as
 // "{role}" (replaced by the quoted identifier). Everything else the role held
 // on the schema's tables and sequences is revoked first, so a
-// narrowed list takes effect on the next start. Idempotent; one transaction.
+// narrowed list takes effect on the next start. The role may always read
+// schema_migrations (for Verify). Idempotent; one transaction.
 // INVALID_ARGUMENT for a role name outside [a-z0-9_].
 absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
                           const std::vector<std::string>& grants);

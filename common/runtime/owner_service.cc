@@ -35,7 +35,7 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   common.Register(flags);
   flags.String("audit-signing-key-file", &signing_key_file,
                "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event");
-  flags.Require("audit-signing-key-file");
+  flags.Require("audit-signing-key-file", [&] { return common.migrate_only(); });
   outbox::RegisterDispatcherFlags(flags, &dispatch);
   outbox::HousekeepingOptions housekeeping;
   flags.Duration("outbox-retention", &housekeeping.outbox_retention,
@@ -53,6 +53,16 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   config::ParseOrExit(flags, argc, const_cast<const char* const*>(argv));
   common.ApplyLogging();
   if (auto s = common.LoadSecrets(); !s.ok()) DieOnStartup(name.c_str(), s);
+  std::vector<migrations::Migration> all = *spec.migrations;
+  for (const auto& m : outbox::Migrations()) all.push_back(m);
+  std::vector<std::string> grants = *spec.runtime_grants;
+  for (const auto& g : outbox::RuntimeGrants()) grants.push_back(g);
+  if (common.migrate_only()) {
+    if (auto s = PrepareSchema(common, spec.program + "-migrate", all, grants); !s.ok()) {
+      DieOnStartup(name.c_str(), s);
+    }
+    return 0;
+  }
   auto signer = crypto::SigningKey::FromFile(signing_key_file);
   if (!signer.ok()) DieOnStartup(name.c_str(), signer.status());
   auto keys = crypto::KeyDirectoryFile::Open(common.public_keys_file);
@@ -67,13 +77,7 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   pg::PoolOptions pool_options = common.PoolOptions(spec.program);
   pool_options.registry = &(*metrics)->registry();
   pool_options.name = "rpc";
-  std::vector<migrations::Migration> all = *spec.migrations;
-  for (const auto& m : outbox::Migrations()) all.push_back(m);
-  std::vector<std::string> grants = *spec.runtime_grants;
-  for (const auto& g : outbox::RuntimeGrants()) grants.push_back(g);
-  if (auto s = MigrateWithRetry(common.MigrateOptions(spec.program + "-migrate"), all,
-                                common.startup_timeout, common.RuntimeRoleToGrant(), grants);
-      !s.ok()) {
+  if (auto s = PrepareSchema(common, spec.program + "-migrate", all, grants); !s.ok()) {
     DieOnStartup(name.c_str(), s);
   }
   pg::Pool pool(pool_options);

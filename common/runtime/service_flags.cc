@@ -57,6 +57,15 @@ void ServiceFlags::Register(config::Flags& flags) {
                "DML (empty: migrate as the runtime role)");
   flags.String("pg-migrate-password-file", &pg_migrate_password_file,
                "file holding the migration role's password (mode 0600)");
+  flags.String("migrate", &migrate,
+               "schema step at start-up: apply (migrate as --pg-migrate-user, grant, then serve), "
+               "only (that, then exit 0: an init step; needs no keys, TLS or JWKS), verify (serve "
+               "only if the schema is current; no migration credentials)",
+               [](const std::string& v) {
+                 return v == "apply" || v == "only" || v == "verify"
+                            ? absl::OkStatus()
+                            : absl::InvalidArgumentError("must be apply, only or verify");
+               });
   flags.Int("pg-pool-size", &pg_pool_size, "maximum PostgreSQL connections for RPC handlers", 1,
             512);
   flags.String("redis-addr", &redis_addr, "Redis address (host:port)", config::ValidateHostPort);
@@ -66,7 +75,7 @@ void ServiceFlags::Register(config::Flags& flags) {
   flags.String("public-keys-file", &public_keys_file,
                "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
                "it changes");
-  flags.Require("public-keys-file");
+  flags.Require("public-keys-file", [this] { return migrate_only(); });
   flags.String("tls-cert-file", &tls.cert_file,
                "PEM certificate chain served on --grpc-listen; re-read when it changes");
   flags.String("tls-key-file", &tls.key_file, "PEM private key of --tls-cert-file (mode 0600)");
@@ -84,9 +93,13 @@ void ServiceFlags::Register(config::Flags& flags) {
                [](const std::string& v) {
                  return v.empty() ? absl::OkStatus() : config::ValidateHostPort(v);
                });
-  flags.AddCheck([this] { return CheckTransport(); });
+  flags.AddCheck([this] { return migrate_only() ? absl::OkStatus() : CheckTransport(); });
   flags.AddCheck([this]() -> absl::Status {
     if (pg_migrate_user.empty()) return absl::OkStatus();
+    if (migrate == "verify") {
+      return absl::InvalidArgumentError(
+          "--migrate=verify never migrates: drop --pg-migrate-user (and its password file)");
+    }
     const std::string runtime = RuntimeRoleToGrant();
     if (runtime.empty()) {
       return absl::InvalidArgumentError(
@@ -101,7 +114,7 @@ void ServiceFlags::Register(config::Flags& flags) {
   flags.String("jwks-file", &jwks_file,
                "JSON Web Key Set verifying callers' bearer tokens (EdDSA, ES256, RS256); re-read "
                "when it changes");
-  flags.Require("jwks-file");
+  flags.Require("jwks-file", [this] { return migrate_only(); });
   auto not_empty = [](const std::string& v) {
     return v.empty() ? absl::InvalidArgumentError("must not be empty") : absl::OkStatus();
   };
@@ -135,7 +148,7 @@ void ServiceFlags::ApplyLogging() const {
 }
 
 absl::Status ServiceFlags::LoadSecrets() {
-  if (!grpc_plaintext) {
+  if (!grpc_plaintext && !migrate_only()) {
     // The watcher would serve nothing rather than fail: check both files now
     // (the key like any secret: no access for group or others).
     RETURN_IF_ERROR(crypto::ReadSecretFile(tls.key_file).status());

@@ -23,6 +23,8 @@ struct ServiceFlags {
   std::string pg_password_file;
   std::string pg_migrate_user;
   std::string pg_migrate_password_file;
+  // apply | only | verify (see --migrate).
+  std::string migrate = "apply";
   std::string redis_user;
   std::string redis_password_file;
   std::string public_keys_file;
@@ -46,6 +48,8 @@ struct ServiceFlags {
   // Defaults differ per service (ports, database).
   ServiceFlags(std::string grpc, std::string metrics, std::string database, int max_receive_bytes);
   void Register(config::Flags& flags);
+  // --migrate=only: migrate, grant and exit; no keys, TLS or serving.
+  bool migrate_only() const { return migrate == "only"; }
   // Applies the log level; call after parsing.
   void ApplyLogging() const;
   // Reads the password files (refusing ones others may read). Call after

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "common/migrations/migrations.h"
 #include "common/pg/connection.h"
+#include "common/runtime/service_flags.h"
 
 namespace ulticode::runtime {
 
@@ -17,6 +18,14 @@ absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
                               const std::vector<migrations::Migration>& migrations,
                               absl::Duration timeout, const std::string& runtime_role = "",
                               const std::vector<std::string>& grants = {});
+
+// The --migrate step of `flags`: apply and only run MigrateWithRetry as
+// the migration role (then grant the runtime role); verify connects as the
+// runtime role (retrying like MigrateWithRetry) and runs migrations::Verify.
+// With --migrate=only the caller exits after it, before loading keys.
+absl::Status PrepareSchema(const ServiceFlags& flags, const std::string& application_name,
+                           const std::vector<migrations::Migration>& migrations,
+                           const std::vector<std::string>& grants);
 
 // Logs `status` as a fatal start-up error and exits with code 1.
 [[noreturn]] void DieOnStartup(const char* component, const absl::Status& status);

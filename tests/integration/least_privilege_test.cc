@@ -2,6 +2,8 @@
 // migrate as their migration roles and run as their runtime roles and Redis
 // ACL users (tools/bootstrap, as scripts/run-local.sh sets them up). Then
 // each role and user is tried against what it must not do.
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -190,6 +192,46 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   EXPECT_TRUE(denied(*ops, {"ACL", "SETUSER", users[0].name, "+@all"}));
   for (const auto& u : users) (void)root.Command({"ACL", "DELUSER", u.name});
   (void)root.Command({"DEL", auth_stream, auth_stream + ":receipts"});
+}
+
+// As deploy/k8s runs a service: an init step migrates with the migration
+// role's password and nothing else (no signing key, TLS or JWKS), and the
+// server then runs --migrate=verify without any migration credential,
+// refusing a database whose schema is missing or behind.
+TEST(MigrateStepTest, InitStepMigratesAndTheServerOnlyVerifies) {
+  ULTI_REQUIRE_PG(pg);
+  ULTI_REQUIRE_REDIS(redis);
+  testing::MeshOptions options;
+  options.prefix = "ms";
+  options.migrate_step = true;
+  options.admin_args = options.auth_args = {"--startup-timeout=2s"};
+  Mesh mesh(pg, redis, options);
+  std::string error;
+  EXPECT_FALSE(mesh.StartServer(Service::kAdmin, 0, &error)) << "verify on an empty database";
+  EXPECT_NE(error.find("no schema_migrations: run the migration step first"), std::string::npos)
+      << error;
+
+  for (Service s : {Service::kAuth, Service::kAdmin}) ASSERT_TRUE(mesh.Start(s, 0, &error)) << error;
+  std::ifstream cmdline(absl::StrCat("/proc/", mesh.Pid(Service::kAuth, 0), "/cmdline"));
+  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  EXPECT_NE(args.find("--migrate=verify"), std::string::npos);
+  EXPECT_EQ(args.find("migrator"), std::string::npos) << "no migration credential in the server";
+  // The init step again (the next pod of a rollout) finds nothing to do.
+  auto again = mesh.MigrateOnly(Service::kAuth);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+
+  EXPECT_EQ(mesh.Terminate(Service::kAuth, 0), 0);
+  pg::ConnectOptions as_superuser;
+  as_superuser.conninfo = mesh.Dsn(Service::kAuth);
+  auto superuser = pg::Connection::Connect(as_superuser);
+  ASSERT_TRUE(superuser.ok()) << superuser.status();
+  ASSERT_TRUE((*superuser)
+                  ->Execute({"behind", "DELETE FROM schema_migrations WHERE version = "
+                                       "(SELECT max(version) FROM schema_migrations)"})
+                  .ok());
+  EXPECT_FALSE(mesh.StartServer(Service::kAuth, 0, &error)) << "verify on a schema behind";
+  EXPECT_NE(error.find("the schema is behind this binary"), std::string::npos) << error;
+  mesh.Terminate(Service::kAdmin, 0);
 }
 
 }  // namespace

@@ -120,6 +120,36 @@ TEST_F(MigrationsTest, GrantRuntimeGrantsExactlyTheListRevokingEarlierGrants) {
   EXPECT_EQ(privileges("UPDATE"), "false");
   EXPECT_EQ(privileges("DELETE"), "false");
   EXPECT_EQ(GrantRuntime(*conn, "Robert'); DROP", {}).code(), absl::StatusCode::kInvalidArgument);
+  // It may read the applied versions (what --migrate=verify checks), no more.
+  EXPECT_EQ(::ulticode::testing::QueryText(
+                *conn, "SELECT has_table_privilege('" + role + "', 'schema_migrations', "
+                       "'SELECT')::text || has_table_privilege('" + role +
+                       "', 'schema_migrations', 'INSERT')::text"),
+            "truefalse");
+}
+
+TEST_F(MigrationsTest, VerifyPassesOnlyWhenEveryMigrationIsAppliedUnchanged) {
+  auto conn = Connect();
+  auto none = Verify(*conn, TwoMigrations());
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition) << none;
+  EXPECT_NE(none.message().find("no schema_migrations"), std::string::npos) << none;
+
+  auto first = TwoMigrations();
+  first.erase(first.begin());  // only 0001
+  ASSERT_TRUE(Apply(*conn, first).ok());
+  auto behind = Verify(*conn, TwoMigrations());
+  EXPECT_EQ(behind.code(), absl::StatusCode::kFailedPrecondition) << behind;
+  EXPECT_NE(behind.message().find("0002_add_column is not applied"), std::string::npos) << behind;
+
+  ASSERT_TRUE(Apply(*conn, TwoMigrations()).ok());
+  EXPECT_TRUE(Verify(*conn, TwoMigrations()).ok());
+  // An older binary (fewer migrations) runs on a newer schema.
+  EXPECT_TRUE(Verify(*conn, first).ok());
+  auto edited = TwoMigrations();
+  edited[0].sha256 = "different";
+  auto changed = Verify(*conn, edited);
+  EXPECT_EQ(changed.code(), absl::StatusCode::kFailedPrecondition) << changed;
+  EXPECT_NE(changed.message().find("was changed after it was applied"), std::string::npos);
 }
 
 }  // namespace

@@ -167,7 +167,28 @@ std::string Mesh::Dsn(Service service) const {
   return "";
 }
 
+CommandResult Mesh::MigrateOnly(Service service) {
+  const Credentials& c = creds_[static_cast<int>(service)];
+  const std::string& db = DbName(service);
+  return RunCommand(absl::StrCat(
+      BinDir(), "/", BinaryPath(service), " --migrate=only --log-level=warn '--pg-dsn=host=",
+      pg_.host, " port=", pg_.port, " user=", db, "_runtime dbname=", db, "' --pg-migrate-user=",
+      db, "_migrator --pg-migrate-password-file=",
+      Secret(db + "_migrator.password", c.migrator_password)));
+}
+
 bool Mesh::Start(Service service, int replica, std::string* error) {
+  if (options_.migrate_step) {
+    CommandResult init = MigrateOnly(service);
+    if (init.exit_code != 0) {
+      *error = absl::StrCat("--migrate=only exited ", init.exit_code, ":\n", init.output);
+      return false;
+    }
+  }
+  return StartServer(service, replica, error);
+}
+
+bool Mesh::StartServer(Service service, int replica, std::string* error) {
   Replica& r = Get(service, replica);
   std::vector<std::string> argv = {
       BinDir() + "/" + BinaryPath(service),
@@ -194,9 +215,13 @@ bool Mesh::Start(Service service, int replica, std::string* error) {
     argv.push_back(absl::StrCat("--pg-dsn=host=", pg_.host, " port=", pg_.port, " user=", db,
                                 "_runtime dbname=", db));
     argv.push_back("--pg-password-file=" + Secret(db + "_runtime.password", c.runtime_password));
-    argv.push_back("--pg-migrate-user=" + db + "_migrator");
-    argv.push_back("--pg-migrate-password-file=" +
-                   Secret(db + "_migrator.password", c.migrator_password));
+    if (options_.migrate_step) {
+      argv.push_back("--migrate=verify");
+    } else {
+      argv.push_back("--pg-migrate-user=" + db + "_migrator");
+      argv.push_back("--pg-migrate-password-file=" +
+                     Secret(db + "_migrator.password", c.migrator_password));
+    }
     argv.push_back("--redis-user=" + c.redis_user);
     argv.push_back("--redis-password-file=" +
                    Secret(c.redis_user + ".redis-password", c.redis_password));

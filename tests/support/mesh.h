@@ -32,6 +32,10 @@ struct MeshOptions {
   // gRPC over TLS (a private CA made for this mesh), health in plaintext on
   // its own port; Channel() then speaks TLS.
   bool tls = false;
+  // As deploy/k8s runs it (with least_privilege): an init step
+  // `--migrate=only` as the migration role, given nothing else, then the
+  // server with `--migrate=verify` and no migration credentials at all.
+  bool migrate_step = false;
 };
 
 class Mesh {
@@ -43,6 +47,11 @@ class Mesh {
   // and waits until it accepts gRPC connections. False with the process
   // output in `error` if it died or did not come up.
   bool Start(Service service, int replica, std::string* error);
+  // Start without the init step of MeshOptions::migrate_step.
+  bool StartServer(Service service, int replica, std::string* error);
+  // The init step of MeshOptions::migrate_step on its own: its exit code
+  // and output.
+  CommandResult MigrateOnly(Service service);
   // SIGKILL, no goodbye.
   void Kill(Service service, int replica);
   // SIGTERM and wait; returns the exit status (0 on a clean exit).

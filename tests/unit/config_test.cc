@@ -110,5 +110,17 @@ TEST(FlagsTest, RequiredFlagMissingIsNamed) {
       << st;
 }
 
+TEST(FlagsTest, RequiredUnlessIsDecidedAfterEveryValueIsSet) {
+  Settings s;
+  Flags f = Make(s);
+  f.Require("key-file", [&] { return s.threads == 1; });
+  // --threads comes after the requirement was declared, and still counts.
+  EXPECT_TRUE(ParseArgs(f, {"--threads=1"}).ok());
+  Settings t;
+  Flags g = Make(t);
+  g.Require("key-file", [&] { return t.threads == 1; });
+  EXPECT_EQ(ParseArgs(g, {"--threads=2"}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ulticode::config

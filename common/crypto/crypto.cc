@@ -62,11 +62,16 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat("secret file ", path, " is not a file"));
   }
-  if ((st.st_mode & 077) != 0) {
+  // As PostgreSQL does for its key files: a file of root's may also be read
+  // by its group. Kubernetes mounts Secrets that way (root-owned, mode 0440,
+  // the pod's fsGroup), and only root can make such a file.
+  const mode_t forbidden = st.st_uid == 0 ? 037 : 077;
+  if ((st.st_mode & forbidden) != 0) {
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrFormat(
-        "secret file %s has mode %04o: group and others must have no access (chmod 600)", path,
-        st.st_mode & 07777));
+        "secret file %s has mode %04o: group and others must have no access (chmod 600; a "
+        "root-owned file may be group-readable, 640)",
+        path, st.st_mode & 07777));
   }
   if (static_cast<size_t>(st.st_size) > kMaxSecretBytes) {
     ::close(fd);

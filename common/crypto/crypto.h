@@ -26,7 +26,9 @@ std::string Sha256(absl::string_view data);
 
 // Reads a secret (password, private key) from `path`. Refuses a file that
 // group or others may read or write (FAILED_PRECONDITION naming the path and
-// its mode), an empty file, and a file over 64 KiB. One trailing newline
+// its mode), except that a root-owned file may be group-readable (how
+// Kubernetes mounts a Secret for a pod's fsGroup), an empty file, and a file
+// over 64 KiB. One trailing newline
 // ("\n" or "\r\n") is dropped, so `echo pw > file` works.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The Containerfile, checked without a container engine (none runs here):
+#   1. the build stage's COPY lines are enough: the targets it names build,
+#      with its cmake flags, from a tree holding only the copied paths;
+#   2. the build stage installs every -dev package the build needs (the
+#      ones scripts/lib/deps.sh installs, less test and tool packages);
+#   3. the runtime stage installs every library the built binaries load
+#      (ldd -> dpkg -S), directly or through dependencies, or it is in every
+#      Debian base (Priority: required);
+#   4. it ends as a numeric non-root USER.
+# Incremental: the copy keeps mtimes and the build directory is kept under
+# the build tree. ctest label: deploy.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+file="${root}/Containerfile"
+work="${ULTICODE_BUILD_DIR:-${root}/build}/containerfile-check"
+mkdir -p "${work}"
+
+mapfile -t copies < <(awk '/^FROM /{stage++} stage==1 && /^COPY / && !/--from/ {print $2}' "${file}")
+((${#copies[@]} > 0)) || { echo "no COPY lines in the build stage of ${file}"; exit 1; }
+rm -rf "${work}/src" && mkdir "${work}/src"
+for src in "${copies[@]}"; do
+  src="${src%/}"
+  [[ -e "${root}/${src}" ]] || { echo "COPY ${src}: no such path in the repository"; exit 1; }
+  cp -a "${root}/${src}" "${work}/src/${src}"
+done
+cmake_flags="$(grep -o -- '-DCMAKE_BUILD_TYPE=[A-Za-z]* -DULTICODE_TESTS=OFF' "${file}")"
+targets="$(sed -n 's/.*cmake --build \/build --target \([a-z -]*\).*/\1/p' "${file}")"
+[[ -n "${cmake_flags}" && -n "${targets}" ]] || { echo "cannot read the cmake flags or targets"; exit 1; }
+# shellcheck disable=SC2086  # word splitting intended
+cmake -S "${work}/src" -B "${work}/build" -G Ninja ${cmake_flags} >/dev/null
+# shellcheck disable=SC2086
+cmake --build "${work}/build" --target ${targets} -j "${ULTICODE_JOBS:-2}" | tail -n 1
+echo "1. built ${targets} from COPY ${copies[*]}"
+
+/usr/bin/python3 - "${file}" "${root}/scripts/lib/deps.sh" "${work}/build" ${targets} <<'PY'
+import glob, os, re, subprocess, sys
+containerfile, deps_sh, build, targets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+text = open(containerfile).read().replace("\\\n", " ")
+stages = re.split(r"^FROM ", text, flags=re.M)[1:]
+def installed(stage):
+    m = re.search(r"apt-get install -y --no-install-recommends ([^&]*)", stage)
+    return set(m.group(1).split()) if m else set()
+build_pkgs, runtime_pkgs = installed(stages[0]), installed(stages[1])
+problems = []
+
+deps = re.search(r"ULTICODE_DEB_PACKAGES=\(([^)]*)\)", open(deps_sh).read()).group(1).split()
+not_for_image = {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev"}
+for p in deps:
+    if p.endswith("-dev") and p not in not_for_image and p not in build_pkgs:
+        problems.append(f"build stage lacks {p} (scripts/lib/deps.sh builds with it)")
+print(f"2. build stage: {len(build_pkgs)} packages")
+
+def q(fmt, pkgs):
+    out = subprocess.run(["dpkg-query", "-W", "-f", fmt, *pkgs], capture_output=True, text=True)
+    return out.stdout
+closure, todo = set(), list(runtime_pkgs)
+while todo:
+    p = todo.pop()
+    if p in closure:
+        continue
+    closure.add(p)
+    for alt in q("${Depends},${Pre-Depends}", [p]).split(","):
+        name = alt.split("|")[0].strip().split(" ")[0].split(":")[0]
+        if name:
+            todo.append(name)
+binaries = [b for t in targets for b in glob.glob(f"{build}/**/{t}", recursive=True)
+            if os.access(b, os.X_OK) and os.path.isfile(b)]
+if len(binaries) != len(targets):
+    problems.append(f"found {binaries} for targets {targets}")
+libs = set()
+for b in binaries:
+    for line in subprocess.run(["ldd", b], capture_output=True, text=True).stdout.splitlines():
+        m = re.search(r"=> (/\S+)", line)
+        if m:
+            libs.add(os.path.realpath(m.group(1)))
+for lib in sorted(libs):
+    owner = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True).stdout
+    if not owner:
+        owner = subprocess.run(["dpkg", "-S", lib.replace("/usr/lib/", "/lib/")],
+                               capture_output=True, text=True).stdout
+    pkg = owner.split(":")[0].strip()
+    if not pkg:
+        problems.append(f"{lib}: no Debian package owns it")
+    elif pkg not in closure and q("${Priority}", [pkg]).strip() != "required":
+        problems.append(f"runtime stage lacks {pkg} (for {lib})")
+print(f"3. runtime stage: {len(libs)} libraries, all from {len(runtime_pkgs)} packages and their "
+      f"dependencies or the base")
+
+user = re.findall(r"^USER (\S+)", text, flags=re.M)
+if not user or not re.fullmatch(r"[1-9][0-9]*:[1-9][0-9]*", user[-1]):
+    problems.append(f"the image must end as a numeric non-root USER uid:gid, not {user}")
+else:
+    print(f"4. USER {user[-1]}")
+if problems:
+    print("\n".join(problems))
+    sys.exit(1)
+PY

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Makes the local files the dev overlay turns into Secrets
+# (deploy/k8s/overlays/dev/secrets, git-ignored, 0700/0600), keeping those
+# that exist, so it is safe to run again:
+#   pg-*.password, redis-*.password   PostgreSQL roles and Redis ACL users
+#   {auth,app,admin}-ed25519.key      event and receipt signing keys
+#   public-keys.txt                   the key directory all services verify with
+#   jwt-ed25519.key, jwks.json        the dev token issuer (scripts/dev-token.sh)
+#   tls/                              a dev CA and a server certificate per service
+#
+# Usage: scripts/k8s-dev-secrets.sh [DIR]   (default: deploy/k8s/overlays/dev/secrets)
+# Then: kubectl apply -k deploy/k8s/overlays/dev
+# Tokens: ULTICODE_STATE_DIR=deploy/k8s/overlays/dev scripts/dev-token.sh alice auth.admin
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+ULTICODE_REPO_ROOT="${repo}"
+# shellcheck source=lib/servers.sh
+source "${repo}/scripts/lib/servers.sh"
+dir="$(realpath -m -- "${1:-${repo}/deploy/k8s/overlays/dev/secrets}")"
+(umask 077 && mkdir -p -- "${dir}/tls")
+chmod 700 -- "${dir}" "${dir}/tls"
+
+password() {  # 32 hex characters, no newline (Secrets keep bytes as they are)
+  [[ -s "${dir}/$1" ]] || (umask 077 && openssl rand -hex 16 | tr -d '\n' >"${dir}/$1")
+}
+password pg-postgres.password
+for svc in auth app admin; do
+  password "pg-${svc}_migrator.password"
+  password "pg-${svc}_runtime.password"
+done
+for user in auth app admin ops; do password "redis-${user}.password"; done
+
+for party in auth app admin; do
+  key="${dir}/${party}-ed25519.key"
+  [[ -s "${key}" ]] || (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}")
+done
+{
+  echo "# <party> <base64 Ed25519 public key>: made by scripts/k8s-dev-secrets.sh"
+  for party in auth app admin; do
+    printf '%s %s\n' "${party}" "$(openssl pkey -in "${dir}/${party}-ed25519.key" -pubout \
+      -outform DER | tail -c 32 | base64)"
+  done
+} >"${dir}/public-keys.txt"
+ulticode_dev_jwt_issuer "${dir}"
+
+# Servers are reached in the cluster by Service name and, through
+# `kubectl port-forward`, on localhost.
+ulticode_tls_ca "${dir}/tls"
+for svc in auth app admin; do
+  [[ -s "${dir}/tls/${svc}.pem" ]] && continue
+  ulticode_tls_cert "${dir}/tls" "${svc}" \
+    "DNS:${svc},DNS:${svc}.ulticode,DNS:${svc}.ulticode.svc,DNS:${svc}.ulticode.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
+done
+echo "dev secrets in ${dir#"${repo}/"} (CA for clients: ${dir#"${repo}/"}/tls/ca.pem)" >&2

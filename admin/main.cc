@@ -80,12 +80,16 @@ int main(int argc, char** argv) {
   common.ApplyLogging();
   admin::inbox::FinishBridgeOptions(&bridge_options, auth_stream, app_stream);
   if (auto s = common.LoadSecrets(); !s.ok()) runtime::DieOnStartup("admin", s);
-  if (common.migrate_only()) {
+  // The init step migrates and exits; a server checks its keys first.
+  auto prepare_schema = [&] {
     if (auto s = runtime::PrepareSchema(common, "ulticode-admin-migrate", admin::Migrations(),
                                         admin::kRuntimeGrants);
         !s.ok()) {
       runtime::DieOnStartup("admin", s);
     }
+  };
+  if (common.migrate_only()) {
+    prepare_schema();
     return 0;
   }
   auto signer = crypto::SigningKey::FromFile(signing_key_file);
@@ -102,11 +106,7 @@ int main(int argc, char** argv) {
   pg::PoolOptions pool_options = common.PoolOptions("ulticode-admin");
   pool_options.registry = &(*metrics)->registry();
   pool_options.name = "rpc";
-  if (auto s = runtime::PrepareSchema(common, "ulticode-admin-migrate", admin::Migrations(),
-                                      admin::kRuntimeGrants);
-      !s.ok()) {
-    runtime::DieOnStartup("admin", s);
-  }
+  prepare_schema();
   pg::Pool pool(pool_options);
 
   const redis::Options redis_options = common.RedisOptions();

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -51,6 +52,17 @@ std::string Sha256(absl::string_view data) {
   return out;
 }
 
+namespace {
+
+bool InOurGroups(gid_t gid) {
+  if (gid == ::getegid()) return true;
+  gid_t groups[256];
+  const int n = ::getgroups(256, groups);
+  return std::find(groups, groups + std::max(n, 0), gid) != groups + std::max(n, 0);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -63,9 +75,10 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat("secret file ", path, " is not a file"));
   }
   // As PostgreSQL does for its key files: a file of root's may also be read
-  // by its group. Kubernetes mounts Secrets that way (root-owned, mode 0440,
-  // the pod's fsGroup), and only root can make such a file.
-  const mode_t forbidden = st.st_uid == 0 ? 037 : 077;
+  // by its group, if that group is one of ours. Kubernetes mounts Secrets
+  // that way (root-owned, mode 0440, the pod's fsGroup), and only root can
+  // make such a file.
+  const mode_t forbidden = st.st_uid == 0 && InOurGroups(st.st_gid) ? 037 : 077;
   if ((st.st_mode & forbidden) != 0) {
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrFormat(

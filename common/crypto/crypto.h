@@ -24,11 +24,11 @@ inline constexpr size_t kEd25519SignatureBytes = 64;
 // SHA-256 of `data`: 32 raw bytes.
 std::string Sha256(absl::string_view data);
 
-// Reads a secret (password, private key) from `path`. Refuses a file that
-// group or others may read or write (FAILED_PRECONDITION naming the path and
-// its mode), except that a root-owned file may be group-readable (how
-// Kubernetes mounts a Secret for a pod's fsGroup), an empty file, and a file
-// over 64 KiB. One trailing newline
+// Reads a secret (password, private key) from `path`. Refuses, with
+// FAILED_PRECONDITION naming the path (and the mode), a file that others may
+// access or its group may write, a file its group may read unless root owns
+// it and the group is one of this process's (how Kubernetes mounts a Secret
+// for a pod's fsGroup), an empty file, and a file over 64 KiB. One trailing newline
 // ("\n" or "\r\n") is dropped, so `echo pw > file` works.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 

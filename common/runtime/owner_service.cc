@@ -57,6 +57,8 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   for (const auto& m : outbox::Migrations()) all.push_back(m);
   std::vector<std::string> grants = *spec.runtime_grants;
   for (const auto& g : outbox::RuntimeGrants()) grants.push_back(g);
+  // The init step migrates and exits; a server checks its keys first (a
+  // bad key fails at once, not after waiting for the database).
   if (common.migrate_only()) {
     if (auto s = PrepareSchema(common, spec.program + "-migrate", all, grants); !s.ok()) {
       DieOnStartup(name.c_str(), s);

@@ -24,6 +24,13 @@ bool HoldsPassword(const std::string& dsn) {
          dsn.substr(scheme + 3, at - scheme - 3).find(':') != std::string::npos;
 }
 
+// Reads secret file `path` into `out`; nothing when `path` is empty.
+absl::Status ReadIfSet(const std::string& path, std::string* out) {
+  if (path.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(*out, crypto::ReadSecretFile(path));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ServiceFlags::ServiceFlags(std::string grpc, std::string metrics, std::string database,
@@ -148,7 +155,16 @@ void ServiceFlags::ApplyLogging() const {
 }
 
 absl::Status ServiceFlags::LoadSecrets() {
-  if (!grpc_plaintext && !migrate_only()) {
+  if (!pg_migrate_password_file.empty() && pg_migrate_user.empty()) {
+    return absl::InvalidArgumentError("--pg-migrate-password-file needs --pg-migrate-user");
+  }
+  if (migrate_only()) {
+    // The init step reads the password it migrates with, nothing else: the
+    // other files (keys, TLS, Redis) need not exist where it runs.
+    if (pg_migrate_user.empty()) return ReadIfSet(pg_password_file, &pg_password_);
+    return ReadIfSet(pg_migrate_password_file, &pg_migrate_password_);
+  }
+  if (!grpc_plaintext) {
     // The watcher would serve nothing rather than fail: check both files now
     // (the key like any secret: no access for group or others).
     RETURN_IF_ERROR(crypto::ReadSecretFile(tls.key_file).status());
@@ -158,18 +174,9 @@ absl::Status ServiceFlags::LoadSecrets() {
           absl::StrCat("--tls-cert-file ", tls.cert_file, " cannot be read or is empty"));
     }
   }
-  const std::pair<const std::string*, std::string*> files[] = {
-      {&pg_password_file, &pg_password_},
-      {&pg_migrate_password_file, &pg_migrate_password_},
-      {&redis_password_file, &redis_password_}};
-  for (const auto& [path, out] : files) {
-    if (path->empty()) continue;
-    ASSIGN_OR_RETURN(*out, crypto::ReadSecretFile(*path));
-  }
-  if (!pg_migrate_password_file.empty() && pg_migrate_user.empty()) {
-    return absl::InvalidArgumentError("--pg-migrate-password-file needs --pg-migrate-user");
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(ReadIfSet(pg_password_file, &pg_password_));
+  RETURN_IF_ERROR(ReadIfSet(pg_migrate_password_file, &pg_migrate_password_));
+  return ReadIfSet(redis_password_file, &redis_password_);
 }
 
 pg::PoolOptions ServiceFlags::PoolOptions(const std::string& application_name) const {

@@ -13,7 +13,9 @@ namespace ulticode::runtime {
 
 // Connects (retrying with back-off until `timeout`, so a service may start
 // before its database) and applies `migrations`; then, when `runtime_role` is
-// set, grants it `grants` (migrations::GrantRuntime).
+// set, grants it `grants` (migrations::GrantRuntime) unless the schema is
+// newer than `migrations` (an older binary must not narrow a newer one's
+// grants).
 absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
                               const std::vector<migrations::Migration>& migrations,
                               absl::Duration timeout, const std::string& runtime_role = "",

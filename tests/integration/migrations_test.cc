@@ -1,6 +1,8 @@
 // common/migrations against a real PostgreSQL 15.
 #include "common/migrations/migrations.h"
 
+#include "common/runtime/startup.h"
+
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -126,6 +128,32 @@ TEST_F(MigrationsTest, GrantRuntimeGrantsExactlyTheListRevokingEarlierGrants) {
                        "'SELECT')::text || has_table_privilege('" + role +
                        "', 'schema_migrations', 'INSERT')::text"),
             "truefalse");
+}
+
+// A rollout: v2 added a table and its grant; a pod of v1 that starts late
+// (rescheduled, scaled) must not revoke it.
+TEST_F(MigrationsTest, AnOlderBinaryLeavesTheNewerSchemasGrants) {
+  auto conn = Connect();
+  const std::string role = "mig_rt_" + ::ulticode::testing::RandomSuffix();
+  ASSERT_TRUE(conn->Execute(pg::Statement{"r", ("CREATE ROLE " + role).c_str()}).ok());
+  auto v1 = TwoMigrations();
+  v1.erase(v1.begin());  // only 0001 (things)
+  auto v2 = v1;
+  v2.push_back({3, "0003_more", "sum3", "CREATE TABLE more_things (id bigint);"});
+  const std::vector<std::string> v1_grants = {"GRANT SELECT ON things TO {role}"};
+  std::vector<std::string> v2_grants = v1_grants;
+  v2_grants.push_back("GRANT SELECT ON more_things TO {role}");
+
+  ASSERT_TRUE(runtime::MigrateWithRetry(options_, v2, absl::Seconds(10), role, v2_grants).ok());
+  ASSERT_TRUE(runtime::MigrateWithRetry(options_, v1, absl::Seconds(10), role, v1_grants).ok());
+  EXPECT_EQ(::ulticode::testing::QueryText(
+                *conn, "SELECT has_table_privilege('" + role + "', 'more_things', 'SELECT')::text"),
+            "true");
+  // The same version re-grants exactly its list, as before.
+  ASSERT_TRUE(runtime::MigrateWithRetry(options_, v2, absl::Seconds(10), role, v1_grants).ok());
+  EXPECT_EQ(::ulticode::testing::QueryText(
+                *conn, "SELECT has_table_privilege('" + role + "', 'more_things', 'SELECT')::text"),
+            "false");
 }
 
 TEST_F(MigrationsTest, VerifyPassesOnlyWhenEveryMigrationIsAppliedUnchanged) {

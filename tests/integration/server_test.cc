@@ -169,7 +169,7 @@ TEST_P(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
 
   auto health = RunCommand(BufCurl(grpc_port_, "", "grpc.health.v1.Health/Check"));
   ASSERT_EQ(health.exit_code, 0) << health.output;
-  EXPECT_NE(health.output.find("SERVING"), std::string::npos) << health.output;
+  EXPECT_NE(health.output.find("\"SERVING\""), std::string::npos) << health.output;
 
   auto per_service = RunCommand(BufCurl(grpc_port_, "-d '{\"service\":\"" + name + "\"}'",
                                          "grpc.health.v1.Health/Check"));

@@ -170,10 +170,19 @@ std::string Mesh::Dsn(Service service) const {
 CommandResult Mesh::MigrateOnly(Service service) {
   const Credentials& c = creds_[static_cast<int>(service)];
   const std::string& db = DbName(service);
+  // As the init container gets it: the service's whole configuration, but
+  // only the migration role's password is there; every other file the
+  // server reads is missing in the init container.
+  const std::string missing = keys_.dir() + "/not-mounted";
   return RunCommand(absl::StrCat(
-      BinDir(), "/", BinaryPath(service), " --migrate=only --log-level=warn '--pg-dsn=host=",
-      pg_.host, " port=", pg_.port, " user=", db, "_runtime dbname=", db, "' --pg-migrate-user=",
-      db, "_migrator --pg-migrate-password-file=",
+      "ULTICODE_PG_PASSWORD_FILE=", missing, " ULTICODE_REDIS_PASSWORD_FILE=", missing,
+      " ULTICODE_TLS_CERT_FILE=", missing, " ULTICODE_TLS_KEY_FILE=", missing,
+      " ULTICODE_PUBLIC_KEYS_FILE=", missing, " ULTICODE_JWKS_FILE=", missing,
+      " ULTICODE_AUDIT_SIGNING_KEY_FILE=", missing, " ULTICODE_RECEIPT_SIGNING_KEY_FILE=", missing,
+      " ULTICODE_REDIS_USER=", c.redis_user, " ", BinDir(), "/", BinaryPath(service),
+      " --migrate=only --log-level=warn '--pg-dsn=host=", pg_.host, " port=", pg_.port, " user=",
+      db, "_runtime dbname=", db, "' --pg-migrate-user=", db,
+      "_migrator --pg-migrate-password-file=",
       Secret(db + "_migrator.password", c.migrator_password)));
 }
 

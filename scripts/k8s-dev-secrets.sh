@@ -6,7 +6,9 @@
 #   {auth,app,admin}-ed25519.key      event and receipt signing keys
 #   public-keys.txt                   the key directory all services verify with
 #   jwt-ed25519.key, jwks.json        the dev token issuer (scripts/dev-token.sh)
-#   tls/                              a dev CA and a server certificate per service
+#   tls/                              a dev CA, a certificate per service (gRPC
+#                                     server, and Redis client through stunnel)
+#                                     and Redis's
 #
 # Usage: scripts/k8s-dev-secrets.sh [DIR]   (default: deploy/k8s/overlays/dev/secrets)
 # Then: kubectl apply -k deploy/k8s/overlays/dev
@@ -46,7 +48,7 @@ ulticode_dev_jwt_issuer "${dir}"
 # Servers are reached in the cluster by Service name and, through
 # `kubectl port-forward`, on localhost.
 ulticode_tls_ca "${dir}/tls"
-for svc in auth app admin; do
+for svc in auth app admin redis; do
   [[ -s "${dir}/tls/${svc}.pem" ]] && continue
   ulticode_tls_cert "${dir}/tls" "${svc}" \
     "DNS:${svc},DNS:${svc}.ulticode,DNS:${svc}.ulticode.svc,DNS:${svc}.ulticode.svc.cluster.local,DNS:localhost,IP:127.0.0.1"

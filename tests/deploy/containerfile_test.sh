@@ -7,7 +7,11 @@
 #   3. the runtime stage installs every library the built binaries load
 #      (ldd -> dpkg -S), directly or through dependencies, or it is in every
 #      Debian base (Priority: required);
-#   4. it ends as a numeric non-root USER.
+#   4. it ends as a numeric non-root USER;
+#   0. .dockerignore lets in exactly the COPY paths (no secrets, no build
+#      trees in the context), and this host runs the Debian release the
+#      image is built on (the package checks ask this host's dpkg);
+#   5. the binaries the runtime stage installs are the targets built.
 # Incremental: the copy keeps mtimes and the build directory is kept under
 # the build tree. ctest label: deploy.
 set -euo pipefail
@@ -24,6 +28,18 @@ for src in "${copies[@]}"; do
   [[ -e "${root}/${src}" ]] || { echo "COPY ${src}: no such path in the repository"; exit 1; }
   cp -a "${root}/${src}" "${work}/src/${src}"
 done
+debian="$(sed -n 's/^ARG DEBIAN=debian:\([a-z]*\)-slim.*/\1/p' "${file}")"
+if [[ "$(. /etc/os-release && echo "${VERSION_CODENAME}")" != "${debian}" ]]; then
+  echo "this host is not Debian ${debian:-?} (the image's base): the package checks would not hold"
+  exit 1
+fi
+allowed="$(sed -n 's/^!\(.*\)/\1/p' "${root}/.dockerignore" | sed 's:/$::' | sort | tr '\n' ' ')"
+copied="$(printf '%s\n' "${copies[@]%/}" | sort | tr '\n' ' ')"
+if [[ "$(sed -n '/^[^#!]/p' "${root}/.dockerignore")" != "*" || "${allowed}" != "${copied}" ]]; then
+  echo ".dockerignore must ignore everything (*) but the COPY paths: lets in [${allowed}], COPY [${copied}]"
+  exit 1
+fi
+echo "0. Debian ${debian} here as in the image; .dockerignore lets in the COPY paths alone"
 cmake_flags="$(grep -o -- '-DCMAKE_BUILD_TYPE=[A-Za-z]* -DULTICODE_TESTS=OFF' "${file}")"
 targets="$(sed -n 's/.*cmake --build \/build --target \([a-z -]*\).*/\1/p' "${file}")"
 [[ -n "${cmake_flags}" && -n "${targets}" ]] || { echo "cannot read the cmake flags or targets"; exit 1; }
@@ -87,11 +103,19 @@ for lib in sorted(libs):
 print(f"3. runtime stage: {len(libs)} libraries, all from {len(runtime_pkgs)} packages and their "
       f"dependencies or the base")
 
+installed = re.search(r"install -m 0755 -t /out ((?:/build/\S+\s*)+)", text).group(1).split()
+for path in installed:
+    if not os.access(f"{build}/{path[len('/build/'):]}", os.X_OK):
+        problems.append(f"install: {path} is not one of the binaries built")
+if sorted(os.path.basename(p) for p in installed) != sorted(targets):
+    problems.append(f"install copies {installed}, the build makes {targets}")
+
 user = re.findall(r"^USER (\S+)", text, flags=re.M)
 if not user or not re.fullmatch(r"[1-9][0-9]*:[1-9][0-9]*", user[-1]):
     problems.append(f"the image must end as a numeric non-root USER uid:gid, not {user}")
 else:
     print(f"4. USER {user[-1]}")
+print(f"5. installs {' '.join(os.path.basename(p) for p in installed)}")
 if problems:
     print("\n".join(problems))
     sys.exit(1)

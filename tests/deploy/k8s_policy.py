@@ -15,7 +15,10 @@ Every rule names the object and what is wrong. The rules:
     egress), and every workload has a NetworkPolicy of its own;
   - every Deployment has a PodDisruptionBudget and spreads over zones and hosts;
   - every ULTICODE_* variable is a flag of the binary the container runs
-    (its --help), and every *_FILE it reads is under one of its mounts;
+    (its --help), and every *_FILE it reads (the init step: only its
+    password) and the DSN's sslrootcert are under one of its mounts;
+  - a pod mounting Secrets sets an fsGroup; Redis has maxmemory at most 80 %
+    of its memory limit;
   - every Secret and ConfigMap a pod uses is rendered, or is in PROVIDED.txt
     (what deploy/k8s/README.md tells the deployer to create); the prod
     overlay renders no Secret at all.
@@ -54,9 +57,11 @@ def selects(selector, labels):
         return False
     for e in selector.get("matchExpressions", []):
         value = labels.get(e["key"])
-        if e["operator"] == "In" and value not in e["values"]:
-            return False
-        if e["operator"] == "Exists" and value is None:
+        ok = {"In": lambda: value in e["values"],
+              "NotIn": lambda: value not in e.get("values", []),
+              "Exists": lambda: value is not None,
+              "DoesNotExist": lambda: value is None}[e["operator"]]()
+        if not ok:
             return False
     return True
 
@@ -136,8 +141,27 @@ def check_probes(w, c, env):
             problem(w, f"container {c['name']}: {probe} must be a gRPC probe on port {port}")
 
 
-# Files each mode reads; the init step (--migrate=only) reads the two PG passwords alone.
-MIGRATE_ONLY_FILES = {"ULTICODE_PG_PASSWORD_FILE", "ULTICODE_PG_MIGRATE_PASSWORD_FILE"}
+def files_read(env, args):
+    """The *_FILE variables the process reads: all, but the init step
+    (--migrate=only) reads only the password of the role it migrates as."""
+    files = {k for k, v in env.items() if k.endswith("_FILE") and v}
+    if "--migrate=only" not in args:
+        return files
+    return files & {"ULTICODE_PG_MIGRATE_PASSWORD_FILE" if env.get("ULTICODE_PG_MIGRATE_USER")
+                    else "ULTICODE_PG_PASSWORD_FILE"}
+
+
+def under_mount(w, c, name, path):
+    mounts = [m for m in c.get("volumeMounts", [])
+              if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    if not mounts:
+        problem(w, f"container {c['name']}: {name}={path} is under none of its mounts")
+        return
+    m = mounts[0]
+    paths = volume_paths(pod_of(w)["spec"], m["name"])
+    rel = path[len(m["mountPath"].rstrip("/")) + 1:]
+    if paths is not None and rel not in paths:
+        problem(w, f"container {c['name']}: {name}={path}: volume {m['name']} has no {rel}")
 
 
 def volume_paths(pod_spec, volume_name):
@@ -160,29 +184,47 @@ def volume_paths(pod_spec, volume_name):
     return set()
 
 
-def check_env(w, c, env, init):
+def check_env(w, c, env):
     binary = (c.get("command") or [""])[0]
     flags = flags_of(binary)
     if flags is None:
         return
     args = " ".join(c.get("args", []))
-    for name, value in env.items():
+    for name in env:
         if name.startswith("ULTICODE_") and name not in flags:
             problem(w, f"container {c['name']}: {name} is not a flag of {binary}")
-        if not name.endswith("_FILE") or not value:
-            continue
-        if "--migrate=only" in args and name not in MIGRATE_ONLY_FILES:
-            continue
-        mounts = [m for m in c.get("volumeMounts", [])
-                  if value.startswith(m["mountPath"].rstrip("/") + "/")]
-        if not mounts:
-            problem(w, f"container {c['name']}: {name}={value} is under none of its mounts")
-            continue
-        m = mounts[0]
-        paths = volume_paths(pod_of(w)["spec"], m["name"])
-        rel = value[len(m["mountPath"].rstrip("/")) + 1:]
-        if paths is not None and rel not in paths:
-            problem(w, f"container {c['name']}: {name}={value}: volume {m['name']} has no {rel}")
+    for name in sorted(files_read(env, args)):
+        under_mount(w, c, name, env[name])
+    root_cert = re.search(r"sslrootcert=(\S+)", env.get("ULTICODE_PG_DSN", ""))
+    if root_cert:
+        under_mount(w, c, "ULTICODE_PG_DSN sslrootcert", root_cert.group(1))
+
+
+def memory_bytes(text):
+    units = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "kb": 1024, "mb": 1024**2, "gb": 1024**3,
+             "ki": 1024, "mi": 1024**2, "gi": 1024**3}
+    m = re.fullmatch(r"(\d+)([a-z]*)", text.strip().lower())
+    return int(m.group(1)) * units[m.group(2)]
+
+
+def check_redis_memory(w, c):
+    """Redis must refuse writes (noeviction at maxmemory) before its memory
+    limit kills it: maxmemory set, at most 80 % of the limit."""
+    command = c.get("command", []) + c.get("args", [])
+    if "redis-server" not in command:
+        return
+    maxmemory = None
+    for conf in configmaps.values():
+        for line in conf.get("data", {}).get("redis.conf", "").splitlines():
+            if line.startswith("maxmemory "):
+                maxmemory = line.split()[1]
+    if "--maxmemory" in command:
+        maxmemory = command[command.index("--maxmemory") + 1]
+    limit = c.get("resources", {}).get("limits", {}).get("memory")
+    if maxmemory is None or limit is None:
+        problem(w, f"container {c['name']}: Redis needs maxmemory and a memory limit")
+    elif memory_bytes(maxmemory) > 0.8 * memory_bytes(limit):
+        problem(w, f"container {c['name']}: maxmemory {maxmemory} is over 80 % of the limit {limit}")
 
 
 def references(pod_spec):
@@ -212,14 +254,19 @@ for w in workloads:
     pod_sc = spec.get("securityContext", {})
     if spec.get("automountServiceAccountToken") is not False:
         problem(w, "automountServiceAccountToken must be false")
+    mounts_secrets = any("secret" in v or "projected" in v for v in spec.get("volumes", []))
+    if mounts_secrets and "fsGroup" not in pod_sc:
+        problem(w, "mounts Secrets but sets no fsGroup (the files would be root's alone)")
     for c in spec.get("initContainers", []) + spec["containers"]:
-        init = c in spec.get("initContainers", [])
+        # Native sidecars (init containers that keep running) are long-lived.
+        runs_once = c in spec.get("initContainers", []) and c.get("restartPolicy") != "Always"
         env = env_of(c)
         check_security(w, c, pod_sc)
         check_resources(w, c)
         check_image(w, c)
-        check_env(w, c, env, init)
-        if not init and w["kind"] != "Job":
+        check_env(w, c, env)
+        check_redis_memory(w, c)
+        if not runs_once and w["kind"] != "Job":
             check_probes(w, c, env)
     for kind, name in references(spec):
         if name not in by_kind.get(kind, {}) and name not in provided:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The scripted demo run by `scripts/run-local.sh --demo` against the running
 # mesh: drives real mutating RPCs of Auth and App with `buf curl` (npm
-# @bufbuild/buf, pinned in package-lock.json; schema by reflection), then asks Admin for the audit row of every change
-# and prints it (actor, action, entity, old -> new). Exits non-zero if any
-# row is missing or wrong, or if a read or a rejected call left one.
+# @bufbuild/buf, pinned in package-lock.json; schema by reflection), then
+# asks Admin for the audit row of every change and prints it (actor, action,
+# entity, old -> new). Exits non-zero if any row is missing or wrong, or if a
+# read or a rejected call left one.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 auth="${ULTICODE_LOCAL_AUTH_GRPC:-127.0.0.1:50051}"

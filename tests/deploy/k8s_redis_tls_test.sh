@@ -11,6 +11,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 bin_dir="${1:?usage: k8s_redis_tls_test.sh BIN_DIR}"
+command -v kubectl >/dev/null || { echo "k8s_redis_tls_test: kubectl is not installed" >&2; exit 1; }
 tmp="$(mktemp -d)"
 pids=()
 cleanup() {

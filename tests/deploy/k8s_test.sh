@@ -18,6 +18,10 @@ for tool in kubectl node; do
     exit 1
   fi
 done
+if ! kubectl version --client 2>/dev/null | grep -q '^Kustomize Version: v5'; then
+  echo "k8s_test: kubectl must bundle kustomize 5 (kubectl 1.27+): $(kubectl version --client 2>&1 | tr '\n' ' ')" >&2
+  exit 1
+fi
 [[ -d "${root}/node_modules/kubernetes-models" ]] || {
   echo "k8s_test: node_modules missing: run 'npm ci' (scripts/test.sh does)" >&2
   exit 1

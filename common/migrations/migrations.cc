@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -109,7 +110,9 @@ absl::Status Verify(pg::Connection& conn, const std::vector<Migration>& migratio
 }
 
 absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
-                          const std::vector<std::string>& grants) {
+                          const std::vector<std::string>& grants,
+                          const std::vector<Migration>& known, bool* skipped) {
+  if (skipped != nullptr) *skipped = false;
   if (role.empty() || role.size() > 63) {
     return absl::InvalidArgumentError("runtime role: must be 1..63 characters");
   }
@@ -124,6 +127,21 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
   RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.grant_lock",
                                            "SELECT pg_advisory_xact_lock(hashtext('ulticode.grants'))"})
                       .status());
+  // Under the lock, so that a newer release's migrate-and-grant cannot slip
+  // in between this check and the grants below.
+  ASSIGN_OR_RETURN(pg::Result applied, tx.Execute(kApplied));
+  std::set<int64_t> ours;
+  for (const Migration& m : known) ours.insert(m.version);
+  for (int r = 0; r < applied.rows(); ++r) {
+    if (ours.count(applied.GetInt64(r, 0)) == 0) {
+      log::Warn("migrations", "the schema has migrations this binary does not know; grants left "
+                              "to the newer release",
+                {{"version", absl::StrCat(applied.GetInt64(r, 0))},
+                 {"name", applied.GetString(r, 1)}});
+      if (skipped != nullptr) *skipped = true;
+      return tx.Commit();
+    }
+  }
   // Exactly `grants`, whatever an earlier version granted: revoke first.
   const std::string quoted = absl::StrCat("\"", role, "\"");
   for (const char* what : {"TABLES", "SEQUENCES", "FUNCTIONS"}) {

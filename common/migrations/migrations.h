@@ -44,9 +44,17 @@ absl::Status Verify(pg::Connection& conn, const std::vector<Migration>& migratio
 // "{role}" (replaced by the quoted identifier). Everything else the role held
 // on the schema's tables and sequences is revoked first, so a
 // narrowed list takes effect on the next start. The role may always read
-// schema_migrations (for Verify). Idempotent; one transaction.
+// schema_migrations (for Verify). Idempotent; one transaction, under a lock
+// that serializes grants.
+//
+// `known` are the migrations of the calling binary. When the database has a
+// version that is not among them, the schema belongs to a newer release (an
+// older pod restarting mid-rollout): nothing is changed and `*skipped` (if
+// given) is set, so that the older list never revokes what the newer
+// schema's tables need.
 // INVALID_ARGUMENT for a role name outside [a-z0-9_].
 absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
-                          const std::vector<std::string>& grants);
+                          const std::vector<std::string>& grants,
+                          const std::vector<Migration>& known, bool* skipped = nullptr);
 
 }  // namespace ulticode::migrations

@@ -49,22 +49,11 @@ absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
                               const std::vector<migrations::Migration>& migrations,
                               absl::Duration timeout, const std::string& runtime_role,
                               const std::vector<std::string>& grants) {
-  int64_t newest = 0;
-  for (const auto& m : migrations) newest = std::max(newest, m.version);
   return WithDatabase(options, timeout, [&](pg::Connection& conn) -> absl::Status {
     auto applied = migrations::Apply(conn, migrations);
     if (!applied.ok()) return applied.status();
     if (runtime_role.empty()) return absl::OkStatus();
-    if (applied->current_version > newest) {
-      // An older binary during a rollout (a rescheduled pod of the previous
-      // ReplicaSet): its grant list would revoke what the newer schema's
-      // tables need. The newer version keeps the grants.
-      log::Warn("startup", "schema is newer than this binary; grants left as they are",
-                {{"schema_version", absl::StrCat(applied->current_version)},
-                 {"binary_version", absl::StrCat(newest)}});
-      return absl::OkStatus();
-    }
-    return migrations::GrantRuntime(conn, runtime_role, grants);
+    return migrations::GrantRuntime(conn, runtime_role, grants, migrations);
   });
 }
 

@@ -13,9 +13,8 @@ namespace ulticode::runtime {
 
 // Connects (retrying with back-off until `timeout`, so a service may start
 // before its database) and applies `migrations`; then, when `runtime_role` is
-// set, grants it `grants` (migrations::GrantRuntime) unless the schema is
-// newer than `migrations` (an older binary must not narrow a newer one's
-// grants).
+// set, grants it `grants` (migrations::GrantRuntime, which leaves the grants
+// alone when the schema has migrations this binary does not know).
 absl::Status MigrateWithRetry(const pg::ConnectOptions& options,
                               const std::vector<migrations::Migration>& migrations,
                               absl::Duration timeout, const std::string& runtime_role = "",

@@ -70,16 +70,23 @@ print(f"2. build stage: {len(build_pkgs)} packages")
 def q(fmt, pkgs):
     out = subprocess.run(["dpkg-query", "-W", "-f", fmt, *pkgs], capture_output=True, text=True)
     return out.stdout
+def names(alternatives):
+    return [a.strip().split(" ")[0].split(":")[0] for a in alternatives.split("|")]
+# What apt installs: of "a | b" it takes one already chosen, else the first.
 closure, todo = set(), list(runtime_pkgs)
 while todo:
     p = todo.pop()
     if p in closure:
         continue
     closure.add(p)
-    for alt in q("${Depends},${Pre-Depends}", [p]).split(","):
-        name = alt.split("|")[0].strip().split(" ")[0].split(":")[0]
-        if name:
-            todo.append(name)
+    for dep in q("${Depends},${Pre-Depends}", [p]).split(","):
+        if not dep.strip():
+            continue
+        options = names(dep)
+        chosen = [o for o in options if o in runtime_pkgs or o in closure]
+        todo.append(chosen[0] if chosen else options[0])
+if "systemd" in closure:
+    problems.append("the runtime stage would install systemd (name the alternative to take)")
 binaries = [b for t in targets for b in glob.glob(f"{build}/**/{t}", recursive=True)
             if os.access(b, os.X_OK) and os.path.isfile(b)]
 if len(binaries) != len(targets):

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # The Redis link exactly as the manifests configure it, run for real on
-# loopback: redis.conf (ConfigMap redis-config) and the services' stunnel
-# sidecar configuration (ConfigMap redis-tunnel) are taken from the rendered
-# dev overlay, only their paths, ports and the Service name's address
-# rewritten; the ACL file is made by ulticode-bootstrap as the Redis pod's
-# init container makes it; certificates come from scripts/k8s-dev-secrets.sh.
-# Then: Auth's user writes its own stream through the sidecar and nothing
-# else; plaintext and certificate-less TLS clients are refused.
+# loopback: redis.conf (ConfigMap redis-config), Redis's probe command, and
+# the services' sidecar (ConfigMap redis-tunnel: run.sh and stunnel.conf)
+# are taken from the rendered dev overlay, only their paths, ports and the
+# Service name's address rewritten; the ACL file is made by
+# ulticode-bootstrap as the Redis pod's init container makes it;
+# certificates come from scripts/k8s-dev-secrets.sh. Then:
+#   - Redis has no plaintext port (port 0) and its probe passes;
+#   - Auth's user writes its own stream through the sidecar and nothing else;
+#   - plaintext and certificate-less TLS clients are refused;
+#   - a renewed pod certificate makes the sidecar reload, and it still works.
 # BIN_DIR: the build tree (ulticode-bootstrap). ctest label: deploy.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 bin_dir="${1:?usage: k8s_redis_tls_test.sh BIN_DIR}"
-command -v kubectl >/dev/null || { echo "k8s_redis_tls_test: kubectl is not installed" >&2; exit 1; }
+if ! kubectl version --client 2>/dev/null | grep -q '^Kustomize Version: v5'; then
+  echo "k8s_redis_tls_test: needs kubectl with kustomize 5 (kubectl 1.27+)" >&2
+  exit 1
+fi
 tmp="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -34,10 +40,21 @@ mkdir -p "${tmp}/data"
 /usr/bin/python3 - "${tmp}" "${secrets}" "${tls_port}" "${tunnel_port}" <<'PY'
 import sys, yaml
 tmp, secrets, tls_port, tunnel_port = sys.argv[1:]
-conf = {d["metadata"]["name"].rsplit("-", 1)[0]: d["data"]
-        for d in yaml.safe_load_all(open(f"{tmp}/dev.yaml")) if d and d["kind"] == "ConfigMap"}
+docs = [d for d in yaml.safe_load_all(open(f"{tmp}/dev.yaml")) if d]
+conf = {d["metadata"]["name"].rsplit("-", 1)[0]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
 tls = f"{secrets}/tls"
 redis = conf["redis-config"]["redis.conf"]
+ports = [l.split()[1] for l in redis.splitlines() if l.startswith("port ")]
+assert ports == ["0"], f"redis.conf must have no plaintext port (port 0), has {ports}"
+sts = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "redis")
+probe = sts["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]["command"][-1]
+for old, new in (("/etc/redis/tls/", f"{tls}/"), ("-p 6380", f"-p {tls_port}")):
+    assert old in probe, f"the probe no longer has {old!r}: update this test"
+    probe = probe.replace(old, new)
+probe = probe.replace(f"{tls}/tls.crt", f"{tls}/redis.pem").replace(f"{tls}/tls.key", f"{tls}/redis.key")
+probe = probe.replace(f"{tls}/ca.crt", f"{tls}/ca.pem")
+open(f"{tmp}/probe.sh", "w").write(probe + "\n")
+open(f"{tmp}/run.sh", "w").write(conf["redis-tunnel"]["run.sh"])
 for old, new in (("/etc/redis/tls/tls.crt", f"{tls}/redis.pem"),
                  ("/etc/redis/tls/tls.key", f"{tls}/redis.key"),
                  ("/etc/redis/tls/ca.crt", f"{tls}/ca.pem"),
@@ -63,7 +80,9 @@ PY
 
 redis-server "${tmp}/redis.conf" >"${tmp}/redis.log" 2>&1 &
 pids+=($!)
-stunnel4 "${tmp}/stunnel.conf" >"${tmp}/stunnel.log" 2>&1 &
+# The sidecar as the pods run it (run.sh), checking the certificate every second.
+REDIS_TUNNEL_CHECK_SECONDS=1 bash "${tmp}/run.sh" "${tmp}/stunnel.conf" "${secrets}/tls/auth.pem" \
+  >"${tmp}/stunnel.log" 2>&1 &
 pids+=($!)
 
 as_auth() {  # through the sidecar, as ACL user auth (password via the environment)
@@ -76,6 +95,8 @@ for _ in $(seq 100); do
 done
 fail() { echo "FAIL: $*"; echo "--- redis"; cat "${tmp}/redis.log"; echo "--- stunnel"; cat "${tmp}/stunnel.log"; exit 1; }
 [[ "$(as_auth PING)" == PONG ]] || fail "no PONG through the sidecar: $(as_auth PING)"
+bash "${tmp}/probe.sh" || fail "Redis's readiness probe (from the StatefulSet) did not pass"
+echo "Redis's probe: passes; redis.conf: port 0 (TLS only)"
 id="$(as_auth XADD audit:auth '*' k v)"
 [[ "${id}" =~ ^[0-9]+-[0-9]+$ ]] || fail "XADD audit:auth through the sidecar: ${id}"
 echo "auth -> sidecar -> Redis (mutual TLS): XADD audit:auth ${id}"
@@ -94,3 +115,18 @@ out="$(redis-cli -h 127.0.0.1 -p "${tls_port}" --tls --cacert "${secrets}/tls/ca
   --cert "${secrets}/tls/admin.pem" --key "${secrets}/tls/admin.key" PING 2>&1 || true)"
 [[ "${out}" == *NOAUTH* ]] || fail "a client certificate without an ACL login got: ${out}"
 echo "client certificate but no ACL login: ${out}"
+# cert-manager renews the pod's certificate: the sidecar reloads and goes on.
+# To see that stunnel really re-read its files, its listening port moves too
+# (a reload is the only way it can start listening there).
+moved_port="$(free_port)"
+sed -i "s/^accept = 127.0.0.1:${tunnel_port}$/accept = 127.0.0.1:${moved_port}/" "${tmp}/stunnel.conf"
+(
+  source "${root}/scripts/lib/servers.sh"
+  ulticode_tls_cert "${secrets}/tls" auth "DNS:auth,IP:127.0.0.1"
+)
+tunnel_port="${moved_port}"
+for _ in $(seq 100); do [[ "$(as_auth PING)" == PONG ]] && break; sleep 0.1; done
+[[ "$(as_auth PING)" == PONG ]] || fail "the sidecar did not reload after the certificate changed"
+id="$(as_auth XADD audit:auth '*' k v)"
+[[ "${id}" =~ ^[0-9]+-[0-9]+$ ]] || fail "XADD after the certificate was renewed: ${id}"
+echo "renewed certificate: the sidecar reloaded (now on its new port); XADD audit:auth ${id}"

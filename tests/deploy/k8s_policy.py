@@ -17,6 +17,9 @@ Every rule names the object and what is wrong. The rules:
   - every ULTICODE_* variable is a flag of the binary the container runs
     (its --help), and every *_FILE it reads (the init step: only its
     password) and the DSN's sslrootcert are under one of its mounts;
+  - every mounted file a container names (command, args, exec probes, the
+    configuration files it mounts: stunnel.conf, redis.conf) is under its
+    mounts and in the volume;
   - a pod mounting Secrets sets an fsGroup; Redis has maxmemory at most 80 %
     of its memory limit;
   - every Secret and ConfigMap a pod uses is rendered, or is in PROVIDED.txt
@@ -152,33 +155,46 @@ def files_read(env, args):
 
 
 def under_mount(w, c, name, path):
+    if any(path.rstrip("/") == m["mountPath"].rstrip("/") for m in c.get("volumeMounts", [])):
+        return  # the mount itself (a directory argument)
     mounts = [m for m in c.get("volumeMounts", [])
               if path.startswith(m["mountPath"].rstrip("/") + "/")]
     if not mounts:
         problem(w, f"container {c['name']}: {name}={path} is under none of its mounts")
         return
-    m = mounts[0]
+    m = max(mounts, key=lambda m: len(m["mountPath"]))  # the innermost mount
     paths = volume_paths(pod_of(w)["spec"], m["name"])
     rel = path[len(m["mountPath"].rstrip("/")) + 1:]
     if paths is not None and rel not in paths:
         problem(w, f"container {c['name']}: {name}={path}: volume {m['name']} has no {rel}")
 
 
+def source_paths(kind, name, items):
+    """Files one Secret or ConfigMap source provides; None if unknown (not rendered)."""
+    if items is not None:
+        return {i["path"] for i in items}
+    obj = by_kind.get(kind, {}).get(name)
+    return None if obj is None else set(obj.get("data", {})) | set(obj.get("stringData", {}))
+
+
 def volume_paths(pod_spec, volume_name):
-    """Relative file paths a volume provides, or None when it is not listed (whole Secret)."""
+    """Relative file paths a volume provides, or None when that cannot be known."""
     for v in pod_spec.get("volumes", []):
         if v["name"] != volume_name:
             continue
-        if "secret" in v or "configMap" in v:
-            items = (v.get("secret") or v.get("configMap")).get("items")
-            return None if items is None else {i["path"] for i in items}
+        if "secret" in v:
+            return source_paths("Secret", v["secret"]["secretName"], v["secret"].get("items"))
+        if "configMap" in v:
+            return source_paths("ConfigMap", v["configMap"]["name"], v["configMap"].get("items"))
         if "projected" in v:
             paths = set()
             for s in v["projected"]["sources"]:
-                items = (s.get("secret") or s.get("configMap") or {}).get("items")
-                if items is None:
+                kind = "Secret" if "secret" in s else "ConfigMap"
+                src = s.get("secret") or s.get("configMap") or {}
+                provided = source_paths(kind, src.get("name"), src.get("items"))
+                if provided is None:
                     return None
-                paths |= {i["path"] for i in items}
+                paths |= provided
             return paths
         return None
     return set()
@@ -200,11 +216,32 @@ def check_env(w, c, env):
         under_mount(w, c, "ULTICODE_PG_DSN sslrootcert", root_cert.group(1))
 
 
+MOUNTED = re.compile(r"(?<![\w.])(/etc/ulticode/[\w./-]+|/etc/redis/[\w./-]+|/acl/[\w./-]+)")
+
+
+def check_paths(w, c):
+    """Every mounted-file path the container names (command, args, exec
+    probes, and the configuration files in its mounted ConfigMaps) is under
+    one of its mounts, and there when the volume's files are known."""
+    texts = list(c.get("command", [])) + list(c.get("args", []))
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        texts += c.get(probe, {}).get("exec", {}).get("command", [])
+    for m in c.get("volumeMounts", []):
+        for v in pod_of(w)["spec"].get("volumes", []):
+            if v["name"] == m["name"] and "configMap" in v:
+                cm = configmaps.get(v["configMap"]["name"], {})
+                texts += list(cm.get("data", {}).values())
+    for path in sorted({p.rstrip(".") for t in texts for p in MOUNTED.findall(t)}):
+        under_mount(w, c, "path", path)
+
+
 def memory_bytes(text):
-    units = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "kb": 1024, "mb": 1024**2, "gb": 1024**3,
-             "ki": 1024, "mi": 1024**2, "gi": 1024**3}
-    m = re.fullmatch(r"(\d+)([a-z]*)", text.strip().lower())
-    return int(m.group(1)) * units[m.group(2)]
+    """Kubernetes quantities (Mi, Gi, M, G) and Redis sizes (mb, gb: powers of 1024)."""
+    units = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3,
+             "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+    m = re.fullmatch(r"(\d+)([A-Za-z]*)", text.strip())
+    unit = m.group(2) if m.group(2) in units else m.group(2).lower()
+    return int(m.group(1)) * units[unit]
 
 
 def check_redis_memory(w, c):
@@ -266,6 +303,7 @@ for w in workloads:
         check_image(w, c)
         check_env(w, c, env)
         check_redis_memory(w, c)
+        check_paths(w, c)
         if not runs_once and w["kind"] != "Job":
             check_probes(w, c, env)
     for kind, name in references(spec):

@@ -170,11 +170,14 @@ def under_mount(w, c, name, path):
 
 
 def source_paths(kind, name, items):
-    """Files one Secret or ConfigMap source provides; None if unknown (not rendered)."""
-    if items is not None:
-        return {i["path"] for i in items}
+    """Files one Secret or ConfigMap source provides; None if unknown (not
+    rendered and not listed item by item). A listed item whose key the
+    rendered object lacks provides nothing (the kubelet would fail the pod)."""
     obj = by_kind.get(kind, {}).get(name)
-    return None if obj is None else set(obj.get("data", {})) | set(obj.get("stringData", {}))
+    keys = None if obj is None else set(obj.get("data", {})) | set(obj.get("stringData", {}))
+    if items is not None:
+        return {i["path"] for i in items if keys is None or i["key"] in keys}
+    return keys
 
 
 def volume_paths(pod_spec, volume_name):

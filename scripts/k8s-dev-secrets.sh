@@ -32,17 +32,7 @@ for svc in auth app admin; do
 done
 for user in auth app admin ops; do password "redis-${user}.password"; done
 
-for party in auth app admin; do
-  key="${dir}/${party}-ed25519.key"
-  [[ -s "${key}" ]] || (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}")
-done
-{
-  echo "# <party> <base64 Ed25519 public key>: made by scripts/k8s-dev-secrets.sh"
-  for party in auth app admin; do
-    printf '%s %s\n' "${party}" "$(openssl pkey -in "${dir}/${party}-ed25519.key" -pubout \
-      -outform DER | tail -c 32 | base64)"
-  done
-} >"${dir}/public-keys.txt"
+ulticode_dev_signing_keys "${dir}" scripts/k8s-dev-secrets.sh
 ulticode_dev_jwt_issuer "${dir}"
 
 # Servers are reached in the cluster by Service name and, through

@@ -236,25 +236,9 @@ ulticode_pg_start "${state}/pg" "${PG_PORT}" on 9>&-
 ulticode_pg_hba "${state}/pg" scram-sha-256
 ulticode_redis_start "${state}/redis" "${REDIS_PORT}" yes "${secrets}/redis-users.acl" 9>&-
 
-# Dev keys, made once (openssl, mode 0600 in a 0700 directory): each owner
-# signs its audit events, Admin signs its receipts; public-keys.txt is the key
-# directory every service verifies against (see docs/security.md).
-for party in auth app admin; do
-  key="${secrets}/${party}-ed25519.key"
-  if [[ ! -s "${key}" ]]; then
-    (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}")
-    log "created dev signing key ${key}"
-  fi
-done
+# Dev keys (events, receipts) and the key directory public-keys.txt.
+ulticode_dev_signing_keys "${secrets}" scripts/run-local.sh
 public_keys="${secrets}/public-keys.txt"
-{
-  echo "# <party> <base64 Ed25519 public key>: made by scripts/run-local.sh"
-  for party in auth app admin; do
-    printf '%s %s\n' "${party}" "$(openssl pkey -in "${secrets}/${party}-ed25519.key" -pubout \
-      -outform DER | tail -c 32 | base64)"
-  done
-} >"${public_keys}.tmp"
-mv -f -- "${public_keys}.tmp" "${public_keys}"
 # The dev token issuer: scripts/dev-token.sh signs with its key; every
 # service verifies callers against jwks.json (re-read when it changes).
 ulticode_dev_jwt_issuer "${secrets}"

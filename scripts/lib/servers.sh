@@ -357,6 +357,31 @@ HBA
   _ulticode_pg_run pg_ctl reload -D "${datadir}" >/dev/null
 }
 
+# ---------------------------------------------------------------- keys
+
+# Dev signing keys in <secrets dir>, made once (openssl, mode 0600): each
+# owner signs its audit events, Admin its receipts; public-keys.txt is the
+# key directory every service verifies against (docs/security.md).
+ulticode_dev_signing_keys() {
+  local secrets="${1:?usage: ulticode_dev_signing_keys <secrets dir> <made by>}"
+  local made_by="${2:?usage: ulticode_dev_signing_keys <secrets dir> <made by>}" party key
+  for party in auth app admin; do
+    key="${secrets}/${party}-ed25519.key"
+    if [[ ! -s "${key}" ]]; then
+      (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}") || return 1
+      _ulticode_log "created dev signing key ${key}"
+    fi
+  done
+  {
+    echo "# <party> <base64 Ed25519 public key>: made by ${made_by}"
+    for party in auth app admin; do
+      printf '%s %s\n' "${party}" "$(openssl pkey -in "${secrets}/${party}-ed25519.key" -pubout \
+        -outform DER | tail -c 32 | base64)"
+    done
+  } >"${secrets}/public-keys.txt.tmp" || return 1
+  mv -f -- "${secrets}/public-keys.txt.tmp" "${secrets}/public-keys.txt"
+}
+
 # ---------------------------------------------------------------- tokens
 
 ulticode_dev_jwt_issuer() {

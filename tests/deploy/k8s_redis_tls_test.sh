@@ -14,10 +14,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 bin_dir="${1:?usage: k8s_redis_tls_test.sh BIN_DIR}"
-if ! kubectl version --client 2>/dev/null | grep -q '^Kustomize Version: v5'; then
-  echo "k8s_redis_tls_test: needs kubectl with kustomize 5 (kubectl 1.27+)" >&2
-  exit 1
-fi
+# shellcheck source=k8s_lib.sh
+source "${root}/tests/deploy/k8s_lib.sh"
+# shellcheck source=../../scripts/lib/servers.sh
+source "${root}/scripts/lib/servers.sh"
+k8s_require_kustomize5 k8s_redis_tls_test
 tmp="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -27,14 +28,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cp -a "${root}/deploy/k8s" "${tmp}/k8s"
-rm -rf -- "${tmp}/k8s/overlays/dev/secrets"
-secrets="${tmp}/k8s/overlays/dev/secrets"
-"${root}/scripts/k8s-dev-secrets.sh" "${secrets}" 2>/dev/null
+secrets="$(k8s_copy_with_dev_secrets "${tmp}")"
 kubectl kustomize "${tmp}/k8s/overlays/dev" >"${tmp}/dev.yaml"
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-tls_port="$(free_port)" tunnel_port="$(free_port)"
+tls_port="$(ulticode_free_port)" tunnel_port="$(ulticode_free_port)"
 mkdir -p "${tmp}/data"
 # Render both files with the pod paths mapped onto this directory.
 /usr/bin/python3 - "${tmp}" "${secrets}" "${tls_port}" "${tunnel_port}" <<'PY'
@@ -118,12 +115,9 @@ echo "client certificate but no ACL login: ${out}"
 # cert-manager renews the pod's certificate: the sidecar reloads and goes on.
 # To see that stunnel really re-read its files, its listening port moves too
 # (a reload is the only way it can start listening there).
-moved_port="$(free_port)"
+moved_port="$(ulticode_free_port)"
 sed -i "s/^accept = 127.0.0.1:${tunnel_port}$/accept = 127.0.0.1:${moved_port}/" "${tmp}/stunnel.conf"
-(
-  source "${root}/scripts/lib/servers.sh"
-  ulticode_tls_cert "${secrets}/tls" auth "DNS:auth,IP:127.0.0.1"
-)
+ulticode_tls_cert "${secrets}/tls" auth "DNS:auth,IP:127.0.0.1"
 tunnel_port="${moved_port}"
 for _ in $(seq 100); do [[ "$(as_auth PING)" == PONG ]] && break; sleep 0.1; done
 [[ "$(as_auth PING)" == PONG ]] || fail "the sidecar did not reload after the certificate changed"

@@ -12,16 +12,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 bin_dir="${1:?usage: k8s_test.sh BIN_DIR}"
-for tool in kubectl node; do
-  if ! command -v "${tool}" >/dev/null; then
-    echo "k8s_test: ${tool} is not installed (see deploy/k8s/README.md, 'Checks')" >&2
-    exit 1
-  fi
-done
-if ! kubectl version --client 2>/dev/null | grep -q '^Kustomize Version: v5'; then
-  echo "k8s_test: kubectl must bundle kustomize 5 (kubectl 1.27+): $(kubectl version --client 2>&1 | tr '\n' ' ')" >&2
-  exit 1
-fi
+# shellcheck source=k8s_lib.sh
+source "${root}/tests/deploy/k8s_lib.sh"
+k8s_require_kustomize5 k8s_test
 [[ -d "${root}/node_modules/kubernetes-models" ]] || {
   echo "k8s_test: node_modules missing: run 'npm ci' (scripts/test.sh does)" >&2
   exit 1
@@ -32,9 +25,7 @@ trap 'rm -rf -- "${tmp}"' EXIT
 "${root}/scripts/k8s-monitoring.py" --check
 echo "monitoring manifests: fresh"
 
-cp -a "${root}/deploy/k8s" "${tmp}/k8s"
-rm -rf -- "${tmp}/k8s/overlays/dev/secrets"
-"${root}/scripts/k8s-dev-secrets.sh" "${tmp}/k8s/overlays/dev/secrets" 2>/dev/null
+k8s_copy_with_dev_secrets "${tmp}" >/dev/null
 for overlay in dev prod; do
   kubectl kustomize "${tmp}/k8s/overlays/${overlay}" >"${tmp}/${overlay}.yaml"
   /usr/bin/python3 -c '

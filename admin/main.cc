@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
   flags.Duration("poison-retention", &housekeeping.poison_retention,
                  "poison entries are deleted this long after they arrived", absl::Hours(1),
                  absl::Hours(24 * 3650));
-  flags.Duration("retention-interval", &housekeeping.retention_interval,
-                 "how often retention runs", absl::Seconds(1), absl::Hours(24));
+  flags.Duration("retention-interval", &housekeeping.retention_interval, "how often retention runs",
+                 absl::Seconds(1), absl::Hours(24));
   flags.Duration("stream-trim-interval", &housekeeping.stream_trim_interval,
                  "how often the owner streams are trimmed up to what every group acknowledged",
                  absl::Seconds(1), absl::Hours(1));

@@ -465,10 +465,14 @@ grpc::Status AppServiceImpl::GetContest(grpc::ServerContext* ctx, const v1::GetC
 
 const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
-      {"CreateProblem", "app.editor"},       {"UpdateProblem", "app.editor"},
-      {"CreateContest", "app.editor"},       {"AddProblemToContest", "app.editor"},
-      {"RemoveProblemFromContest", "app.editor"}, {"PublishContest", "app.editor"},
-      {"GetProblem", "app.reader"},          {"GetContest", "app.reader"},
+      {"CreateProblem", "app.editor"},
+      {"UpdateProblem", "app.editor"},
+      {"CreateContest", "app.editor"},
+      {"AddProblemToContest", "app.editor"},
+      {"RemoveProblemFromContest", "app.editor"},
+      {"PublishContest", "app.editor"},
+      {"GetProblem", "app.reader"},
+      {"GetContest", "app.reader"},
   };
   return *rules;
 }

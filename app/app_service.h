@@ -19,12 +19,13 @@
 
 namespace ulticode::app {
 
-
 class AppServiceImpl final : public v1::AppService::Service {
  public:
   AppServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
                  const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
-      : pool_(pool), authorizer_(authorizer), mutations_(pool, authorizer, signer, std::move(hooks)) {}
+      : pool_(pool),
+        authorizer_(authorizer),
+        mutations_(pool, authorizer, signer, std::move(hooks)) {}
 
   grpc::Status CreateProblem(grpc::ServerContext* ctx, const v1::CreateProblemRequest* req,
                              v1::ProblemResponse* resp) override;

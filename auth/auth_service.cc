@@ -312,10 +312,10 @@ grpc::Status AuthServiceImpl::GetLoginPolicy(grpc::ServerContext* ctx,
 
 const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
-      {"CreateUser", "auth.admin"},     {"DisableUser", "auth.admin"},
-      {"AssignRole", "auth.admin"},     {"RevokeRole", "auth.admin"},
+      {"CreateUser", "auth.admin"},        {"DisableUser", "auth.admin"},
+      {"AssignRole", "auth.admin"},        {"RevokeRole", "auth.admin"},
       {"UpdateLoginPolicy", "auth.admin"}, {"GetUser", "auth.reader"},
-      {"ListUserRoles", "auth.reader"}, {"GetLoginPolicy", "auth.reader"},
+      {"ListUserRoles", "auth.reader"},    {"GetLoginPolicy", "auth.reader"},
   };
   return *rules;
 }

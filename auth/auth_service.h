@@ -10,12 +10,13 @@
 
 namespace ulticode::auth {
 
-
 class AuthServiceImpl final : public v1::AuthService::Service {
  public:
   AuthServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
                   const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
-      : pool_(pool), authorizer_(authorizer), mutations_(pool, authorizer, signer, std::move(hooks)) {}
+      : pool_(pool),
+        authorizer_(authorizer),
+        mutations_(pool, authorizer, signer, std::move(hooks)) {}
 
   grpc::Status CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
                           v1::CreateUserResponse* resp) override;

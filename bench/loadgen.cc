@@ -210,12 +210,11 @@ int main(int argc, char** argv) {
   flags.String("app", &o.app, "App gRPC address", config::ValidateHostPort);
   flags.String("token-file", &o.token_file, "file holding the bearer token (mode 0600)");
   flags.Require("token-file");
-  flags.String("mode", &o.mode, "closed (N in flight) or open (fixed rate)",
-               [](const std::string& v) {
-                 return v == "closed" || v == "open"
-                            ? absl::OkStatus()
-                            : absl::InvalidArgumentError("must be closed or open");
-               });
+  flags.String(
+      "mode", &o.mode, "closed (N in flight) or open (fixed rate)", [](const std::string& v) {
+        return v == "closed" || v == "open" ? absl::OkStatus()
+                                            : absl::InvalidArgumentError("must be closed or open");
+      });
   flags.Int("clients", &o.clients, "closed loop: calls in flight", 1, 4096);
   flags.Int("rate", &o.rate, "open loop: calls per second", 1, 1000000);
   flags.Int("max-in-flight", &o.max_in_flight, "open loop: outstanding calls before dropping", 1,

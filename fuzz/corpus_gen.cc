@@ -78,7 +78,9 @@ audit::AuditEvent RichEvent() {
   old_fields["title"].set_string_value("A + B");
   old_fields["difficulty"].set_number_value(3);
   auto& fields = *r->mutable_new_value()->mutable_fields();
-  fields["title"].set_string_value("A + B, \xc3\xa9" "dition 2\n\tmulti-line");
+  fields["title"].set_string_value(
+      "A + B, \xc3\xa9"
+      "dition 2\n\tmulti-line");
   fields["difficulty"].set_number_value(4.5);
   fields["public"].set_bool_value(true);
   fields["deleted_at"].set_null_value(google::protobuf::NULL_VALUE);
@@ -93,12 +95,9 @@ audit::AuditEvent RichEvent() {
 
 redis::StreamFields Entry(const audit::AuditEvent& e, const std::string& envelope,
                           const crypto::SigningKey& signer) {
-  return {{"event_id", e.event_id()},
-          {"owner", audit::OwnerName(e.owner())},
-          {"event_type", e.event_type()},
-          {"schema_version", absl::StrCat(e.schema_version())},
-          {"envelope", envelope},
-          {"signature", signer.Sign(envelope)},
+  return {{"event_id", e.event_id()},     {"owner", audit::OwnerName(e.owner())},
+          {"event_type", e.event_type()}, {"schema_version", absl::StrCat(e.schema_version())},
+          {"envelope", envelope},         {"signature", signer.Sign(envelope)},
           {"key_id", signer.key_id()}};
 }
 
@@ -135,7 +134,8 @@ void EntryValidation() {
   Set(f, "signature", sig);
   Write(t, "bad_signature", fuzz::EncodeFields(0, f));
 
-  Write(t, "signed_by_app_key", fuzz::EncodeFields(0, Entry(auth, audit::Serialize(auth), keys.app)));
+  Write(t, "signed_by_app_key",
+        fuzz::EncodeFields(0, Entry(auth, audit::Serialize(auth), keys.app)));
   Write(t, "signed_by_admin_key",
         fuzz::EncodeFields(0, Entry(auth, audit::Serialize(auth), keys.admin)));
   f = Entry(auth);
@@ -214,10 +214,12 @@ void Receipt() {
   const auto& keys = fuzz::Keys();
   const std::vector<audit::ReceiptItem> items = {{kId1, crypto::Sha256("envelope 1")},
                                                  {kId2, crypto::Sha256("envelope 2")}};
-  Write(t, "valid_auth_two_items", fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", items, keys.admin)));
+  Write(t, "valid_auth_two_items",
+        fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", items, keys.admin)));
   Write(t, "valid_app_one_item",
         fuzz::EncodeFields(1, audit::EncodeReceipt("audit:app", {items[0]}, keys.admin)));
-  Write(t, "valid_empty", fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", {}, keys.admin)));
+  Write(t, "valid_empty",
+        fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", {}, keys.admin)));
   Write(t, "signed_by_auth_key",
         fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", items, keys.auth)));
   Write(t, "signed_for_other_stream",
@@ -230,12 +232,12 @@ void Receipt() {
   Write(t, "duplicate_events", fuzz::EncodeFields(0, f));
   // Correctly signed but malformed items: only the signature keeps them out
   // of reach otherwise.
-  const std::string bad_events =
-      absl::StrCat(absl::AsciiStrToUpper(kId1), ":", std::string(64, 'a'), ",", kId2, ":abc,,",
-                   kId2);
+  const std::string bad_events = absl::StrCat(absl::AsciiStrToUpper(kId1), ":",
+                                              std::string(64, 'a'), ",", kId2, ":abc,,", kId2);
   f = {{"events", bad_events},
        {"key_id", keys.admin.key_id()},
-       {"signature", keys.admin.Sign(absl::StrCat("ulticode.receipt.v1\naudit:auth\n", bad_events))}};
+       {"signature",
+        keys.admin.Sign(absl::StrCat("ulticode.receipt.v1\naudit:auth\n", bad_events))}};
   Write(t, "signed_malformed_items", fuzz::EncodeFields(0, f));
   const std::string spaced = absl::StrCat(",", kId1, ":", std::string(64, '0'), ",,");
   f = {{"events", spaced},
@@ -366,7 +368,9 @@ void RequestValidation() {
   }
   write("text_valid", 11, "plain text, \xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80");
   write("text_multiline", 11, "line 1\nline 2\ttab");
-  write("text_bidi", 11, "abc\xe2\x80\xae" "def");
+  write("text_bidi", 11,
+        "abc\xe2\x80\xae"
+        "def");
   write("text_invalid_utf8", 11, "ab\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80");
   write("text_controls", 11, std::string("a\0b\r\x7f\xc2\x85", 7));
   write("text_slug", 11, "round-1");

@@ -17,7 +17,8 @@ constexpr pg::Statement kInsert{
     "   occurred_at, envelope, signature, key_id)"
     " SELECT t.id, t.owner, t.type, t.actor, t.subject, t.action, t.etype, t.eid,"
     "   NULLIF(t.old, '')::jsonb, NULLIF(t.new, '')::jsonb, t.ip, t.ua, t.req, t.trace,"
-    "   t.at::timestamptz, decode(t.env, 'hex'), NULLIF(decode(t.sig, 'hex'), ''), NULLIF(t.key, '')"
+    "   t.at::timestamptz, decode(t.env, 'hex'), NULLIF(decode(t.sig, 'hex'), ''), NULLIF(t.key, "
+    "'')"
     " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
     "   $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],"
     "   $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])"
@@ -98,7 +99,7 @@ void WriterMetrics::Committed(const std::vector<AuditLogInput>& logs, int64_t wr
     if (owner < 0 || owner >= 3 || lag_[owner] == nullptr) continue;
     const auto& ts = in.event->occurred_at();
     lag_[owner]->Observe(absl::ToDoubleSeconds(now - absl::FromUnixSeconds(ts.seconds()) -
-                                       absl::Nanoseconds(ts.nanos())));
+                                               absl::Nanoseconds(ts.nanos())));
   }
 }
 

@@ -235,8 +235,8 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   if (absl::Status s = audit::Validate(event); !s.ok()) {
     return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), event_id);
   }
-  return AcceptedEntry{event_id,  stream_owner, event_type,      occurred,
-                       envelope,  signature,    key_id,          std::move(event)};
+  return AcceptedEntry{event_id, stream_owner, event_type, occurred,
+                       envelope, signature,    key_id,     std::move(event)};
 }
 
 }  // namespace ulticode::admin::inbox

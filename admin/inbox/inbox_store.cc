@@ -91,8 +91,7 @@ std::string FieldsJson(const redis::StreamFields& fields) {
 }
 
 absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& consumer,
-                                        const std::vector<Arrival>& arrivals,
-                                        InsertAs status) {
+                                        const std::vector<Arrival>& arrivals, InsertAs status) {
   TakeOver result;
   if (arrivals.empty()) return result;
   std::vector<std::string> ids, owners, types, payloads, streams, entries, signatures, keys;
@@ -108,11 +107,10 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
   }
   ASSIGN_OR_RETURN(
       pg::Result inserted,
-      tx.Execute(kInsert,
-                 {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
-                  pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
-                  pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys),
-                  pg::Text(status == InsertAs::kProcessed ? "PROCESSED" : "PENDING")}));
+      tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
+                           pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
+                           pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys),
+                           pg::Text(status == InsertAs::kProcessed ? "PROCESSED" : "PENDING")}));
   result.inserted = inserted.rows();
   if (result.inserted == static_cast<int64_t>(arrivals.size())) {
     for (const Arrival& a : arrivals) result.fresh.push_back(&a);

@@ -49,8 +49,8 @@ constexpr pg::Statement kSample{
 absl::Status CheckRetention(const HousekeepingOptions& options) {
   if (options.inbox_retention < kMinInboxRetention) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--inbox-retention=", absl::FormatDuration(options.inbox_retention),
-        " is shorter than ", absl::FormatDuration(kMinInboxRetention),
+        "--inbox-retention=", absl::FormatDuration(options.inbox_retention), " is shorter than ",
+        absl::FormatDuration(kMinInboxRetention),
         ": an owner may re-send an event up to 24 h after its previous attempt, and the inbox "
         "row must still be there to absorb it"));
   }
@@ -66,8 +66,9 @@ InboxGauges::InboxGauges(std::string consumer, prometheus::Registry& registry)
     : consumer_(std::move(consumer)) {
   auto& rows = prometheus::BuildGauge()
                    .Name("ulticode_inbox_rows")
-                   .Help("Inbox rows by status (sampled; PROCESSED is an estimate from "
-                         "PostgreSQL's row estimate; counts capped at 1,000,000)")
+                   .Help(
+                       "Inbox rows by status (sampled; PROCESSED is an estimate from "
+                       "PostgreSQL's row estimate; counts capped at 1,000,000)")
                    .Register(registry);
   pending_ = &rows.Add({{"status", "PENDING"}});
   processing_ = &rows.Add({{"status", "PROCESSING"}});
@@ -76,8 +77,9 @@ InboxGauges::InboxGauges(std::string consumer, prometheus::Registry& registry)
   auto gauge = [&](const char* name, const char* help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
   };
-  oldest_pending_ = gauge("ulticode_inbox_oldest_pending_age_seconds",
-                          "Age of the oldest PENDING inbox row (waiting for the lease consumer); 0: none");
+  oldest_pending_ =
+      gauge("ulticode_inbox_oldest_pending_age_seconds",
+            "Age of the oldest PENDING inbox row (waiting for the lease consumer); 0: none");
   oldest_lease_ = gauge("ulticode_inbox_oldest_lease_age_seconds",
                         "How long the oldest PROCESSING row has been leased; 0: none");
   oldest_retry_ = gauge("ulticode_inbox_oldest_retry_age_seconds",

@@ -70,8 +70,8 @@ class InboxGauges {
 // Every owner stream and its consumer groups; also trims them.
 class StreamMaintenance {
  public:
-  StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams,
-                    redis::Options redis, prometheus::Registry& registry);
+  StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams, redis::Options redis,
+                    prometheus::Registry& registry);
   absl::Status Sample();
   absl::Status Trim();
 

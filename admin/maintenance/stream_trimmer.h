@@ -18,7 +18,7 @@
 namespace ulticode::admin::maintenance {
 
 struct TrimResult {
-  std::string min_id;    // entries below it were removed ("" when none could be)
+  std::string min_id;  // entries below it were removed ("" when none could be)
   int64_t removed = 0;
 };
 

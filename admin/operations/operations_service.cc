@@ -63,13 +63,12 @@ constexpr pg::Statement kNotUnresolved{
     " LEFT JOIN poison_events p ON p.id = t.id AND p.consumer = $1 AND p.resolved_at IS NULL"
     " WHERE p.id IS NULL LIMIT 1"};
 
-constexpr pg::Statement kResolve{
-    "ops.resolve",
-    "UPDATE poison_events SET resolved_at = now(), resolution = $4"
-    " WHERE consumer = $1 AND resolved_at IS NULL"
-    "   AND (($2::bigint[] IS NOT NULL AND id = ANY($2::bigint[]))"
-    "     OR ($2::bigint[] IS NULL AND ($3 = '' OR reason = $3)))"
-    " RETURNING id"};
+constexpr pg::Statement kResolve{"ops.resolve",
+                                 "UPDATE poison_events SET resolved_at = now(), resolution = $4"
+                                 " WHERE consumer = $1 AND resolved_at IS NULL"
+                                 "   AND (($2::bigint[] IS NOT NULL AND id = ANY($2::bigint[]))"
+                                 "     OR ($2::bigint[] IS NULL AND ($3 = '' OR reason = $3)))"
+                                 " RETURNING id"};
 
 constexpr pg::Statement kLockPoison{
     "ops.lock_poison",
@@ -175,8 +174,7 @@ absl::StatusOr<std::string> OperationsService::Record(pg::Transaction& tx,
                                                       const char* event_type, const char* action,
                                                       const char* entity_type,
                                                       const google::protobuf::Struct& values) {
-  audit::AuditEvent event =
-      audit::NewEvent(audit::v1::OWNER_ADMIN, event_type, actor, absl::Now());
+  audit::AuditEvent event = audit::NewEvent(audit::v1::OWNER_ADMIN, event_type, actor, absl::Now());
   auto* r = event.mutable_record();
   r->set_action(action);
   r->set_entity_type(entity_type);
@@ -186,8 +184,8 @@ absl::StatusOr<std::string> OperationsService::Record(pg::Transaction& tx,
   const std::string envelope = audit::Serialize(event);
   const std::string signature = options_.signer->Sign(envelope);
   const std::string key_id = options_.signer->key_id();
-  ASSIGN_OR_RETURN(int64_t written, audit_logs::InsertAuditLogs(
-                                        tx, {{&event, &envelope, &signature, &key_id}}));
+  ASSIGN_OR_RETURN(int64_t written,
+                   audit_logs::InsertAuditLogs(tx, {{&event, &envelope, &signature, &key_id}}));
   if (written != 1) return absl::InternalError("the operator's audit record was not written");
   return event.event_id();
 }
@@ -196,12 +194,13 @@ grpc::Status OperationsService::ListDeadInbox(grpc::ServerContext* ctx,
                                               const v1::ListDeadInboxRequest* req,
                                               v1::ListDeadInboxResponse* resp) {
   const char* method = "ListDeadInbox";
-  if (auto actor = Admit(*ctx, method); !actor.ok()) return server::ToGrpcStatus(actor.status(), method);
+  if (auto actor = Admit(*ctx, method); !actor.ok())
+    return server::ToGrpcStatus(actor.status(), method);
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
   const int size = PageSize(req->page_size());
-  auto r = (*conn)->Execute(kListDead, {pg::Text(options_.consumer), pg::Int(req->after_id()),
-                                        pg::Int(size)});
+  auto r = (*conn)->Execute(kListDead,
+                            {pg::Text(options_.consumer), pg::Int(req->after_id()), pg::Int(size)});
   if (!r.ok()) return server::ToGrpcStatus(r.status(), method);
   for (int i = 0; i < r->rows(); ++i) {
     v1::DeadInboxRow* row = resp->add_rows();
@@ -256,11 +255,10 @@ grpc::Status OperationsService::RequeueDeadInbox(grpc::ServerContext* ctx,
     if (r.rows() == 0) return tx.Commit();
     std::vector<std::string> events;
     for (int i = 0; i < r.rows(); ++i) events.push_back(r.GetString(i, 0));
-    ASSIGN_OR_RETURN(std::string event_id,
-                     Record(tx, *actor, "admin.inbox.requeued", "requeue_dead_inbox",
-                            "consumer_inbox",
-                            Values(events, r.rows(), req->all() ? "all DEAD rows" : "ids",
-                                   req->reason())));
+    ASSIGN_OR_RETURN(
+        std::string event_id,
+        Record(tx, *actor, "admin.inbox.requeued", "requeue_dead_inbox", "consumer_inbox",
+               Values(events, r.rows(), req->all() ? "all DEAD rows" : "ids", req->reason())));
     RETURN_IF_ERROR(tx.Execute(kWakeConsumers, {}).status());
     RETURN_IF_ERROR(tx.Commit());
     resp->set_event_id(event_id);
@@ -273,7 +271,8 @@ grpc::Status OperationsService::ListPoison(grpc::ServerContext* ctx,
                                            const v1::ListPoisonRequest* req,
                                            v1::ListPoisonResponse* resp) {
   const char* method = "ListPoison";
-  if (auto actor = Admit(*ctx, method); !actor.ok()) return server::ToGrpcStatus(actor.status(), method);
+  if (auto actor = Admit(*ctx, method); !actor.ok())
+    return server::ToGrpcStatus(actor.status(), method);
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
   const int size = PageSize(req->page_size());
@@ -320,8 +319,7 @@ grpc::Status OperationsService::DiscardPoison(grpc::ServerContext* ctx,
     std::vector<std::string> resolved;
     for (int i = 0; i < r.rows(); ++i) resolved.push_back(r.GetString(i, 0));
     ASSIGN_OR_RETURN(std::string event_id,
-                     Record(tx, *actor, "admin.poison.discarded", "discard_poison",
-                            "poison_events",
+                     Record(tx, *actor, "admin.poison.discarded", "discard_poison", "poison_events",
                             Values(resolved, r.rows(),
                                    req->all() ? "all unresolved entries" : "ids", req->reason())));
     RETURN_IF_ERROR(tx.Commit());
@@ -352,7 +350,7 @@ grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
     const std::shared_ptr<const crypto::KeyDirectory> keys = options_.keys->Current();
     const absl::Time now = absl::Now();
     std::vector<inbox::Arrival> arrivals;
-    std::vector<v1::PoisonEntry> arrival_poison;  // the poison entry of each arrival
+    std::vector<v1::PoisonEntry> arrival_poison;        // the poison entry of each arrival
     absl::flat_hash_map<std::string, size_t> first_of;  // event id -> arrival
     // Entries repeating another chosen one with the same bytes: (id, event id).
     std::vector<std::pair<int64_t, std::string>> repeated;
@@ -369,7 +367,8 @@ grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
         *resp->add_still_poison() = std::move(p);
         continue;
       }
-      inbox::Verdict verdict = inbox::ValidateEntry(owner->first, *entry, now, *keys, options_.limits);
+      inbox::Verdict verdict =
+          inbox::ValidateEntry(owner->first, *entry, now, *keys, options_.limits);
       if (auto* rejected = std::get_if<inbox::Rejection>(&verdict)) {
         p.set_reason(std::string(inbox::PoisonReasonName(rejected->reason)));
         p.set_detail(rejected->detail);
@@ -437,10 +436,10 @@ grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
     RETURN_IF_ERROR(tx.Execute(kResolve, {pg::Text(options_.consumer), pg::TextArray(replayed),
                                           pg::Text(""), pg::Text("replayed")})
                         .status());
-    ASSIGN_OR_RETURN(std::string event_id,
-                     Record(tx, *actor, "admin.poison.replayed", "replay_poison", "poison_events",
-                            Values(events, static_cast<int64_t>(replayed.size()), "ids",
-                                   req->reason())));
+    ASSIGN_OR_RETURN(
+        std::string event_id,
+        Record(tx, *actor, "admin.poison.replayed", "replay_poison", "poison_events",
+               Values(events, static_cast<int64_t>(replayed.size()), "ids", req->reason())));
     RETURN_IF_ERROR(tx.Commit());
     resp->set_event_id(event_id);
     return absl::OkStatus();

@@ -37,8 +37,7 @@ struct OperationsOptions {
 
 class OperationsService final : public admin::v1::AdminOperations::Service {
  public:
-  OperationsService(pg::Pool& pool, const server::Authorizer& authorizer,
-                    OperationsOptions options)
+  OperationsService(pg::Pool& pool, const server::Authorizer& authorizer, OperationsOptions options)
       : pool_(pool), authorizer_(authorizer), options_(std::move(options)) {}
 
   grpc::Status ListDeadInbox(grpc::ServerContext* ctx, const v1::ListDeadInboxRequest* req,

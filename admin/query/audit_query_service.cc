@@ -1,8 +1,5 @@
 #include "admin/query/audit_query_service.h"
 
-#include "common/log/log.h"
-#include "common/text/text.h"
-
 #include <algorithm>
 #include <optional>
 
@@ -15,6 +12,7 @@
 #include "common/pg/params.h"
 #include "common/redis/reply.h"
 #include "common/server/grpc_status.h"
+#include "common/text/text.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 

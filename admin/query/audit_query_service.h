@@ -16,8 +16,6 @@
 // Thread-safe: handlers share only the pool and the immutable options.
 #pragma once
 
-#include "common/server/principal.h"
-
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +24,7 @@
 #include "common/audit/event.h"
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
+#include "common/server/principal.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 
 namespace ulticode::admin::query {

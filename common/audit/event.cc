@@ -15,8 +15,8 @@ namespace ulticode::audit {
 namespace {
 
 constexpr const char* kAuthTypes[] = {
-    "auth.user.created", "auth.user.disabled",        "auth.role.assigned",
-    "auth.role.revoked", "auth.login_policy.updated", "auth.outbox.redriven",
+    "auth.user.created",    "auth.user.disabled",        "auth.role.assigned",
+    "auth.role.revoked",    "auth.login_policy.updated", "auth.outbox.redriven",
     "auth.outbox.replayed",
 };
 constexpr const char* kAppTypes[] = {

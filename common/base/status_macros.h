@@ -8,10 +8,10 @@
 #define ULTI_CONCAT_(a, b) ULTI_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` yields a non-OK status.
-#define RETURN_IF_ERROR(expr)                              \
-  do {                                                     \
-    ::absl::Status ulti_status_ = (expr);                  \
-    if (!ulti_status_.ok()) return ulti_status_;           \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::absl::Status ulti_status_ = (expr);        \
+    if (!ulti_status_.ok()) return ulti_status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, F())` declares x from a StatusOr or returns its error.

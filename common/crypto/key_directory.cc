@@ -13,10 +13,7 @@
 #include "common/log/log.h"
 
 namespace ulticode::crypto {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<KeyDirectory> KeyDirectory::Parse(absl::string_view content) {
   KeyDirectory dir;
@@ -72,8 +69,7 @@ std::string KeyDirectory::Describe() const {
 std::string FileStamp(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return "";
-  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/",
-                      st.st_ino);
+  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/", st.st_ino);
 }
 
 }  // namespace ulticode::crypto

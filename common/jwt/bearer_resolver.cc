@@ -20,9 +20,8 @@ absl::StatusOr<server::Principal> BearerTokenResolver::Resolve(
     return absl::UnauthenticatedError("authorization metadata is not \"Bearer <token>\"");
   }
   value.remove_prefix(7);
-  ASSIGN_OR_RETURN(Claims claims,
-                   verified_.Verify(absl::StripAsciiWhitespace(value), keys_.Current(), options_,
-                                    absl::Now()));
+  ASSIGN_OR_RETURN(Claims claims, verified_.Verify(absl::StripAsciiWhitespace(value),
+                                                   keys_.Current(), options_, absl::Now()));
   return server::Principal{std::move(claims.subject), std::move(claims.roles)};
 }
 

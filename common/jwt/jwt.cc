@@ -70,7 +70,8 @@ struct BnDeleter {
 
 absl::StatusOr<std::shared_ptr<EVP_PKEY>> FromParams(const char* type, OSSL_PARAM_BLD* bld) {
   std::unique_ptr<OSSL_PARAM, ParamDeleter> params(OSSL_PARAM_BLD_to_param(bld));
-  std::unique_ptr<EVP_PKEY_CTX, PkeyCtxDeleter> ctx(EVP_PKEY_CTX_new_from_name(nullptr, type, nullptr));
+  std::unique_ptr<EVP_PKEY_CTX, PkeyCtxDeleter> ctx(
+      EVP_PKEY_CTX_new_from_name(nullptr, type, nullptr));
   EVP_PKEY* key = nullptr;
   if (params == nullptr || ctx == nullptr || EVP_PKEY_fromdata_init(ctx.get()) != 1 ||
       EVP_PKEY_fromdata(ctx.get(), &key, EVP_PKEY_PUBLIC_KEY, params.get()) != 1) {
@@ -123,16 +124,14 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
       return absl::InvalidArgumentError("RSA keys must have 2048 bits or more");
     }
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kty \"", absl::CHexEscape(kty.substr(0, 16)), "\" crv \"",
-                     absl::CHexEscape(crv.substr(0, 16)),
-                     "\" is not supported (OKP/Ed25519, EC/P-256, RSA)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kty \"", absl::CHexEscape(kty.substr(0, 16)), "\" crv \"",
+        absl::CHexEscape(crv.substr(0, 16)), "\" is not supported (OKP/Ed25519, EC/P-256, RSA)"));
   }
   if (k.key == nullptr) return absl::InvalidArgumentError("not a valid public key");
   if (!alg.empty() && alg != k.alg) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"alg\" ", absl::CHexEscape(alg.substr(0, 16)), " does not fit a ", kty,
-                     " key (", k.alg, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("\"alg\" ", absl::CHexEscape(alg.substr(0, 16)),
+                                                   " does not fit a ", kty, " key (", k.alg, ")"));
   }
   return k;
 }
@@ -173,14 +172,12 @@ bool VerifySignature(const Key& key, absl::string_view signing_input, absl::stri
   if (ctx == nullptr || EVP_DigestVerifyInit(ctx.get(), nullptr, md, nullptr, key.key.get()) != 1) {
     return false;
   }
-  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(sig.data()),
-                          sig.size(),
+  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
                           reinterpret_cast<const unsigned char*>(signing_input.data()),
                           signing_input.size()) == 1;
 }
 
-absl::StatusOr<absl::Time> TimeClaim(const Struct& claims, const std::string& name,
-                                     bool required) {
+absl::StatusOr<absl::Time> TimeClaim(const Struct& claims, const std::string& name, bool required) {
   auto it = claims.fields().find(name);
   if (it == claims.fields().end()) {
     if (required) return Unauthenticated(absl::StrCat("\"", name, "\" claim is missing"));
@@ -204,7 +201,9 @@ bool AudienceMatches(const Struct& claims, const std::string& audience) {
   return false;
 }
 
-std::string Utc(absl::Time t) { return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone()); }
+std::string Utc(absl::Time t) {
+  return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone());
+}
 
 absl::StatusOr<Claims> CheckClaims(const Struct& claims, const VerifyOptions& options,
                                    absl::Time now) {
@@ -224,8 +223,8 @@ absl::StatusOr<Claims> CheckClaims(const Struct& claims, const VerifyOptions& op
   }
   Claims out;
   out.subject = Str(claims, "sub");
-  if (absl::Status s = text::Check("sub", out.subject, {.min_chars = 1, .max_chars = 128,
-                                                        .identifier = true});
+  if (absl::Status s =
+          text::Check("sub", out.subject, {.min_chars = 1, .max_chars = 128, .identifier = true});
       !s.ok()) {
     return Unauthenticated(absl::StrCat("\"sub\" claim: ", s.message()));
   }
@@ -243,7 +242,6 @@ absl::StatusOr<Claims> CheckClaims(const Struct& claims, const VerifyOptions& op
   out.expires_at = exp;
   return out;
 }
-
 
 }  // namespace
 
@@ -263,8 +261,8 @@ absl::StatusOr<Jwks> Jwks::Parse(absl::string_view json) {
     auto key = KeyFromJwk(v.struct_value());
     if (!key.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("JWKS key ", index, " (kid \"",
-                                                     Str(v.struct_value(), "kid"), "\"): ",
-                                                     key.status().message()));
+                                                     Str(v.struct_value(), "kid"),
+                                                     "\"): ", key.status().message()));
     }
     const std::string kid = key->kid;
     if (!jwks.keys_.emplace(kid, *std::move(key)).second) {
@@ -281,7 +279,8 @@ absl::StatusOr<Jwks> Jwks::FromFile(const std::string& path) {
   std::stringstream buf;
   buf << in.rdbuf();
   auto jwks = Parse(buf.str());
-  if (!jwks.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", jwks.status().message()));
+  if (!jwks.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", jwks.status().message()));
   return jwks;
 }
 

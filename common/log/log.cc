@@ -18,10 +18,14 @@ absl::Mutex g_write_mu;
 
 const char* LevelName(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
   }
   return "info";
 }
@@ -32,10 +36,14 @@ void SetMinLevel(Level level) { g_min_level.store(static_cast<int>(level)); }
 
 absl::Status ParseLevel(absl::string_view text, Level* out) {
   const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "debug") *out = Level::kDebug;
-  else if (lower == "info") *out = Level::kInfo;
-  else if (lower == "warn" || lower == "warning") *out = Level::kWarn;
-  else if (lower == "error") *out = Level::kError;
+  if (lower == "debug")
+    *out = Level::kDebug;
+  else if (lower == "info")
+    *out = Level::kInfo;
+  else if (lower == "warn" || lower == "warning")
+    *out = Level::kWarn;
+  else if (lower == "error")
+    *out = Level::kError;
   else
     return absl::InvalidArgumentError(
         absl::StrCat("log level must be one of debug, info, warn, error; got \"", text, "\""));
@@ -47,11 +55,21 @@ std::string JsonEscape(absl::string_view s) {
   out.reserve(s.size() + 8);
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += absl::StrFormat("\\u%04x", c);

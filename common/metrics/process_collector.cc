@@ -84,14 +84,12 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
              rss),
       Family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
              vsize),
-      Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge,
-             OpenFds()),
+      Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge, OpenFds()),
       Family("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge,
              static_cast<double>(fds.rlim_cur)),
-      Family("process_threads", "Number of OS threads in the process.", MetricType::Gauge,
-             threads),
-      Family("process_start_time_seconds",
-             "Start time of the process since unix epoch in seconds.", MetricType::Gauge, start),
+      Family("process_threads", "Number of OS threads in the process.", MetricType::Gauge, threads),
+      Family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+             MetricType::Gauge, start),
   };
 }
 

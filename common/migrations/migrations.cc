@@ -124,9 +124,10 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
   // Replicas starting together would update the same ACLs concurrently
   // ("tuple concurrently updated"): one at a time.
-  RETURN_IF_ERROR(tx.Execute(pg::Statement{"migrations.grant_lock",
-                                           "SELECT pg_advisory_xact_lock(hashtext('ulticode.grants'))"})
-                      .status());
+  RETURN_IF_ERROR(
+      tx.Execute(pg::Statement{"migrations.grant_lock",
+                               "SELECT pg_advisory_xact_lock(hashtext('ulticode.grants'))"})
+          .status());
   // Under the lock, so that a newer release's migrate-and-grant cannot slip
   // in between this check and the grants below.
   ASSIGN_OR_RETURN(pg::Result applied, tx.Execute(kApplied));
@@ -134,10 +135,11 @@ absl::Status GrantRuntime(pg::Connection& conn, absl::string_view role,
   for (const Migration& m : known) ours.insert(m.version);
   for (int r = 0; r < applied.rows(); ++r) {
     if (ours.count(applied.GetInt64(r, 0)) == 0) {
-      log::Warn("migrations", "the schema has migrations this binary does not know; grants left "
-                              "to the newer release",
-                {{"version", absl::StrCat(applied.GetInt64(r, 0))},
-                 {"name", applied.GetString(r, 1)}});
+      log::Warn(
+          "migrations",
+          "the schema has migrations this binary does not know; grants left "
+          "to the newer release",
+          {{"version", absl::StrCat(applied.GetInt64(r, 0))}, {"name", applied.GetString(r, 1)}});
       if (skipped != nullptr) *skipped = true;
       return tx.Commit();
     }

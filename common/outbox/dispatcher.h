@@ -23,7 +23,8 @@
 // PostgreSQL after `claim_lease` idle in its transaction
 // (idle_in_transaction_session_timeout), which releases the rows.
 //
-// Stop(): no new cycles; the cycle in hand is finished; threads are joined. Thread-safe: Start/Stop from one controlling thread.
+// Stop(): no new cycles; the cycle in hand is finished; threads are joined. Thread-safe: Start/Stop
+// from one controlling thread.
 #pragma once
 
 #include <atomic>

@@ -42,8 +42,9 @@ OutboxGauges::OutboxGauges(audit::Owner owner, prometheus::Registry& registry) {
   const std::string name = audit::OwnerName(owner);
   auto& rows = prometheus::BuildGauge()
                    .Name("ulticode_outbox_rows")
-                   .Help("Outbox rows by state (sampled; CONFIRMED is an estimate from "
-                         "PostgreSQL's row estimate; counts capped at 1,000,000)")
+                   .Help(
+                       "Outbox rows by state (sampled; CONFIRMED is an estimate from "
+                       "PostgreSQL's row estimate; counts capped at 1,000,000)")
                    .Register(registry);
   pending_ = &rows.Add({{"owner", name}, {"state", "PENDING"}});
   published_ = &rows.Add({{"owner", name}, {"state", "PUBLISHED"}});
@@ -57,7 +58,8 @@ OutboxGauges::OutboxGauges(audit::Owner owner, prometheus::Registry& registry) {
   oldest_unconfirmed_ =
       &prometheus::BuildGauge()
            .Name("ulticode_outbox_oldest_unconfirmed_age_seconds")
-           .Help("Time since the oldest PUBLISHED row without Admin's receipt was published; 0: none")
+           .Help(
+               "Time since the oldest PUBLISHED row without Admin's receipt was published; 0: none")
            .Register(registry)
            .Add({{"owner", name}});
 }
@@ -68,8 +70,8 @@ absl::Status OutboxGauges::Sample(pg::Connection& conn) {
   pending_->Set(static_cast<double>(pending));
   published_->Set(static_cast<double>(published));
   dead_->Set(static_cast<double>(dead));
-  confirmed_->Set(static_cast<double>(
-      std::max<int64_t>(0, r.GetInt64(0, 3) - pending - published - dead)));
+  confirmed_->Set(
+      static_cast<double>(std::max<int64_t>(0, r.GetInt64(0, 3) - pending - published - dead)));
   oldest_pending_->Set(r.GetDouble(0, 4));
   oldest_unconfirmed_->Set(r.GetDouble(0, 5));
   return absl::OkStatus();

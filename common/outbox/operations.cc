@@ -61,7 +61,8 @@ constexpr pg::Statement kReplayRange{
     absl::Minutes(5)};
 
 const char* EventType(audit::Owner owner, bool replay) {
-  if (owner == audit::v1::OWNER_AUTH) return replay ? "auth.outbox.replayed" : "auth.outbox.redriven";
+  if (owner == audit::v1::OWNER_AUTH)
+    return replay ? "auth.outbox.replayed" : "auth.outbox.redriven";
   return replay ? "app.outbox.replayed" : "app.outbox.redriven";
 }
 
@@ -96,9 +97,8 @@ absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
   }
   for (int i = 0; i < req.event_ids_size(); ++i) {
     if (!ids::IsValidUuid(req.event_ids(i))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("event_ids[", i, "] \"", req.event_ids(i).substr(0, 64),
-                       "\" is not a lowercase UUID"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "event_ids[", i, "] \"", req.event_ids(i).substr(0, 64), "\" is not a lowercase UUID"));
     }
   }
   return absl::OkStatus();
@@ -138,8 +138,8 @@ grpc::Status OperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
         if (!req->all()) {
           ASSIGN_OR_RETURN(pg::Result bad, tx.Execute(kNotDead, {pg::TextArray(wanted)}));
           if (bad.rows() > 0) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "event_ids: ", bad.GetString(0, 0), " is not a DEAD row of this outbox"));
+            return absl::InvalidArgumentError(absl::StrCat("event_ids: ", bad.GetString(0, 0),
+                                                           " is not a DEAD row of this outbox"));
           }
         }
         ASSIGN_OR_RETURN(pg::Result r, req->all()
@@ -161,11 +161,11 @@ grpc::Status OperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
             .Set("event_ids", listed)
             .Set("filter", req->all() ? "all DEAD rows" : "event_ids")
             .Set("reason", req->reason());
-        return Changed(BuildEvent(owner_, actor,
-                                  {EventType(owner_, false), "redrive_dead_outbox", "",
-                                   "audit_outbox", audit::OwnerName(owner_), std::nullopt,
-                                   std::move(values)}),
-                       std::move(out));
+        return Changed(
+            BuildEvent(owner_, actor,
+                       {EventType(owner_, false), "redrive_dead_outbox", "", "audit_outbox",
+                        audit::OwnerName(owner_), std::nullopt, std::move(values)}),
+            std::move(out));
       },
       resp);
 }
@@ -178,7 +178,7 @@ grpc::Status OperationsService::Replay(grpc::ServerContext* ctx, const v1::Repla
       [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Outcome<Resp>> {
         const absl::Time from = ToTime(req->from()), to = ToTime(req->to());
         ASSIGN_OR_RETURN(pg::Result count, tx.Execute(kCountRange, {pg::Time(from), pg::Time(to),
-                                                                   pg::Int(kMaxReplayRows + 1)}));
+                                                                    pg::Int(kMaxReplayRows + 1)}));
         if (count.GetInt64(0, 0) > kMaxReplayRows) {
           return absl::FailedPreconditionError(
               absl::StrCat("the range holds more than ", kMaxReplayRows,

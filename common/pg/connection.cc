@@ -45,9 +45,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOpt
   std::string session = "-c TimeZone=UTC";
   if (options.asynchronous_commit) absl::StrAppend(&session, " -c synchronous_commit=off");
   if (options.idle_in_transaction_timeout > absl::ZeroDuration()) {
-    absl::StrAppend(&session, " -c idle_in_transaction_session_timeout=",
-                    std::max<int64_t>(1, absl::ToInt64Milliseconds(
-                                             options.idle_in_transaction_timeout)));
+    absl::StrAppend(
+        &session, " -c idle_in_transaction_session_timeout=",
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(options.idle_in_transaction_timeout)));
   }
   // Later keys override what the expanded conninfo set.
   std::vector<const char*> keys = {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"

@@ -24,8 +24,8 @@ absl::Status StatusFromSqlState(absl::string_view sqlstate, absl::string_view me
   } else if (absl::StartsWith(sqlstate, "53")) {
     code = absl::StatusCode::kResourceExhausted;
   }
-  absl::Status status(code, sqlstate.empty() ? std::string(message)
-                                             : absl::StrCat("[", sqlstate, "] ", message));
+  absl::Status status(
+      code, sqlstate.empty() ? std::string(message) : absl::StrCat("[", sqlstate, "] ", message));
   if (!sqlstate.empty()) status.SetPayload(kSqlStatePayload, absl::Cord(sqlstate));
   return status;
 }
@@ -42,8 +42,7 @@ bool IsCommitOutcomeUnknown(const absl::Status& status) {
 }
 
 absl::Status CommitOutcomeUnknownError(absl::string_view detail) {
-  absl::Status status(absl::StatusCode::kUnknown,
-                      absl::StrCat("commit outcome unknown: ", detail));
+  absl::Status status(absl::StatusCode::kUnknown, absl::StrCat("commit outcome unknown: ", detail));
   status.SetPayload(kCommitUnknownPayload, absl::Cord("1"));
   return status;
 }

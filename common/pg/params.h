@@ -26,7 +26,7 @@ Param TextOrNull(absl::string_view v);
 Param Bytes(absl::string_view v);
 Param Int(int64_t v);
 Param Bool(bool v);
-Param Time(absl::Time t);  // timestamptz, microsecond precision, UTC
+Param Time(absl::Time t);         // timestamptz, microsecond precision, UTC
 Param Seconds(absl::Duration d);  // as a float number of seconds
 // A text[] literal built from `items` (each quoted and escaped).
 Param TextArray(const std::vector<std::string>& items);

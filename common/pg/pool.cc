@@ -65,10 +65,9 @@ absl::StatusOr<PooledConnection> Pool::Acquire() {
     }
     if (!got) {
       Publish();
-      return absl::ResourceExhaustedError(
-          absl::StrCat("no database connection free within ",
-                       absl::FormatDuration(options_.acquire_timeout), " (pool size ",
-                       options_.max_size, ")"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no database connection free within ", absl::FormatDuration(options_.acquire_timeout),
+          " (pool size ", options_.max_size, ")"));
     }
     if (closed_) {
       Publish();

@@ -38,15 +38,13 @@ double Result::GetDouble(int row, int col) const {
   return v;
 }
 
-bool Result::GetBool(int row, int col) const {
-  return !IsNull(row, col) && Get(row, col) == "t";
-}
+bool Result::GetBool(int row, int col) const { return !IsNull(row, col) && Get(row, col) == "t"; }
 
 std::string Result::GetBytes(int row, int col) const {
   if (IsNull(row, col)) return "";
   size_t len = 0;
-  unsigned char* raw =
-      PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(res_.get(), row, col)), &len);
+  unsigned char* raw = PQunescapeBytea(
+      reinterpret_cast<const unsigned char*>(PQgetvalue(res_.get(), row, col)), &len);
   if (raw == nullptr) return "";
   std::string out(reinterpret_cast<char*>(raw), len);
   PQfreemem(raw);

@@ -412,7 +412,8 @@ absl::StatusOr<std::vector<StreamRead>> Client::ReadStreams(std::vector<std::str
                                                             int64_t count, absl::Duration block,
                                                             absl::string_view start_id) {
   const std::string command = args[0];
-  if (streams.empty()) return absl::InvalidArgumentError(absl::StrCat("redis ", command, ": no streams"));
+  if (streams.empty())
+    return absl::InvalidArgumentError(absl::StrCat("redis ", command, ": no streams"));
   if (count > 0) {
     args.push_back("COUNT");
     args.push_back(absl::StrCat(count));

@@ -7,7 +7,8 @@
 namespace ulticode::redis {
 
 std::optional<std::pair<uint64_t, uint64_t>> ParseStreamId(absl::string_view id) {
-  std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(id, absl::MaxSplits('-', 1));
+  std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(id, absl::MaxSplits('-', 1));
   uint64_t ms = 0, seq = 0;
   if (!absl::SimpleAtoi(parts.first, &ms) || !absl::SimpleAtoi(parts.second, &seq)) {
     return std::nullopt;

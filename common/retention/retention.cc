@@ -12,8 +12,8 @@ namespace {
 
 constexpr char kComponent[] = "retention";
 
-constexpr pg::Statement kTryLock{
-    "retention.try_lock", "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"};
+constexpr pg::Statement kTryLock{"retention.try_lock",
+                                 "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"};
 
 }  // namespace
 
@@ -25,8 +25,9 @@ Retention::Retention(std::vector<Table> tables, int batch_size, prometheus::Regi
                       .Register(registry);
   auto& last_run = prometheus::BuildGauge()
                        .Name("ulticode_retention_last_run_timestamp_seconds")
-                       .Help("When retention last finished a complete run over the table "
-                             "(Unix seconds; 0: never)")
+                       .Help(
+                           "When retention last finished a complete run over the table "
+                           "(Unix seconds; 0: never)")
                        .Register(registry);
   for (Table& t : tables) {
     const prometheus::Labels labels{{"table", t.name}};
@@ -36,8 +37,9 @@ Retention::Retention(std::vector<Table> tables, int batch_size, prometheus::Regi
 
 absl::StatusOr<int64_t> Retention::DeleteBatch(pg::Connection& conn, const Table& table) {
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
-  ASSIGN_OR_RETURN(pg::Result locked,
-                   tx.Execute(kTryLock, {pg::Text(absl::StrCat("ulticode.retention.", table.name))}));
+  ASSIGN_OR_RETURN(
+      pg::Result locked,
+      tx.Execute(kTryLock, {pg::Text(absl::StrCat("ulticode.retention.", table.name))}));
   if (!locked.GetBool(0, 0)) return -1;  // another replica is on it
   ASSIGN_OR_RETURN(pg::Result r,
                    tx.Execute(table.delete_batch, {pg::Seconds(table.keep), pg::Int(batch_size_)}));

@@ -46,8 +46,8 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
                  "idempotency keys are deleted this long after the request (a retry after that "
                  "is a new request)",
                  absl::Minutes(1), absl::Hours(24 * 3650));
-  flags.Duration("retention-interval", &housekeeping.retention_interval,
-                 "how often retention runs", absl::Seconds(1), absl::Hours(24));
+  flags.Duration("retention-interval", &housekeeping.retention_interval, "how often retention runs",
+                 absl::Seconds(1), absl::Hours(24));
   flags.Duration("metrics-sample-interval", &housekeeping.sample_interval,
                  "how often the backlog gauges are sampled", absl::Seconds(1), absl::Hours(1));
   config::ParseOrExit(flags, argc, const_cast<const char* const*>(argv));
@@ -115,15 +115,14 @@ int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv) {
   outbox::OutboxGauges gauges(spec.owner, (*metrics)->registry());
   pg::ConnectOptions housekeeping_pg = pool_options.connect;
   housekeeping_pg.application_name = spec.program + "-housekeeping";
-  worker::Periodic periodic(
-      housekeeping_pg,
-      {{"outbox.retention", housekeeping.retention_interval,
-        [&](pg::Connection* c) {
-          return retention.RunOnce(*c, [&] { return periodic.stopping(); });
-        }},
-       {"outbox.gauges", housekeeping.sample_interval,
-        [&](pg::Connection* c) { return gauges.Sample(*c); }}},
-      (*metrics)->registry());
+  worker::Periodic periodic(housekeeping_pg,
+                            {{"outbox.retention", housekeeping.retention_interval,
+                              [&](pg::Connection* c) {
+                                return retention.RunOnce(*c, [&] { return periodic.stopping(); });
+                              }},
+                             {"outbox.gauges", housekeeping.sample_interval,
+                              [&](pg::Connection* c) { return gauges.Sample(*c); }}},
+                            (*metrics)->registry());
   periodic.Start();
 
   auto jwks = jwt::JwksFile::Open(common.jwks_file);

@@ -126,8 +126,7 @@ void ServiceFlags::Register(config::Flags& flags) {
     return v.empty() ? absl::InvalidArgumentError("must not be empty") : absl::OkStatus();
   };
   flags.String("jwt-issuer", &jwt_issuer, "the \"iss\" every token must carry", not_empty);
-  flags.String("jwt-audience", &jwt_audience, "the \"aud\" every token must include",
-               not_empty);
+  flags.String("jwt-audience", &jwt_audience, "the \"aud\" every token must include", not_empty);
   flags.Duration("jwt-clock-skew", &jwt_clock_skew,
                  "clock difference tolerated for a token's exp and nbf", absl::ZeroDuration(),
                  absl::Minutes(10));

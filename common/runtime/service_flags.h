@@ -5,8 +5,8 @@
 
 #include "absl/time/time.h"
 #include "common/config/flags.h"
-#include "common/pg/pool.h"
 #include "common/jwt/jwt.h"
+#include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
 #include "common/server/grpc_server.h"
 
@@ -68,7 +68,8 @@ struct ServiceFlags {
   // INVALID_ARGUMENT unless exactly one of TLS (cert and key files) or
   // --grpc-plaintext was chosen.
   absl::Status CheckTransport() const;
-  server::ServerOptions GrpcOptions(const PrincipalResolver* resolver) const;  // DieOnStartup-worthy errors were checked by Register
+  server::ServerOptions GrpcOptions(const PrincipalResolver* resolver)
+      const;  // DieOnStartup-worthy errors were checked by Register
 
  private:
   std::string pg_password_;

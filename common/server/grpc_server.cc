@@ -93,7 +93,7 @@ absl::Status GrpcServer::Start() {
   log::Info("grpc", "listening",
             {{"address", options_.listen},
              {"port", absl::StrCat(port_)},
-             {"tls", !options_.tls.enabled()                ? "off"
+             {"tls", !options_.tls.enabled()               ? "off"
                      : options_.tls.client_ca_file.empty() ? "on"
                                                            : "mutual"},
              {"health_port", absl::StrCat(health_port_)}});

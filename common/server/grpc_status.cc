@@ -28,9 +28,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
     default:
       break;
   }
-  log::Warn("grpc", "call failed", {{"method", std::string(method)},
-                                    {"code", absl::StatusCodeToString(status.code())},
-                                    {"detail", std::string(status.message())}});
+  log::Warn("grpc", "call failed",
+            {{"method", std::string(method)},
+             {"code", absl::StatusCodeToString(status.code())},
+             {"detail", std::string(status.message())}});
   const char* message = "internal error";
   switch (status.code()) {
     case absl::StatusCode::kAlreadyExists:

@@ -12,7 +12,6 @@
 namespace ulticode::server {
 namespace {
 
-
 class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   CallMetricsInterceptor(grpc::experimental::ServerRpcInfo* info,
@@ -48,14 +47,13 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
       const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
-      const std::string code = absl::StatusCodeToString(
-          static_cast<absl::StatusCode>(status.error_code()));
+      const std::string code =
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
       families_.handled
           ->Add({{"grpc_service", service_}, {"grpc_method", method_}, {"grpc_code", code}})
           .Increment();
       families_.latency
-          ->Add({{"grpc_service", service_}, {"grpc_method", method_}},
-                metrics::LatencyBuckets())
+          ->Add({{"grpc_service", service_}, {"grpc_method", method_}}, metrics::LatencyBuckets())
           .Observe(seconds);
       if (access_log_) {
         log::Fields fields{{"method", absl::StrCat(service_, "/", method_)},

@@ -9,11 +9,11 @@
 
 #include <memory>
 
+#include "common/server/principal.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "common/server/principal.h"
 
 namespace ulticode::server {
 

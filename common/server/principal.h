@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "absl/status/statusor.h"
 #include "grpcpp/server_context.h"
 

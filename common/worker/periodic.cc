@@ -44,8 +44,7 @@ void Periodic::Run(const PeriodicJob& job) {
     }
     if (absl::Status s = job.run(conn); !s.ok()) {
       failed.Increment();
-      log::Warn(job.name, "periodic run failed; next run on schedule",
-                {{"error", s.ToString()}});
+      log::Warn(job.name, "periodic run failed; next run on schedule", {{"error", s.ToString()}});
       continue;
     }
     ok.Increment();

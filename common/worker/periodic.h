@@ -3,9 +3,9 @@
 // connection when it needs one (dialled on first use, again after it broke;
 // a job without one, e.g. stream trimming, keeps running while PostgreSQL is
 // down). Runs are counted (`ulticode_periodic_job_runs_total{task,outcome}`);
-// a failed run is logged and the job runs again at its next interval; a job never stops the process. The
-// first run starts at once. Stop() is prompt: it interrupts
-// the wait, and a run in progress finishes its current statement.
+// a failed run is logged and the job runs again at its next interval; a job never stops the
+// process. The first run starts at once. Stop() is prompt: it interrupts the wait, and a run in
+// progress finishes its current statement.
 #pragma once
 
 #include <functional>

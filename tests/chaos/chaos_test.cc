@@ -39,10 +39,10 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
-#include "tests/support/tokens.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/pg_server.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/tokens.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
 

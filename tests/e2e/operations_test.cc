@@ -7,12 +7,11 @@
 //  - Admin's ListDeadInbox / RequeueDeadInbox and ListPoison / ReplayPoison /
 //    DiscardPoison, each change with Admin's own signed audit record;
 //  - and their refusals (nothing changed).
+#include <algorithm>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <algorithm>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -137,14 +136,15 @@ class OperationsTest : public ::testing::Test {
 
 TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnce) {
   const std::vector<std::string> ids = Mutate(10);
-  ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 20 && AllConfirmed(); },
-                      std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 20 && AllConfirmed(); },
+              std::chrono::seconds(30)));
 
   // Admin's database is lost: an empty one takes its place.
-  ASSERT_TRUE(Db(Service::kAdmin)
-                  .Execute(pg::Statement{"wipe", "TRUNCATE audit_logs, consumer_inbox, poison_events"},
-                           {})
-                  .ok());
+  ASSERT_TRUE(
+      Db(Service::kAdmin)
+          .Execute(pg::Statement{"wipe", "TRUNCATE audit_logs, consumer_inbox, poison_events"}, {})
+          .ok());
   ASSERT_EQ(Admin("SELECT count(*) FROM audit_logs"), 0);
 
   google::protobuf::Timestamp from, to;
@@ -194,8 +194,9 @@ TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnc
 
 TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadRequests) {
   const std::vector<std::string> ids = Mutate(2);
-  ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 4 && AllConfirmed(); },
-                      std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 4 && AllConfirmed(); },
+              std::chrono::seconds(30)));
   // An event that went DEAD (say Redis refused it for good) and whose cause
   // was fixed; its audit row is gone too (Admin lost it).
   const std::string dead = ids[0];
@@ -206,20 +207,23 @@ TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadReque
                                                      .c_str()},
                            {})
                   .ok());
-  ASSERT_TRUE(Db(Service::kAdmin)
-                  .Execute(pg::Statement{"lose", ("DELETE FROM audit_logs WHERE event_id = '" +
-                                                  dead + "'")
-                                                     .c_str()},
-                           {})
-                  .ok());
-  ASSERT_TRUE(Db(Service::kAdmin)
-                  .Execute(pg::Statement{"lose2", ("DELETE FROM consumer_inbox WHERE event_id = '" +
-                                                   dead + "'")
-                                                      .c_str()},
-                           {})
-                  .ok());
+  ASSERT_TRUE(
+      Db(Service::kAdmin)
+          .Execute(
+              pg::Statement{"lose",
+                            ("DELETE FROM audit_logs WHERE event_id = '" + dead + "'").c_str()},
+              {})
+          .ok());
+  ASSERT_TRUE(
+      Db(Service::kAdmin)
+          .Execute(
+              pg::Statement{"lose2",
+                            ("DELETE FROM consumer_inbox WHERE event_id = '" + dead + "'").c_str()},
+              {})
+          .ok());
   auto ops = opsv1::OutboxOperations::NewStub(mesh_->Channel(Service::kAuth, 0));
-  auto call = [&](const opsv1::RedriveDeadOutboxRequest& req, opsv1::RedriveDeadOutboxResponse* resp) {
+  auto call = [&](const opsv1::RedriveDeadOutboxRequest& req,
+                  opsv1::RedriveDeadOutboxResponse* resp) {
     grpc::ClientContext ctx;
     As(&ctx, "olivia", {"audit.operator"});
     return ops->RedriveDeadOutbox(&ctx, req, resp);
@@ -241,8 +245,8 @@ TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadReque
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(st.error_message().find(ids[2] + " is not a DEAD row"), std::string::npos)
         << st.error_message();
-    EXPECT_EQ(QueryInt(Db(Service::kAuth), "SELECT count(*) FROM audit_outbox WHERE state = 'DEAD'"),
-              1);
+    EXPECT_EQ(
+        QueryInt(Db(Service::kAuth), "SELECT count(*) FROM audit_outbox WHERE state = 'DEAD'"), 1);
   }
   opsv1::RedriveDeadOutboxRequest req;
   req.add_event_ids(dead);
@@ -255,7 +259,8 @@ TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadReque
         return Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + dead + "'") == 1 &&
                Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + resp.event_id() +
                      "' AND actor = 'olivia' AND action = 'redrive_dead_outbox' AND"
-                     " new_value->'event_ids'->>0 = '" + dead + "'") == 1;
+                     " new_value->'event_ids'->>0 = '" +
+                     dead + "'") == 1;
       },
       std::chrono::seconds(30)));
   EXPECT_TRUE(WaitFor([&] { return AllConfirmed(); }, std::chrono::seconds(30)));

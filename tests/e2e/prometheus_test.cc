@@ -1,8 +1,8 @@
 // A real Prometheus server (Debian's) in the loop: it scrapes the three real
 // binaries with deploy/prometheus/ulticode-rules.yml loaded. Every metric the
-// rules and the dashboard (deploy/grafana) name exists in what it scraped; with Admin frozen (SIGSTOP) under
-// load, UlticodePipelineStalled goes to firing through Prometheus' API, and
-// back to inactive after SIGCONT.
+// rules and the dashboard (deploy/grafana) name exists in what it scraped; with Admin frozen
+// (SIGSTOP) under load, UlticodePipelineStalled goes to firing through Prometheus' API, and back to
+// inactive after SIGCONT.
 #include <signal.h>
 
 #include <atomic>
@@ -38,12 +38,10 @@ std::string RulesFile() {
 // names, with a colon, excluded).
 std::set<std::string> MetricsNamed() {
   std::set<std::string> names;
-  for (const std::string& file :
-       {RulesFile(),
-        ::ulticode::testing::SourceDir() + "/deploy/grafana/ulticode-dashboard.json"}) {
+  for (const std::string& file : {RulesFile(), ::ulticode::testing::SourceDir() +
+                                                   "/deploy/grafana/ulticode-dashboard.json"}) {
     std::ifstream in(file);
-    const std::string text((std::istreambuf_iterator<char>(in)),
-                           std::istreambuf_iterator<char>());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::regex metric(R"(\b(ulticode_[a-z0-9_]+|process_[a-z_]+|up)\b)");
     for (std::sregex_iterator it(text.begin(), text.end(), metric), end; it != end; ++it) {
       names.insert((*it)[1]);
@@ -58,7 +56,8 @@ class PrometheusTest : public ::testing::Test {
     ULTI_REQUIRE_PG(pg);
     ULTI_REQUIRE_REDIS(redis);
     if (RunCommand("command -v prometheus").exit_code != 0) {
-      if (::ulticode::testing::InCi()) FAIL() << "prometheus is not installed (scripts/lib/deps.sh)";
+      if (::ulticode::testing::InCi())
+        FAIL() << "prometheus is not installed (scripts/lib/deps.sh)";
       GTEST_SKIP() << "prometheus is not installed";
     }
     testing::MeshOptions options;
@@ -87,8 +86,8 @@ class PrometheusTest : public ::testing::Test {
     ASSERT_TRUE(prometheus_.Start({"prometheus", "--config.file=" + dir_ + "/prometheus.yml",
                                    "--storage.tsdb.path=" + dir_ + "/data",
                                    absl::StrCat("--web.listen-address=127.0.0.1:", port_)}));
-    ASSERT_TRUE(WaitFor([&] { return Up() == 3 || !prometheus_.Running(); },
-                        std::chrono::seconds(60)))
+    ASSERT_TRUE(
+        WaitFor([&] { return Up() == 3 || !prometheus_.Running(); }, std::chrono::seconds(60)))
         << prometheus_.Output();
   }
 
@@ -104,8 +103,8 @@ class PrometheusTest : public ::testing::Test {
 
   // GET /api/v1/<path> as a protobuf Struct ("" on failure).
   google::protobuf::Struct Api(const std::string& path) {
-    auto r = RunCommand(absl::StrCat("curl -gsf --max-time 5 'http://127.0.0.1:", port_,
-                                     "/api/v1/", path, "'"));
+    auto r = RunCommand(
+        absl::StrCat("curl -gsf --max-time 5 'http://127.0.0.1:", port_, "/api/v1/", path, "'"));
     google::protobuf::Struct out;
     if (r.exit_code == 0) (void)google::protobuf::util::JsonStringToMessage(r.output, &out);
     return out;
@@ -117,8 +116,8 @@ class PrometheusTest : public ::testing::Test {
     if (s.fields().count("data") == 0) return 0;
     const auto& result = s.fields().at("data").struct_value().fields().at("result").list_value();
     if (result.values().empty()) return 0;
-    return std::stod(result.values(0).struct_value().fields().at("value").list_value().values(1)
-                         .string_value());
+    return std::stod(
+        result.values(0).struct_value().fields().at("value").list_value().values(1).string_value());
   }
   int Up() { return static_cast<int>(Scalar("sum(up)")); }
 
@@ -126,8 +125,8 @@ class PrometheusTest : public ::testing::Test {
   std::string AlertState(const std::string& alert) {
     auto s = Api("alerts");
     if (s.fields().count("data") == 0) return "unknown";
-    for (const auto& a : s.fields().at("data").struct_value().fields().at("alerts").list_value()
-                             .values()) {
+    for (const auto& a :
+         s.fields().at("data").struct_value().fields().at("alerts").list_value().values()) {
       const auto& f = a.struct_value().fields();
       if (f.at("labels").struct_value().fields().at("alertname").string_value() == alert) {
         return f.at("state").string_value();
@@ -187,8 +186,9 @@ TEST_F(PrometheusTest, EveryRuleAndDashboardMetricIsScrapedAndAFrozenAdminFiresT
   // start-up owners may publish a moment before Admin's first rows, which
   // can make it pending until the next evaluations see both rates. Then
   // Admin freezes while the owners keep publishing.
-  ASSERT_TRUE(WaitFor([&] { return Scalar("sum(rate(ulticode_audit_logs_written_total[30s]))") > 0; },
-                      std::chrono::seconds(60)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Scalar("sum(rate(ulticode_audit_logs_written_total[30s]))") > 0; },
+              std::chrono::seconds(60)));
   EXPECT_TRUE(WaitFor([&] { return AlertState("UlticodePipelineStalled") == "inactive"; },
                       std::chrono::seconds(30)))
       << "state while audit rows flow: " << AlertState("UlticodePipelineStalled");

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "admin/query/audit_query_service.h"
 #include "common/ids/uuid.h"
+#include "common/jwt/bearer_resolver.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/redis/redis_client.h"
@@ -21,11 +22,10 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
-#include "common/jwt/bearer_resolver.h"
 #include "gtest/gtest.h"
-#include "tests/support/tokens.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
+#include "tests/support/tokens.h"
 
 namespace ulticode::admin {
 const std::vector<migrations::Migration>& Migrations();

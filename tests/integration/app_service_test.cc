@@ -35,7 +35,9 @@ constexpr char kUnknownId[] = "0190a8e4-7b5c-7d3e-8f00-0123456789ab";
 class AppServiceTest
     : public ::ulticode::testing::OwnerServiceTest<AppServiceImpl, v1::AppService> {
  protected:
-  void SetUp() override { StartOwner(Migrations(), "ulticode.app.v1.AppService", "apptest", AccessRules()); }
+  void SetUp() override {
+    StartOwner(Migrations(), "ulticode.app.v1.AppService", "apptest", AccessRules());
+  }
   // Every column of every row, "|" between columns, ";" between rows.
   std::string Rows(const std::string& sql) {
     pg::Statement st{"rows", sql.c_str()};

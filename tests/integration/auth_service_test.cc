@@ -23,7 +23,9 @@ namespace {
 class AuthServiceTest
     : public ::ulticode::testing::OwnerServiceTest<AuthServiceImpl, v1::AuthService> {
  protected:
-  void SetUp() override { StartOwner(Migrations(), "ulticode.auth.v1.AuthService", "authtest", AccessRules()); }
+  void SetUp() override {
+    StartOwner(Migrations(), "ulticode.auth.v1.AuthService", "authtest", AccessRules());
+  }
   static std::string Str(const google::protobuf::Struct& s, const std::string& k) {
     auto it = s.fields().find(k);
     return it == s.fields().end() ? "<absent>" : it->second.string_value();

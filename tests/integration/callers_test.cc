@@ -154,7 +154,7 @@ TEST_F(CallersTest, ARemovedKeyRefusesATokenItAcceptedBefore) {
   const auto& tokens = SharedTestTokens();
   const std::string bearer = tokens.Bearer("alice");
   ASSERT_TRUE(Create({bearer}, "seen1").ok());  // verified once: remembered
-  tokens.WriteJwks({tokens.Kid("ES256")});       // the EdDSA key is withdrawn
+  tokens.WriteJwks({tokens.Kid("ES256")});      // the EdDSA key is withdrawn
   EXPECT_EQ(Create({bearer}, "seen2").error_code(), grpc::StatusCode::UNAUTHENTICATED)
       << "a reloaded key set re-verifies every token";
   tokens.WriteJwks();

@@ -202,7 +202,8 @@ class AdminSink {
     }
     auto tx = conn_->Begin();
     ASSERT_TRUE(tx.ok());
-    auto taken = admin::inbox::InsertIfAbsent(*tx, "audit_logs", arrivals, admin::inbox::InsertAs::kPending);
+    auto taken =
+        admin::inbox::InsertIfAbsent(*tx, "audit_logs", arrivals, admin::inbox::InsertAs::kPending);
     ASSERT_TRUE(taken.ok()) << taken.status();
     ASSERT_TRUE(tx->Commit().ok());
     auto metrics = metrics::Metrics::Unexposed("sink");
@@ -270,7 +271,8 @@ class AuthHostileTest
     : public testing::OwnerServiceTest<auth::AuthServiceImpl, auth::v1::AuthService> {
  protected:
   void SetUp() override {
-    StartOwner(auth::Migrations(), "ulticode.auth.v1.AuthService", "hostileauth", auth::AccessRules());
+    StartOwner(auth::Migrations(), "ulticode.auth.v1.AuthService", "hostileauth",
+               auth::AccessRules());
     if (HasFatalFailure() || IsSkipped()) return;
     ULTI_REQUIRE_PG(pg);
     sink_.Start(pg);

@@ -161,26 +161,27 @@ TEST_F(InboxBridgeTest, DirectWriteCommitsInboxRowsProcessedWithTheirAuditRowsIn
 TEST_F(InboxBridgeTest, DirectWriteThatPostgresRefusesFallsBackToPendingForTheLeaseConsumer) {
   options_.write_audit_logs = true;
   // A real refusal from PostgreSQL for one event, whatever the cause.
-  ASSERT_TRUE(conn_->Execute(pg::Statement{"refuse_fn",
-                                           "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE "
-                                           "plpgsql AS $$ BEGIN IF NEW.subject = 'refused' "
-                                           "THEN RAISE EXCEPTION 'refused'; END IF; "
-                                           "RETURN NEW; END $$"},
-                                {})
+  ASSERT_TRUE(conn_
+                  ->Execute(pg::Statement{"refuse_fn",
+                                          "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE "
+                                          "plpgsql AS $$ BEGIN IF NEW.subject = 'refused' "
+                                          "THEN RAISE EXCEPTION 'refused'; END IF; "
+                                          "RETURN NEW; END $$"},
+                            {})
                   .ok());
-  ASSERT_TRUE(conn_->Execute(pg::Statement{"refuse_trg",
-                                           "CREATE TRIGGER refuse BEFORE INSERT ON audit_logs "
-                                           "FOR EACH ROW EXECUTE FUNCTION refuse()"},
-                                {})
+  ASSERT_TRUE(conn_
+                  ->Execute(pg::Statement{"refuse_trg",
+                                          "CREATE TRIGGER refuse BEFORE INSERT ON audit_logs "
+                                          "FOR EACH ROW EXECUTE FUNCTION refuse()"},
+                            {})
                   .ok());
   const audit::AuditEvent refused = SampleEvent(audit::v1::OWNER_AUTH, "refused");
   Add(EntryFields(refused));
   Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, "fine")));
   InboxBridge bridge(options_, metrics_->registry());
   StreamCursor cursor = Cursor();
-  ASSERT_TRUE(RunUntil(bridge, cursor, [&] {
-    return Scalar("SELECT count(*) FROM consumer_inbox") == 2;
-  }));
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 2; }));
   EXPECT_EQ(Pending(), 0) << "the inbox insert committed: acknowledged";
   EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox WHERE status = 'PENDING'"), 2)
       << "the whole batch went to the lease consumer";

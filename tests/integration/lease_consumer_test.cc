@@ -47,8 +47,8 @@ class LeaseConsumerTest : public ::testing::Test {
   void Receive(const std::vector<audit::AuditEvent>& events) {
     std::vector<inbox::Arrival> arrivals;
     for (const auto& e : events) {
-      inbox::AcceptedEntry a{e.event_id(), e.owner(),          e.event_type(),
-                             absl::Now(),  audit::Serialize(e), "", "", e};
+      inbox::AcceptedEntry a{
+          e.event_id(), e.owner(), e.event_type(), absl::Now(), audit::Serialize(e), "", "", e};
       arrivals.push_back(inbox::Arrival{"audit:auth", absl::StrCat("1-", arrivals.size()), a});
     }
     auto tx = conn_->Begin();

@@ -211,7 +211,8 @@ TEST(MigrateStepTest, InitStepMigratesAndTheServerOnlyVerifies) {
   EXPECT_NE(error.find("no schema_migrations: run the migration step first"), std::string::npos)
       << error;
 
-  for (Service s : {Service::kAuth, Service::kAdmin}) ASSERT_TRUE(mesh.Start(s, 0, &error)) << error;
+  for (Service s : {Service::kAuth, Service::kAdmin})
+    ASSERT_TRUE(mesh.Start(s, 0, &error)) << error;
   std::ifstream cmdline(absl::StrCat("/proc/", mesh.Pid(Service::kAuth, 0), "/cmdline"));
   std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
   EXPECT_NE(args.find("--migrate=verify"), std::string::npos);
@@ -230,8 +231,9 @@ TEST(MigrateStepTest, InitStepMigratesAndTheServerOnlyVerifies) {
 
   EXPECT_EQ(mesh.Terminate(Service::kAuth, 0), 0);
   ASSERT_TRUE((*superuser)
-                  ->Execute({"behind", "DELETE FROM schema_migrations WHERE version = "
-                                       "(SELECT max(version) FROM schema_migrations)"})
+                  ->Execute({"behind",
+                             "DELETE FROM schema_migrations WHERE version = "
+                             "(SELECT max(version) FROM schema_migrations)"})
                   .ok());
   EXPECT_FALSE(mesh.StartServer(Service::kAuth, 0, &error)) << "verify on a schema behind";
   EXPECT_NE(error.find("the schema is behind this binary"), std::string::npos) << error;

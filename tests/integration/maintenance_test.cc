@@ -175,18 +175,23 @@ class OutboxHousekeepingTest : public ::testing::Test {
 
   // A row in `state`, created `age` ago (confirmed / published then too).
   void Row(const std::string& state, const std::string& age) {
-    Exec(*conn_, "INSERT INTO audit_outbox (event_id, event_type, payload, state, created_at,"
-                 " next_attempt_at, published_at, confirmed_at) VALUES (gen_random_uuid(),"
-                 " 'auth.user.created', '\\x00', '" + state + "', now() - interval '" + age +
-                     "', now() - interval '" + age + "', CASE WHEN '" + state +
-                     "' IN ('PUBLISHED', 'CONFIRMED') THEN now() - interval '" + age +
-                     "' END, CASE WHEN '" + state + "' = 'CONFIRMED' THEN now() - interval '" +
-                     age + "' END)");
+    Exec(*conn_,
+         "INSERT INTO audit_outbox (event_id, event_type, payload, state, created_at,"
+         " next_attempt_at, published_at, confirmed_at) VALUES (gen_random_uuid(),"
+         " 'auth.user.created', '\\x00', '" +
+             state + "', now() - interval '" + age + "', now() - interval '" + age +
+             "', CASE WHEN '" + state + "' IN ('PUBLISHED', 'CONFIRMED') THEN now() - interval '" +
+             age + "' END, CASE WHEN '" + state + "' = 'CONFIRMED' THEN now() - interval '" + age +
+             "' END)");
   }
   void Key(const std::string& id, const std::string& age) {
-    Exec(*conn_, "INSERT INTO idempotency_keys (principal, request_id, method, request_sha256,"
-                 " response, created_at) VALUES ('p', '" + id + "', 'M', '\\x00', '\\x00', now() -"
-                 " interval '" + age + "')");
+    Exec(*conn_,
+         "INSERT INTO idempotency_keys (principal, request_id, method, request_sha256,"
+         " response, created_at) VALUES ('p', '" +
+             id +
+             "', 'M', '\\x00', '\\x00', now() -"
+             " interval '" +
+             age + "')");
   }
   int64_t Count(const std::string& where) {
     return QueryInt(*conn_, "SELECT count(*) FROM audit_outbox WHERE " + where);
@@ -202,7 +207,7 @@ TEST_F(OutboxHousekeepingTest, RetentionDeletesOnlyOldConfirmedRowsAndOldKeysInB
   Row("CONFIRMED", "6 days");
   Row("PUBLISHED", "30 days");  // unconfirmed: work, never deleted
   Row("PENDING", "30 days");
-  Row("DEAD", "30 days");       // evidence, never deleted
+  Row("DEAD", "30 days");  // evidence, never deleted
   Key("old", "25 hours");
   Key("new", "23 hours");
   retention::Retention retention(outbox::RetentionTables({}), /*batch_size=*/2,
@@ -225,8 +230,9 @@ TEST_F(OutboxHousekeepingTest, RetentionLeavesATableToTheReplicaHoldingItsLock) 
   ASSERT_TRUE(other.ok());
   auto tx = (*other)->Begin();
   ASSERT_TRUE(tx.ok());
-  ASSERT_TRUE(tx->Execute(pg::Statement{"hold", "SELECT pg_advisory_xact_lock(hashtextextended("
-                                                "'ulticode.retention.audit_outbox', 0))"},
+  ASSERT_TRUE(tx->Execute(pg::Statement{"hold",
+                                        "SELECT pg_advisory_xact_lock(hashtextextended("
+                                        "'ulticode.retention.audit_outbox', 0))"},
                           {})
                   .ok());
   retention::Retention retention(outbox::RetentionTables({}), 2, metrics_->registry());
@@ -288,15 +294,17 @@ class InboxHousekeepingTest : public ::testing::Test {
          "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload,"
          " payload_sha256, stream, stream_entry_id, status, received_at, next_retry_at,"
          " processed_at, leased_at, first_failed_at) VALUES ('audit_logs', gen_random_uuid(),"
-         " 'auth', 'auth.user.created', '\\x00', '\\x00', 's', '1-1', '" + status + "', " + at +
-             ", " + at + ", CASE WHEN '" + status + "' = 'PROCESSED' THEN " + at +
-             " END, CASE WHEN '" + status + "' = 'PROCESSING' THEN " + at + " END, CASE WHEN '" +
-             status + "' = 'PENDING' THEN " + at + " END)");
+         " 'auth', 'auth.user.created', '\\x00', '\\x00', 's', '1-1', '" +
+             status + "', " + at + ", " + at + ", CASE WHEN '" + status + "' = 'PROCESSED' THEN " +
+             at + " END, CASE WHEN '" + status + "' = 'PROCESSING' THEN " + at +
+             " END, CASE WHEN '" + status + "' = 'PENDING' THEN " + at + " END)");
   }
   void Poison(const std::string& age) {
-    Exec(*conn_, "INSERT INTO poison_events (consumer, stream, stream_entry_id, reason, detail,"
-                 " fields, received_at) VALUES ('audit_logs', 's', gen_random_uuid()::text,"
-                 " 'too_large', 'd', '[]', now() - interval '" + age + "')");
+    Exec(*conn_,
+         "INSERT INTO poison_events (consumer, stream, stream_entry_id, reason, detail,"
+         " fields, received_at) VALUES ('audit_logs', 's', gen_random_uuid()::text,"
+         " 'too_large', 'd', '[]', now() - interval '" +
+             age + "')");
   }
   int64_t Count(const std::string& sql) { return QueryInt(*conn_, sql); }
 
@@ -312,12 +320,12 @@ TEST_F(InboxHousekeepingTest, RetentionDeletesOldProcessedRowsAndPoisonNeverAudi
   Row("DEAD", "60 days");
   Poison("91 days");
   Poison("89 days");
-  Exec(*conn_, "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, entity_type,"
-               " entity_id, occurred_at, envelope, ingested_at) VALUES (gen_random_uuid(),"
-               " 'auth', 'auth.user.created', 'a', 'create', 'user', 'u', now() - interval"
-               " '10 years', '\\x00', now() - interval '10 years')");
-  retention::Retention retention(admin::maintenance::RetentionTables({}), 2,
-                                 metrics_->registry());
+  Exec(*conn_,
+       "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, entity_type,"
+       " entity_id, occurred_at, envelope, ingested_at) VALUES (gen_random_uuid(),"
+       " 'auth', 'auth.user.created', 'a', 'create', 'user', 'u', now() - interval"
+       " '10 years', '\\x00', now() - interval '10 years')");
+  retention::Retention retention(admin::maintenance::RetentionTables({}), 2, metrics_->registry());
   ASSERT_TRUE(retention.RunOnce(*conn_, [] { return false; }).ok());
   EXPECT_EQ(Count("SELECT count(*) FROM consumer_inbox WHERE status = 'PROCESSED'"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM consumer_inbox WHERE status <> 'PROCESSED'"), 2);
@@ -363,7 +371,7 @@ TEST(ProcessCollectorTest, ReportsThisProcess) {
   std::map<std::string, double> v;
   for (const auto& f : families) {
     v[f.name] = f.type == prometheus::MetricType::Counter ? f.metric[0].counter.value
-                                                            : f.metric[0].gauge.value;
+                                                          : f.metric[0].gauge.value;
   }
   EXPECT_GT(v["process_resident_memory_bytes"], 1 << 20);
   EXPECT_GE(v["process_virtual_memory_bytes"], v["process_resident_memory_bytes"]);
@@ -394,7 +402,9 @@ TEST(PoolMetricsTest, InUseIdleWaitersAndAcquireTime) {
   }
   std::thread waiter([&] { EXPECT_TRUE(pool.Acquire().ok()); });
   EXPECT_TRUE(WaitFor(
-      [&] { return Value(Text(metrics->registry()), "ulticode_pg_pool_waiters{pool=\"test\"}") == 1; },
+      [&] {
+        return Value(Text(metrics->registry()), "ulticode_pg_pool_waiters{pool=\"test\"}") == 1;
+      },
       std::chrono::seconds(5)));
   const std::string busy = Text(metrics->registry());
   EXPECT_EQ(Value(busy, "ulticode_pg_pool_connections{pool=\"test\",state=\"in_use\"}"), 1);

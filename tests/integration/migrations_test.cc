@@ -1,10 +1,9 @@
 // common/migrations against a real PostgreSQL 15.
 #include "common/migrations/migrations.h"
 
-#include "common/runtime/startup.h"
-
 #include <thread>
 
+#include "common/runtime/startup.h"
 #include "gtest/gtest.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
@@ -113,7 +112,8 @@ TEST_F(MigrationsTest, GrantRuntimeGrantsExactlyTheListRevokingEarlierGrants) {
   // An earlier version granted more.
   ASSERT_TRUE(exec("GRANT SELECT, INSERT, UPDATE, DELETE ON things TO " + role).ok());
   ASSERT_TRUE(
-      GrantRuntime(*conn, role, {"GRANT SELECT, INSERT ON things TO {role}"}, TwoMigrations()).ok());
+      GrantRuntime(*conn, role, {"GRANT SELECT, INSERT ON things TO {role}"}, TwoMigrations())
+          .ok());
   auto privileges = [&](const std::string& p) {
     return ::ulticode::testing::QueryText(
         *conn, "SELECT has_table_privilege('" + role + "', 'things', '" + p + "')::text");
@@ -125,11 +125,12 @@ TEST_F(MigrationsTest, GrantRuntimeGrantsExactlyTheListRevokingEarlierGrants) {
   EXPECT_EQ(GrantRuntime(*conn, "Robert'); DROP", {}, TwoMigrations()).code(),
             absl::StatusCode::kInvalidArgument);
   // It may read the applied versions (what --migrate=verify checks), no more.
-  EXPECT_EQ(::ulticode::testing::QueryText(
-                *conn, "SELECT has_table_privilege('" + role + "', 'schema_migrations', "
-                       "'SELECT')::text || has_table_privilege('" + role +
-                       "', 'schema_migrations', 'INSERT')::text"),
-            "truefalse");
+  EXPECT_EQ(
+      ::ulticode::testing::QueryText(*conn, "SELECT has_table_privilege('" + role +
+                                                "', 'schema_migrations', "
+                                                "'SELECT')::text || has_table_privilege('" +
+                                                role + "', 'schema_migrations', 'INSERT')::text"),
+      "truefalse");
 }
 
 // A rollout: v2 added a table (migration 2) and its grant; a pod of v1 that

@@ -23,11 +23,13 @@ class PgTest : public ::testing::Test {
     auto conn = Connection::Connect(options_);
     ASSERT_TRUE(conn.ok()) << conn.status();
     conn_ = std::move(conn).value();
-    ASSERT_TRUE(conn_->ExecuteScript("schema",
-                                     "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, "
-                                     "blob bytea, at timestamptz);",
-                                     absl::Seconds(5))
-                    .ok());
+    ASSERT_TRUE(
+        conn_
+            ->ExecuteScript("schema",
+                            "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, "
+                            "blob bytea, at timestamptz);",
+                            absl::Seconds(5))
+            .ok());
   }
 
   int64_t Count() {
@@ -56,9 +58,10 @@ constexpr Statement kInsert{"insert_item",
 TEST_F(PgTest, ParametersRoundTripBinarySafe) {
   const std::string blob("a\0b'\"\\\r\n", 9);
   const absl::Time at = absl::FromUnixMicros(1'700'000'000'123'456);
-  ASSERT_TRUE(conn_->Execute(kInsert, {Int(1), Text("Robert'); DROP TABLE items;--"), Bytes(blob),
-                                       Time(at)})
-                  .ok());
+  ASSERT_TRUE(
+      conn_
+          ->Execute(kInsert, {Int(1), Text("Robert'); DROP TABLE items;--"), Bytes(blob), Time(at)})
+          .ok());
   auto r = conn_->Execute({"get", "SELECT id, name, blob, at FROM items WHERE id = $1"}, {Int(1)});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->rows(), 1);
@@ -194,7 +197,8 @@ TEST_F(PgTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
   ASSERT_TRUE(tx->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
   auto admin = Admin();
   ASSERT_TRUE(
-      admin->Execute({"kill", "SELECT pg_terminate_backend($1)"}, {Int(conn_->backend_pid())}).ok());
+      admin->Execute({"kill", "SELECT pg_terminate_backend($1)"}, {Int(conn_->backend_pid())})
+          .ok());
   absl::Status s = tx->Commit();
   EXPECT_TRUE(IsCommitOutcomeUnknown(s)) << s;
   EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
-#include "tests/support/tokens.h"
 #include "tests/support/process.h"
 #include "tests/support/test_env.h"
+#include "tests/support/tokens.h"
 
 namespace ulticode {
 namespace {
@@ -66,8 +66,10 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
            {"--tls-cert-file=/x.pem", "--tls-cert-file and --tls-key-file go together"},
            {"--grpc-plaintext --tls-cert-file=/x.pem --tls-key-file=/x.key",
             "--grpc-plaintext contradicts --tls-cert-file"}}) {
-    auto r = RunCommand(AuthBinary() + " --public-keys-file=/dev/null --jwks-file=/dev/null "
-                                       "--audit-signing-key-file=/dev/null " + args);
+    auto r = RunCommand(AuthBinary() +
+                        " --public-keys-file=/dev/null --jwks-file=/dev/null "
+                        "--audit-signing-key-file=/dev/null " +
+                        args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(want), std::string::npos) << r.output;
   }
@@ -79,8 +81,9 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   ::ulticode::testing::TestKeys keys;
   const std::string loose = keys.KeyFile("auth");
   ASSERT_EQ(chmod(loose.c_str(), 0644), 0);
-  auto open_key = RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
-                             " --jwks-file=/dev/null --grpc-plaintext --audit-signing-key-file=" + loose);
+  auto open_key =
+      RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
+                 " --jwks-file=/dev/null --grpc-plaintext --audit-signing-key-file=" + loose);
   EXPECT_EQ(open_key.exit_code, 1) << open_key.output;
   EXPECT_NE(open_key.output.find("has mode 0644: group and others must have no access"),
             std::string::npos)
@@ -171,13 +174,13 @@ TEST_P(ServerTest, ReflectionOnlyClientListsServicesAndCallsHealth) {
   ASSERT_EQ(health.exit_code, 0) << health.output;
   EXPECT_NE(health.output.find("\"SERVING\""), std::string::npos) << health.output;
 
-  auto per_service = RunCommand(BufCurl(grpc_port_, "-d '{\"service\":\"" + name + "\"}'",
-                                         "grpc.health.v1.Health/Check"));
+  auto per_service = RunCommand(
+      BufCurl(grpc_port_, "-d '{\"service\":\"" + name + "\"}'", "grpc.health.v1.Health/Check"));
   ASSERT_EQ(per_service.exit_code, 0) << per_service.output;
   EXPECT_NE(per_service.output.find("\"SERVING\""), std::string::npos) << per_service.output;
 
-  auto unknown = RunCommand(BufCurl(grpc_port_, "-d '{\"service\":\"no.such.Service\"}'",
-                                    "grpc.health.v1.Health/Check"));
+  auto unknown = RunCommand(
+      BufCurl(grpc_port_, "-d '{\"service\":\"no.such.Service\"}'", "grpc.health.v1.Health/Check"));
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_NE(unknown.output.find("\"not_found\""), std::string::npos) << unknown.output;
 }
@@ -235,16 +238,15 @@ INSTANTIATE_TEST_SUITE_P(
         Service{"app/ulticode-app",
                 "ulticode.app.v1.AppService",
                 {"ulticode_outbox_rows{owner=\"app\",state=\"DEAD\"} 0"}},
-        Service{"admin/ulticode-admin",
-                "ulticode.admin.v1.AdminService",
-                {"ulticode_inbox_rows{status=\"PENDING\"} 0",
-                 "ulticode_inbox_rows{status=\"DEAD\"} 0",
-                 "ulticode_inbox_oldest_pending_age_seconds 0",
-                 "ulticode_inbox_oldest_lease_age_seconds 0",
-                 "ulticode_inbox_oldest_retry_age_seconds 0",
-                 "ulticode_poison_entries 0",
-                 "ulticode_retention_last_run_timestamp_seconds{table=\"consumer_inbox\"}",
-                 "ulticode_retention_last_run_timestamp_seconds{table=\"poison_events\"}"}}),
+        Service{
+            "admin/ulticode-admin",
+            "ulticode.admin.v1.AdminService",
+            {"ulticode_inbox_rows{status=\"PENDING\"} 0", "ulticode_inbox_rows{status=\"DEAD\"} 0",
+             "ulticode_inbox_oldest_pending_age_seconds 0",
+             "ulticode_inbox_oldest_lease_age_seconds 0",
+             "ulticode_inbox_oldest_retry_age_seconds 0", "ulticode_poison_entries 0",
+             "ulticode_retention_last_run_timestamp_seconds{table=\"consumer_inbox\"}",
+             "ulticode_retention_last_run_timestamp_seconds{table=\"poison_events\"}"}}),
     [](const ::testing::TestParamInfo<Service>& info) {
       return info.param.grpc_name.substr(9, info.param.grpc_name.find('.', 9) - 9);
     });

@@ -177,13 +177,12 @@ CommandResult Mesh::MigrateOnly(Service service) {
   return RunCommand(absl::StrCat(
       "ULTICODE_PG_PASSWORD_FILE=", missing, " ULTICODE_REDIS_PASSWORD_FILE=", missing,
       " ULTICODE_TLS_CERT_FILE=", missing, " ULTICODE_TLS_KEY_FILE=", missing,
-      " ULTICODE_TLS_CLIENT_CA_FILE=", missing,
-      " ULTICODE_PUBLIC_KEYS_FILE=", missing, " ULTICODE_JWKS_FILE=", missing,
-      " ULTICODE_AUDIT_SIGNING_KEY_FILE=", missing, " ULTICODE_RECEIPT_SIGNING_KEY_FILE=", missing,
-      " ULTICODE_REDIS_USER=", c.redis_user, " ", BinDir(), "/", BinaryPath(service),
-      " --migrate=only --log-level=warn '--pg-dsn=host=", pg_.host, " port=", pg_.port, " user=",
-      db, "_runtime dbname=", db, "' --pg-migrate-user=", db,
-      "_migrator --pg-migrate-password-file=",
+      " ULTICODE_TLS_CLIENT_CA_FILE=", missing, " ULTICODE_PUBLIC_KEYS_FILE=", missing,
+      " ULTICODE_JWKS_FILE=", missing, " ULTICODE_AUDIT_SIGNING_KEY_FILE=", missing,
+      " ULTICODE_RECEIPT_SIGNING_KEY_FILE=", missing, " ULTICODE_REDIS_USER=", c.redis_user, " ",
+      BinDir(), "/", BinaryPath(service), " --migrate=only --log-level=warn '--pg-dsn=host=",
+      pg_.host, " port=", pg_.port, " user=", db, "_runtime dbname=", db,
+      "' --pg-migrate-user=", db, "_migrator --pg-migrate-password-file=",
       Secret(db + "_migrator.password", c.migrator_password)));
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
+#include "common/jwt/bearer_resolver.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/mutation.h"
@@ -21,11 +22,10 @@
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
-#include "common/jwt/bearer_resolver.h"
 #include "tests/support/keys.h"
-#include "tests/support/tokens.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
+#include "tests/support/tokens.h"
 
 namespace ulticode::testing {
 

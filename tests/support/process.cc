@@ -10,10 +10,10 @@
 
 #include <array>
 #include <atomic>
-#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -29,7 +29,8 @@ ChildProcess::~ChildProcess() {
   if (!log_path_.empty()) ::unlink(log_path_.c_str());
 }
 
-bool ChildProcess::Start(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+bool ChildProcess::Start(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env) {
   char tmpl[] = "/tmp/ulticode-child-XXXXXX";
   int fd = ::mkstemp(tmpl);
   if (fd < 0) return false;

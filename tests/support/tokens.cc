@@ -73,14 +73,13 @@ struct TestTokens::Keys {
 
 const std::vector<std::string>& AllRoles() {
   static const auto* roles = new std::vector<std::string>{
-      "auth.admin", "auth.reader",  "app.editor",    "app.reader",
-      "audit.reader", "audit.operator"};
+      "auth.admin", "auth.reader", "app.editor", "app.reader", "audit.reader", "audit.operator"};
   return *roles;
 }
 
 TestTokens::TestTokens() : keys_(std::make_unique<Keys>()) {
-  std::string templ = absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
-                                   "/ulticode-jwks.XXXXXX");
+  std::string templ =
+      absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", "/ulticode-jwks.XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) std::abort();
   dir_ = templ;
   jwks_file_ = dir_ + "/jwks.json";
@@ -95,9 +94,7 @@ TestTokens::~TestTokens() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::string TestTokens::Kid(const std::string& alg) const {
-  return absl::StrCat("test-", alg);
-}
+std::string TestTokens::Kid(const std::string& alg) const { return absl::StrCat("test-", alg); }
 
 void TestTokens::WriteJwks(const std::vector<std::string>& kids) const {
   auto wanted = [&](const std::string& kid) {
@@ -106,8 +103,7 @@ void TestTokens::WriteJwks(const std::vector<std::string>& kids) const {
   std::vector<std::string> keys;
   std::string raw(32, '\0');
   size_t len = raw.size();
-  EVP_PKEY_get_raw_public_key(keys_->ed.get(), reinterpret_cast<unsigned char*>(raw.data()),
-                              &len);
+  EVP_PKEY_get_raw_public_key(keys_->ed.get(), reinterpret_cast<unsigned char*>(raw.data()), &len);
   if (wanted(Kid("EdDSA"))) {
     keys.push_back(absl::StrCat(R"({"kty":"OKP","crv":"Ed25519","alg":"EdDSA","kid":")",
                                 Kid("EdDSA"), R"(","x":")", B64(raw), "\"}"));
@@ -118,15 +114,14 @@ void TestTokens::WriteJwks(const std::vector<std::string>& kids) const {
     EVP_PKEY_get_octet_string_param(keys_->ec.get(), OSSL_PKEY_PARAM_PUB_KEY,
                                     reinterpret_cast<unsigned char*>(point.data()), point.size(),
                                     &plen);
-    keys.push_back(absl::StrCat(R"({"kty":"EC","crv":"P-256","kid":")", Kid("ES256"),
-                                R"(","x":")", B64(point.substr(1, 32)), R"(","y":")",
-                                B64(point.substr(33, 32)), "\"}"));
+    keys.push_back(absl::StrCat(R"({"kty":"EC","crv":"P-256","kid":")", Kid("ES256"), R"(","x":")",
+                                B64(point.substr(1, 32)), R"(","y":")", B64(point.substr(33, 32)),
+                                "\"}"));
   }
   if (wanted(Kid("RS256"))) {
-    keys.push_back(absl::StrCat(R"({"kty":"RSA","alg":"RS256","kid":")", Kid("RS256"),
-                                R"(","n":")", B64(BnParam(keys_->rsa.get(), OSSL_PKEY_PARAM_RSA_N)),
-                                R"(","e":")", B64(BnParam(keys_->rsa.get(), OSSL_PKEY_PARAM_RSA_E)),
-                                "\"}"));
+    keys.push_back(absl::StrCat(R"({"kty":"RSA","alg":"RS256","kid":")", Kid("RS256"), R"(","n":")",
+                                B64(BnParam(keys_->rsa.get(), OSSL_PKEY_PARAM_RSA_N)), R"(","e":")",
+                                B64(BnParam(keys_->rsa.get(), OSSL_PKEY_PARAM_RSA_E)), "\"}"));
   }
   const std::string tmp = jwks_file_ + ".tmp";
   std::ofstream(tmp) << "{\"keys\":[" << absl::StrJoin(keys, ",") << "]}\n";
@@ -140,11 +135,11 @@ std::string TestTokens::Mint(const TokenSpec& spec) const {
       ",\"typ\":\"JWT\",\"kid\":", Quoted(spec.kid.empty() ? Kid(spec.alg) : spec.kid), "}");
   std::vector<std::string> roles;
   for (const auto& r : spec.roles) roles.push_back(Quoted(r));
-  std::string payload = absl::StrCat(
-      "{\"sub\":", Quoted(spec.subject), ",\"iss\":", Quoted(spec.issuer),
-      ",\"aud\":", Quoted(spec.audience), ",\"iat\":", absl::ToUnixSeconds(now),
-      ",\"exp\":", absl::ToUnixSeconds(now + spec.expires_in), ",\"roles\":[",
-      absl::StrJoin(roles, ","), "]");
+  std::string payload =
+      absl::StrCat("{\"sub\":", Quoted(spec.subject), ",\"iss\":", Quoted(spec.issuer),
+                   ",\"aud\":", Quoted(spec.audience), ",\"iat\":", absl::ToUnixSeconds(now),
+                   ",\"exp\":", absl::ToUnixSeconds(now + spec.expires_in), ",\"roles\":[",
+                   absl::StrJoin(roles, ","), "]");
   if (spec.not_before != absl::ZeroDuration()) {
     absl::StrAppend(&payload, ",\"nbf\":", absl::ToUnixSeconds(now + spec.not_before));
   }

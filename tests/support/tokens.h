@@ -27,7 +27,7 @@ struct TokenSpec {
   std::string header_alg;     // default: alg (e.g. "none", "HS256" to lie)
   std::string issuer = kTestIssuer;
   std::string audience = kTestAudience;
-  absl::Duration expires_in = absl::Hours(1);  // from now
+  absl::Duration expires_in = absl::Hours(1);        // from now
   absl::Duration not_before = absl::ZeroDuration();  // nbf = now + this (0: no nbf)
 };
 

@@ -14,7 +14,7 @@ TEST(UuidTest, V7IsWellFormedAndCarriesItsTime) {
   const std::string id = NewUuidV7At(t);
   ASSERT_EQ(id.size(), 36u);
   EXPECT_TRUE(IsValidUuid(id));
-  EXPECT_EQ(id[14], '7');                               // version
+  EXPECT_EQ(id[14], '7');                                          // version
   EXPECT_NE(std::string("89ab").find(id[19]), std::string::npos);  // RFC variant
   absl::Time back;
   ASSERT_TRUE(UuidV7Time(id, &back));

@@ -46,8 +46,7 @@ TEST_F(SecretFileTest, OthersNeverAndGroupWriteNever) {
   for (mode_t mode : {0644, 0604, 0660, 0620, 0610}) {
     auto s = ReadWithMode(mode);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << std::oct << mode;
-    EXPECT_NE(s.status().message().find("group and others must have no access"),
-              std::string::npos);
+    EXPECT_NE(s.status().message().find("group and others must have no access"), std::string::npos);
     EXPECT_EQ(s.status().message().find("hunter2"), std::string::npos);
   }
 }

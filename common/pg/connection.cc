@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -92,7 +93,7 @@ bool Connection::broken() const { return broken_ || PQstatus(conn_) != CONNECTIO
 
 int Connection::backend_pid() const { return PQbackendPID(conn_); }
 
-absl::Status Connection::LastError(absl::string_view name, PGresult* res, bool is_commit) {
+absl::Status Connection::LastError(absl::string_view name, const PGresult* res, bool is_commit) {
   const bool lost = PQstatus(conn_) != CONNECTION_OK;
   std::string message = Trimmed(res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn_));
   if (message.empty()) message = Trimmed(PQerrorMessage(conn_));
@@ -151,51 +152,34 @@ absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
   }
   if (flush == -1) return LastError(name, nullptr, is_commit);
 
-  PGresult* error = nullptr;
-  PGresult* last = nullptr;
+  // Every result is owned by a Result from PQgetResult on, so each return
+  // below frees what was read so far.
+  Result error;  // the first error; it decides the status
+  Result last;   // the last non-error result; it is the answer
   while (true) {
     while (PQisBusy(conn_)) {
       if (!WaitSocket(fd, /*for_write=*/false, deadline)) {
         // The server did not answer in time: frozen, partitioned or dead. The
         // protocol state is unknown, so this connection is finished.
         MarkBroken();
-        if (error) PQclear(error);
-        if (last) PQclear(last);
         if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": no reply in time"));
         return absl::DeadlineExceededError(
             absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout)));
       }
-      if (!PQconsumeInput(conn_)) {
-        if (error) PQclear(error);
-        if (last) PQclear(last);
-        return LastError(name, nullptr, is_commit);
-      }
+      if (!PQconsumeInput(conn_)) return LastError(name, nullptr, is_commit);
     }
-    PGresult* r = PQgetResult(conn_);
-    if (r == nullptr) break;
-    const ExecStatusType st = PQresultStatus(r);
+    Result r(PQgetResult(conn_));
+    if (!r) break;
+    const ExecStatusType st = r.status();
     if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
-      if (error == nullptr && st != PGRES_NONFATAL_ERROR) {
-        error = r;
-      } else {
-        PQclear(r);
-      }
+      if (!error && st != PGRES_NONFATAL_ERROR) error = std::move(r);
     } else {
-      if (last) PQclear(last);
-      last = r;
+      last = std::move(r);
     }
   }
-  if (error != nullptr) {
-    if (last) PQclear(last);
-    absl::Status s = LastError(name, error, is_commit);
-    PQclear(error);
-    return s;
-  }
-  if (last == nullptr) {
-    if (PQstatus(conn_) != CONNECTION_OK) return LastError(name, nullptr, is_commit);
-    return Result();
-  }
-  return Result(last);
+  if (error) return LastError(name, error.get(), is_commit);
+  if (!last && PQstatus(conn_) != CONNECTION_OK) return LastError(name, nullptr, is_commit);
+  return last;
 }
 
 absl::Status Connection::EnsureTimeout(absl::Duration timeout) {

@@ -103,7 +103,7 @@ class Connection {
   // The server-side name of `sql` on this connection, preparing it first.
   absl::StatusOr<std::string> Prepared(const Statement& statement, int params);
   absl::Status EnsureTimeout(absl::Duration timeout);
-  absl::Status LastError(absl::string_view name, PGresult* res, bool is_commit);
+  absl::Status LastError(absl::string_view name, const PGresult* res, bool is_commit);
   void MarkBroken() { broken_ = true; }
 
   PGconn* conn_;

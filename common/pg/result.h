@@ -18,6 +18,14 @@ class Result {
   Result() = default;
   explicit Result(PGresult* res) : res_(res) {}
 
+  // Whether a PGresult is held (a default-constructed or moved-from Result
+  // holds none and reads as zero rows).
+  explicit operator bool() const { return res_ != nullptr; }
+  // The held result, still owned by this Result (null when none).
+  const PGresult* get() const { return res_.get(); }
+  // PQresultStatus; PGRES_FATAL_ERROR when no result is held.
+  ExecStatusType status() const { return PQresultStatus(res_.get()); }
+
   int rows() const { return res_ ? PQntuples(res_.get()) : 0; }
   int columns() const { return res_ ? PQnfields(res_.get()) : 0; }
   bool empty() const { return rows() == 0; }

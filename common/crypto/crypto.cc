@@ -14,21 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/crypto/openssl_ptr.h"
 
 namespace ulticode::crypto {
 namespace {
 
 constexpr size_t kMaxSecretBytes = 64 * 1024;
-
-struct MdCtxDeleter {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
-
-struct BioDeleter {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-using BioPtr = std::unique_ptr<BIO, BioDeleter>;
 
 absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
   std::string raw(kEd25519PublicKeyBytes, '\0');
@@ -41,8 +32,6 @@ absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
 }
 
 }  // namespace
-
-void PkeyDeleter::operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
 
 std::string Sha256(absl::string_view data) {
   std::string out(kSha256Bytes, '\0');
@@ -144,7 +133,7 @@ std::string KeyIdOf(absl::string_view raw_public_key) {
   return absl::BytesToHexString(Sha256(raw_public_key).substr(0, 8));
 }
 
-VerifyKey::VerifyKey(PkeyPtr key, std::string raw)
+VerifyKey::VerifyKey(std::shared_ptr<EVP_PKEY> key, std::string raw)
     : key_(std::move(key)), raw_(std::move(raw)), key_id_(KeyIdOf(raw_)) {}
 
 absl::StatusOr<VerifyKey> VerifyKey::FromRaw(absl::string_view raw) {
@@ -152,7 +141,7 @@ absl::StatusOr<VerifyKey> VerifyKey::FromRaw(absl::string_view raw) {
     return absl::InvalidArgumentError(absl::StrCat(
         "an Ed25519 public key is ", kEd25519PublicKeyBytes, " bytes, not ", raw.size()));
   }
-  PkeyPtr key(EVP_PKEY_new_raw_public_key(
+  EvpPkeyPtr key(EVP_PKEY_new_raw_public_key(
       EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
   if (key == nullptr) return absl::InvalidArgumentError("not a valid Ed25519 public key");
   return VerifyKey(std::move(key), std::string(raw));
@@ -168,7 +157,7 @@ absl::StatusOr<VerifyKey> VerifyKey::FromBase64(absl::string_view b64) {
 
 bool VerifyKey::Verify(absl::string_view message, absl::string_view signature) const {
   if (signature.size() != kEd25519SignatureBytes) return false;
-  MdCtxPtr ctx(EVP_MD_CTX_new());
+  EvpMdCtxPtr ctx(EVP_MD_CTX_new());
   if (ctx == nullptr ||
       EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1) {
     return false;
@@ -178,13 +167,12 @@ bool VerifyKey::Verify(absl::string_view message, absl::string_view signature) c
                           message.size()) == 1;
 }
 
-SigningKey::SigningKey(PkeyPtr key, VerifyKey public_key)
+SigningKey::SigningKey(std::shared_ptr<EVP_PKEY> key, VerifyKey public_key)
     : key_(std::move(key)), public_key_(std::move(public_key)) {}
 
 absl::StatusOr<SigningKey> SigningKey::Generate() {
-  EVP_PKEY* raw = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
-  if (raw == nullptr) return absl::InternalError("Ed25519 key generation failed");
-  PkeyPtr key(raw);
+  EvpPkeyPtr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
+  if (key == nullptr) return absl::InternalError("Ed25519 key generation failed");
   auto pub_raw = RawPublicKey(key.get());
   if (!pub_raw.ok()) return pub_raw.status();
   auto pub = VerifyKey::FromRaw(*pub_raw);
@@ -196,7 +184,7 @@ absl::StatusOr<SigningKey> SigningKey::FromPem(absl::string_view pem) {
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   // An encrypted key is refused rather than prompting on a terminal.
   auto no_password = [](char*, int, int, void*) { return 0; };
-  PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_password, nullptr));
+  EvpPkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_password, nullptr));
   if (key == nullptr || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519) {
     return absl::InvalidArgumentError("not a PEM Ed25519 private key");
   }
@@ -221,7 +209,7 @@ absl::StatusOr<SigningKey> SigningKey::FromFile(const std::string& path) {
 std::string SigningKey::Sign(absl::string_view message) const {
   std::string sig(kEd25519SignatureBytes, '\0');
   size_t len = sig.size();
-  MdCtxPtr ctx(EVP_MD_CTX_new());
+  EvpMdCtxPtr ctx(EVP_MD_CTX_new());
   if (ctx == nullptr || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1 ||
       EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
                      reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {

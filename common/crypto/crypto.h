@@ -1,8 +1,8 @@
 // Hashes and Ed25519 signatures on OpenSSL 3 (EVP), and secret files.
 //
 // Keys never appear in logs or error texts: errors name the file and the
-// problem, never its content. EVP objects are held by unique_ptr with their
-// free functions. Signing and verifying are thread-safe (each call makes its
+// problem, never its content. EVP objects are held by the owning pointers of
+// openssl_ptr.h. Signing and verifying are thread-safe (each call makes its
 // own EVP_MD_CTX).
 #pragma once
 
@@ -35,11 +35,6 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 // Writes `content` to `path` with mode 0600 (created or truncated).
 absl::Status WriteSecretFile(const std::string& path, absl::string_view content);
 
-struct PkeyDeleter {
-  void operator()(EVP_PKEY* key) const;
-};
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
-
 // The key id of a public key: the first 16 hex digits of SHA-256 over its
 // 32 raw bytes. Derived, so a key directory and a signer always agree.
 std::string KeyIdOf(absl::string_view raw_public_key);
@@ -57,7 +52,7 @@ class VerifyKey {
   bool Verify(absl::string_view message, absl::string_view signature) const;
 
  private:
-  VerifyKey(PkeyPtr key, std::string raw);
+  VerifyKey(std::shared_ptr<EVP_PKEY> key, std::string raw);
   std::shared_ptr<EVP_PKEY> key_;
   std::string raw_;
   std::string key_id_;
@@ -81,7 +76,7 @@ class SigningKey {
   std::string PrivatePem() const;
 
  private:
-  SigningKey(PkeyPtr key, VerifyKey public_key);
+  SigningKey(std::shared_ptr<EVP_PKEY> key, VerifyKey public_key);
   std::shared_ptr<EVP_PKEY> key_;
   VerifyKey public_key_;
 };

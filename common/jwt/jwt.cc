@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
+#include "common/crypto/openssl_ptr.h"
 #include "common/log/log.h"
 #include "common/text/text.h"
 #include "google/protobuf/struct.pb.h"
@@ -55,29 +56,15 @@ absl::StatusOr<std::string> B64(const Struct& jwk, const std::string& name) {
   return out;
 }
 
-struct PkeyCtxDeleter {
-  void operator()(EVP_PKEY_CTX* c) const { EVP_PKEY_CTX_free(c); }
-};
-struct ParamBldDeleter {
-  void operator()(OSSL_PARAM_BLD* b) const { OSSL_PARAM_BLD_free(b); }
-};
-struct ParamDeleter {
-  void operator()(OSSL_PARAM* p) const { OSSL_PARAM_free(p); }
-};
-struct BnDeleter {
-  void operator()(BIGNUM* b) const { BN_free(b); }
-};
-
 absl::StatusOr<std::shared_ptr<EVP_PKEY>> FromParams(const char* type, OSSL_PARAM_BLD* bld) {
-  std::unique_ptr<OSSL_PARAM, ParamDeleter> params(OSSL_PARAM_BLD_to_param(bld));
-  std::unique_ptr<EVP_PKEY_CTX, PkeyCtxDeleter> ctx(
-      EVP_PKEY_CTX_new_from_name(nullptr, type, nullptr));
+  crypto::OsslParamPtr params(OSSL_PARAM_BLD_to_param(bld));
+  crypto::EvpPkeyCtxPtr ctx(EVP_PKEY_CTX_new_from_name(nullptr, type, nullptr));
   EVP_PKEY* key = nullptr;
   if (params == nullptr || ctx == nullptr || EVP_PKEY_fromdata_init(ctx.get()) != 1 ||
       EVP_PKEY_fromdata(ctx.get(), &key, EVP_PKEY_PUBLIC_KEY, params.get()) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid ", type, " public key"));
   }
-  return std::shared_ptr<EVP_PKEY>(key, EVP_PKEY_free);
+  return std::shared_ptr<EVP_PKEY>(crypto::EvpPkeyPtr(key));
 }
 
 absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
@@ -89,9 +76,8 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
     k.alg = "EdDSA";
     ASSIGN_OR_RETURN(const std::string x, B64(jwk, "x"));
     ASSIGN_OR_RETURN(crypto::VerifyKey vk, crypto::VerifyKey::FromRaw(x));
-    EVP_PKEY* raw = EVP_PKEY_new_raw_public_key(
-        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(x.data()), x.size());
-    k.key = std::shared_ptr<EVP_PKEY>(raw, EVP_PKEY_free);
+    k.key = crypto::EvpPkeyPtr(EVP_PKEY_new_raw_public_key(
+        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(x.data()), x.size()));
   } else if (kty == "EC" && crv == "P-256") {
     k.alg = "ES256";
     ASSIGN_OR_RETURN(const std::string x, B64(jwk, "x"));
@@ -100,7 +86,7 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
       return absl::InvalidArgumentError("P-256 coordinates must be 32 bytes");
     }
     const std::string point = absl::StrCat("\x04", x, y);
-    std::unique_ptr<OSSL_PARAM_BLD, ParamBldDeleter> bld(OSSL_PARAM_BLD_new());
+    crypto::OsslParamBldPtr bld(OSSL_PARAM_BLD_new());
     OSSL_PARAM_BLD_push_utf8_string(bld.get(), OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0);
     OSSL_PARAM_BLD_push_octet_string(bld.get(), OSSL_PKEY_PARAM_PUB_KEY, point.data(),
                                      point.size());
@@ -112,11 +98,11 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
     if (e.size() > 8 || (static_cast<unsigned char>(e.back()) & 1) == 0) {
       return absl::InvalidArgumentError("RSA exponent must be odd and at most 64 bits");
     }
-    std::unique_ptr<BIGNUM, BnDeleter> bn_n(
+    crypto::BignumPtr bn_n(
         BN_bin2bn(reinterpret_cast<const unsigned char*>(n.data()), n.size(), nullptr));
-    std::unique_ptr<BIGNUM, BnDeleter> bn_e(
+    crypto::BignumPtr bn_e(
         BN_bin2bn(reinterpret_cast<const unsigned char*>(e.data()), e.size(), nullptr));
-    std::unique_ptr<OSSL_PARAM_BLD, ParamBldDeleter> bld(OSSL_PARAM_BLD_new());
+    crypto::OsslParamBldPtr bld(OSSL_PARAM_BLD_new());
     OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_N, bn_n.get());
     OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_E, bn_e.get());
     ASSIGN_OR_RETURN(k.key, FromParams("RSA", bld.get()));
@@ -139,22 +125,22 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
 // JWS ES256 signatures are r || s (32 bytes each); OpenSSL wants DER.
 absl::StatusOr<std::string> EcdsaRawToDer(absl::string_view raw) {
   if (raw.size() != 64) return absl::InvalidArgumentError("ES256 signature is not 64 bytes");
-  ECDSA_SIG* sig = ECDSA_SIG_new();
-  BIGNUM* r = BN_bin2bn(reinterpret_cast<const unsigned char*>(raw.data()), 32, nullptr);
-  BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(raw.data()) + 32, 32, nullptr);
-  if (sig == nullptr || r == nullptr || s == nullptr || ECDSA_SIG_set0(sig, r, s) != 1) {
-    BN_free(r);
-    BN_free(s);
-    ECDSA_SIG_free(sig);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(raw.data());
+  crypto::EcdsaSigPtr sig(ECDSA_SIG_new());
+  crypto::BignumPtr r(BN_bin2bn(bytes, 32, nullptr));
+  crypto::BignumPtr s(BN_bin2bn(bytes + 32, 32, nullptr));
+  if (sig == nullptr || r == nullptr || s == nullptr ||
+      ECDSA_SIG_set0(sig.get(), r.get(), s.get()) != 1) {
     return absl::InternalError("out of memory");
   }
+  // ECDSA_SIG_set0 succeeded: sig owns r and s now.
+  (void)r.release();
+  (void)s.release();
   unsigned char* der = nullptr;
-  const int len = i2d_ECDSA_SIG(sig, &der);
-  ECDSA_SIG_free(sig);
+  const int len = i2d_ECDSA_SIG(sig.get(), &der);
+  const crypto::OpensslBytesPtr owned_der(der);
   if (len <= 0) return absl::InvalidArgumentError("bad ES256 signature");
-  std::string out(reinterpret_cast<char*>(der), static_cast<size_t>(len));
-  OPENSSL_free(der);
-  return out;
+  return std::string(reinterpret_cast<const char*>(der), static_cast<size_t>(len));
 }
 
 bool VerifySignature(const Key& key, absl::string_view signing_input, absl::string_view sig) {
@@ -167,7 +153,7 @@ bool VerifySignature(const Key& key, absl::string_view signing_input, absl::stri
   } else if (key.alg == "EdDSA" && sig.size() != 64) {
     return false;
   }
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  crypto::EvpMdCtxPtr ctx(EVP_MD_CTX_new());
   const EVP_MD* md = key.alg == "EdDSA" ? nullptr : EVP_sha256();
   if (ctx == nullptr || EVP_DigestVerifyInit(ctx.get(), nullptr, md, nullptr, key.key.get()) != 1) {
     return false;

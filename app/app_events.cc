@@ -5,19 +5,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/outbox/actor.h"
+#include "common/mutation/actor.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace ulticode::app::events {
 namespace {
 
 using google::protobuf::util::TimeUtil;
-using outbox::Values;
+using mutation::Values;
 
-using outbox::Change;
+using mutation::Change;
 
 audit::AuditEvent Build(const audit::Actor& actor, const Change& c) {
-  return outbox::BuildEvent(audit::v1::OWNER_APP, actor, c);
+  return mutation::BuildEvent(audit::v1::OWNER_APP, actor, c);
 }
 
 // RFC 3339, as the proto Timestamp prints it.

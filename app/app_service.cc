@@ -283,7 +283,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "CreateProblem", *req, [&] { return ValidateCreateProblem(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ProblemResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
         // A racing insert of the same slug fails with a unique violation,
         // which retries the transaction; this check then reports it.
         ASSIGN_OR_RETURN(bool taken, store::ProblemSlugTaken(tx, req->slug()));
@@ -299,7 +299,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                                         .memory_limit_mb = req->memory_limit_mb(),
                                         .difficulty = req->difficulty()};
         ASSIGN_OR_RETURN(store::ProblemRow row, store::InsertProblem(tx, problem));
-        return outbox::Changed(events::ProblemCreated(actor, row), ProblemResponse(row));
+        return mutation::Changed(events::ProblemCreated(actor, row), ProblemResponse(row));
       },
       resp);
 }
@@ -311,15 +311,15 @@ grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "UpdateProblem", *req, [&] { return ValidateUpdateProblem(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ProblemResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
         ASSIGN_OR_RETURN(std::optional<store::ProblemRow> before,
                          store::LockProblem(tx, problem_id));
         if (!before.has_value()) return ProblemNotFound(problem_id);
         const store::ProblemChanges changes = ChangesOf(*req, *before);
-        if (changes.empty()) return outbox::Unchanged(ProblemResponse(*before));
+        if (changes.empty()) return mutation::Unchanged(ProblemResponse(*before));
         ASSIGN_OR_RETURN(store::ProblemRow after, store::UpdateProblem(tx, problem_id, changes));
-        return outbox::Changed(events::ProblemUpdated(actor, problem_id, *before, changes),
-                               ProblemResponse(after));
+        return mutation::Changed(events::ProblemUpdated(actor, problem_id, *before, changes),
+                                 ProblemResponse(after));
       },
       resp);
 }
@@ -330,7 +330,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "CreateContest", *req, [&] { return ValidateCreateContest(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
         ASSIGN_OR_RETURN(bool taken, store::ContestSlugTaken(tx, req->slug()));
         if (taken) {
           return absl::AlreadyExistsError(
@@ -344,7 +344,7 @@ grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
         ASSIGN_OR_RETURN(store::ContestRow row, store::InsertContest(tx, contest));
         v1::ContestResponse out;
         *out.mutable_contest() = ContestProto(row);
-        return outbox::Changed(events::ContestCreated(actor, row), std::move(out));
+        return mutation::Changed(events::ContestCreated(actor, row), std::move(out));
       },
       resp);
 }
@@ -358,7 +358,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "AddProblemToContest", *req, [&] { return ValidateAddProblemToContest(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
         RETURN_IF_ERROR(LockProblemSet(tx, contest_id, problem_id));
         ASSIGN_OR_RETURN(std::optional<std::string> present,
                          store::LabelOfProblem(tx, contest_id, problem_id));
@@ -368,7 +368,7 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
                 absl::StrCat("problem already in contest with label ", *present));
           }
           ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-          return outbox::Unchanged(std::move(out));
+          return mutation::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(std::optional<std::string> holder,
                          store::ProblemOfLabel(tx, contest_id, label));
@@ -379,8 +379,8 @@ grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
         RETURN_IF_ERROR(store::AddContestProblem(tx, contest_id, problem_id, label));
         RETURN_IF_ERROR(store::BumpContest(tx, contest_id));
         ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-        return outbox::Changed(events::ContestProblemAdded(actor, contest_id, problem_id, label),
-                               std::move(out));
+        return mutation::Changed(events::ContestProblemAdded(actor, contest_id, problem_id, label),
+                                 std::move(out));
       },
       resp);
 }
@@ -394,18 +394,18 @@ grpc::Status AppServiceImpl::RemoveProblemFromContest(
       *ctx, "RemoveProblemFromContest", *req,
       [&] { return ValidateRemoveProblemFromContest(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
         RETURN_IF_ERROR(LockProblemSet(tx, contest_id, problem_id));
         ASSIGN_OR_RETURN(std::optional<std::string> label,
                          store::RemoveContestProblem(tx, contest_id, problem_id));
         if (!label.has_value()) {
           ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-          return outbox::Unchanged(std::move(out));
+          return mutation::Unchanged(std::move(out));
         }
         RETURN_IF_ERROR(store::BumpContest(tx, contest_id));
         ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-        return outbox::Changed(events::ContestProblemRemoved(actor, contest_id, problem_id, *label),
-                               std::move(out));
+        return mutation::Changed(
+            events::ContestProblemRemoved(actor, contest_id, problem_id, *label), std::move(out));
       },
       resp);
 }
@@ -417,13 +417,13 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "PublishContest", *req, [&] { return ValidatePublishContest(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::ContestResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
         ASSIGN_OR_RETURN(std::optional<store::ContestRow> before,
                          store::LockContest(tx, contest_id));
         if (!before.has_value()) return ContestNotFound(contest_id);
         if (before->published()) {
           ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-          return outbox::Unchanged(std::move(out));
+          return mutation::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(int64_t problems, store::CountContestProblems(tx, contest_id));
         if (problems == 0) {
@@ -432,8 +432,8 @@ grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
         }
         RETURN_IF_ERROR(store::PublishContest(tx, contest_id));
         ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-        return outbox::Changed(events::ContestPublished(actor, contest_id, *before),
-                               std::move(out));
+        return mutation::Changed(events::ContestPublished(actor, contest_id, *before),
+                                 std::move(out));
       },
       resp);
 }

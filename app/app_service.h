@@ -1,7 +1,7 @@
 // App's gRPC service: problems, contests and the problems a contest holds.
 // Every mutating RPC resolves the caller, validates, then commits its change,
 // its audit outbox row and its idempotency record in one transaction
-// (outbox::RunMutation). A call that would change nothing succeeds with
+// (mutation::RunMutation). A call that would change nothing succeeds with
 // changed=false and writes no audit row. Thread-safe.
 //
 // Errors: INVALID_ARGUMENT names the field and the rule; NOT_FOUND for a
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/outbox/mutation.h"
+#include "common/mutation/mutation.h"
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
@@ -22,7 +22,7 @@ namespace ulticode::app {
 class AppServiceImpl final : public v1::AppService::Service {
  public:
   AppServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
-                 const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
+                 const crypto::SigningKey& signer, mutation::MutationHooks hooks = {})
       : pool_(pool),
         authorizer_(authorizer),
         mutations_(pool, authorizer, signer, std::move(hooks)) {}
@@ -49,12 +49,12 @@ class AppServiceImpl final : public v1::AppService::Service {
  private:
   pg::Pool& pool_;  // read RPCs
   const server::Authorizer& authorizer_;
-  const outbox::MutationHandler mutations_;
+  const mutation::MutationHandler mutations_;
 };
 
 // Request validation, exposed for unit tests. INVALID_ARGUMENT names the
 // field and the rule; the ranges are those documented in app.proto. The
-// request_id is checked by outbox::RunMutation, not here.
+// request_id is checked by mutation::RunMutation, not here.
 absl::Status ValidateSlug(const std::string& slug);
 absl::Status ValidateLabel(const std::string& label);
 // `field` names the id in the message ("problem_id", "contest_id").

@@ -1,29 +1,38 @@
-// Wiring only; see common/runtime/owner_service.h for the start/stop order.
+// Wiring only: App is the owner skeleton (common/runtime/owner_service.h)
+// plus AppService; common/runtime/service.h has the start/stop order.
 #include "app/app_service.h"
+#include "app/migrations.h"
+#include "common/base/status_macros.h"
 #include "common/runtime/owner_service.h"
-
-namespace ulticode::app {
-const std::vector<migrations::Migration>& Migrations();
-}
+#include "common/runtime/service.h"
+#include "common/server/grpc_server.h"
 
 int main(int argc, char** argv) {
   using namespace ulticode;
-  runtime::OwnerServiceSpec spec{
-      .program = "ulticode-app",
-      .description = "App: problems and contests; every change leaves an audit event.",
-      .owner = audit::v1::OWNER_APP,
-      .grpc_listen = "127.0.0.1:50052",
-      .metrics_listen = "127.0.0.1:9102",
-      .database = "ulticode_app",
-      .service_name = "ulticode.app.v1.AppService",
-      .migrations = &app::Migrations(),
-      .runtime_grants = &app::RuntimeGrants(),
-      .access_rules = &app::AccessRules(),
-      .make_service =
-          [](pg::Pool& pool, const server::Authorizer& authorizer,
-             const crypto::SigningKey& signer) {
-            return std::make_unique<app::AppServiceImpl>(pool, authorizer, signer);
+  runtime::OwnerOptions owner;
+  return runtime::RunService(
+      {
+          .program = "ulticode-app",
+          .component = "app",
+          .description = "App: problems and contests; every change leaves an audit event.",
+          .grpc_listen = "127.0.0.1:50052",
+          .metrics_listen = "127.0.0.1:9102",
+          .database = "ulticode_app",
+          .max_receive_bytes = server::kOwnerMaxReceiveBytes,
+          .signing_key_flag = runtime::kAuditSigningKeyFlag,
+          .signing_key_help = runtime::kAuditSigningKeyHelp,
+          .migrations = runtime::WithOutboxMigrations(app::Migrations()),
+          .runtime_grants = runtime::WithOutboxGrants(app::RuntimeGrants()),
+          .register_flags =
+              [&](config::Flags& flags) { runtime::RegisterOwnerFlags(flags, &owner); },
+          .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
+            RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
+            context.Serve(
+                std::make_unique<app::AppServiceImpl>(
+                    context.pool(), context.Authorizer(app::AccessRules()), context.signer()),
+                "ulticode.app.v1.AppService");
+            return absl::OkStatus();
           },
-  };
-  return runtime::RunOwnerService(spec, argc, argv);
+      },
+      argc, argv);
 }

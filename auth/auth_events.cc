@@ -4,17 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/outbox/actor.h"
+#include "common/mutation/actor.h"
 
 namespace ulticode::auth::events {
 namespace {
 
-using outbox::Values;
+using mutation::Values;
 
-using outbox::Change;
+using mutation::Change;
 
 audit::AuditEvent Build(const audit::Actor& actor, const Change& c) {
-  return outbox::BuildEvent(audit::v1::OWNER_AUTH, actor, c);
+  return mutation::BuildEvent(audit::v1::OWNER_AUTH, actor, c);
 }
 
 Values AuthzValues(const Authz& a) {

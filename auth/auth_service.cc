@@ -106,9 +106,10 @@ Response RolesResponse(const events::Authz& authz) {
 
 // Shared body of AssignRole / RevokeRole.
 template <typename Response>
-absl::StatusOr<outbox::Outcome<Response>> ChangeRole(pg::Transaction& tx, const audit::Actor& actor,
-                                                     const std::string& user_id,
-                                                     const std::string& role, bool assign) {
+absl::StatusOr<mutation::Outcome<Response>> ChangeRole(pg::Transaction& tx,
+                                                       const audit::Actor& actor,
+                                                       const std::string& user_id,
+                                                       const std::string& role, bool assign) {
   ASSIGN_OR_RETURN(std::optional<store::UserRow> user, store::LockUser(tx, user_id));
   if (!user.has_value()) return UserNotFound(user_id);
   ASSIGN_OR_RETURN(bool role_exists, store::RoleExists(tx, role));
@@ -120,13 +121,13 @@ absl::StatusOr<outbox::Outcome<Response>> ChangeRole(pg::Transaction& tx, const 
   ASSIGN_OR_RETURN(before.roles, store::ListRoles(tx, user_id));
   ASSIGN_OR_RETURN(bool changed, assign ? store::Grant(tx, user_id, role, actor.principal)
                                         : store::Revoke(tx, user_id, role));
-  if (!changed) return outbox::Unchanged(RolesResponse<Response>(before));
+  if (!changed) return mutation::Unchanged(RolesResponse<Response>(before));
   events::Authz after;
   ASSIGN_OR_RETURN(after.version, store::BumpAuthz(tx, user_id));
   ASSIGN_OR_RETURN(after.roles, store::ListRoles(tx, user_id));
   audit::AuditEvent event = assign ? events::RoleAssigned(actor, user_id, role, before, after)
                                    : events::RoleRevoked(actor, user_id, role, before, after);
-  return outbox::Changed(std::move(event), RolesResponse<Response>(after));
+  return mutation::Changed(std::move(event), RolesResponse<Response>(after));
 }
 
 }  // namespace
@@ -187,7 +188,7 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::Cre
   return mutations_.Handle(
       *ctx, "CreateUser", *req, [&] { return ValidateCreateUser(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::CreateUserResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::CreateUserResponse>> {
         ASSIGN_OR_RETURN(store::Clash clash, store::FindClash(tx, req->username(), req->email()));
         if (clash != store::Clash::kNone) return Taken(clash, *req);
         const store::NewUser user{
@@ -198,7 +199,7 @@ grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::Cre
         ASSIGN_OR_RETURN(store::UserRow row, store::InsertUser(tx, user));
         v1::CreateUserResponse out;
         *out.mutable_user() = UserProto(row);
-        return outbox::Changed(events::UserCreated(actor, row), std::move(out));
+        return mutation::Changed(events::UserCreated(actor, row), std::move(out));
       },
       resp);
 }
@@ -210,18 +211,18 @@ grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "DisableUser", *req, [&] { return ValidateDisableUser(*req); },
       [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<outbox::Outcome<v1::DisableUserResponse>> {
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::DisableUserResponse>> {
         ASSIGN_OR_RETURN(std::optional<store::UserRow> before, store::LockUser(tx, user_id));
         if (!before.has_value()) return UserNotFound(user_id);
         v1::DisableUserResponse out;
         if (!before->active()) {
           *out.mutable_user() = UserProto(*before);
-          return outbox::Unchanged(std::move(out));
+          return mutation::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(store::UserRow after, store::DisableUser(tx, user_id, req->reason()));
         *out.mutable_user() = UserProto(after);
-        return outbox::Changed(events::UserDisabled(actor, user_id, *before, after, req->reason()),
-                               std::move(out));
+        return mutation::Changed(
+            events::UserDisabled(actor, user_id, *before, after, req->reason()), std::move(out));
       },
       resp);
 }
@@ -252,18 +253,18 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
   return mutations_.Handle(
       *ctx, "UpdateLoginPolicy", *req, [&] { return ValidateUpdateLoginPolicy(*req); },
       [&](pg::Transaction& tx, const audit::Actor& actor)
-          -> absl::StatusOr<outbox::Outcome<v1::UpdateLoginPolicyResponse>> {
+          -> absl::StatusOr<mutation::Outcome<v1::UpdateLoginPolicyResponse>> {
         ASSIGN_OR_RETURN(std::optional<store::PolicyRow> before, store::LockPolicy(tx));
         if (!before.has_value()) return absl::InternalError("login_policy row is missing");
         const store::PolicySettings want = SettingsOf(req->policy());
         v1::UpdateLoginPolicyResponse out;
         if (before->settings == want) {
           *out.mutable_policy() = PolicyProto(*before);
-          return outbox::Unchanged(std::move(out));
+          return mutation::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(store::PolicyRow after, store::UpdatePolicy(tx, want, actor.principal));
         *out.mutable_policy() = PolicyProto(after);
-        return outbox::Changed(events::LoginPolicyUpdated(actor, *before, after), std::move(out));
+        return mutation::Changed(events::LoginPolicyUpdated(actor, *before, after), std::move(out));
       },
       resp);
 }

@@ -1,9 +1,9 @@
 // Auth's gRPC service: users, roles and the login policy. Every mutating RPC
 // validates first, then commits its change, its audit outbox row and its
-// idempotency record in one transaction (outbox::RunMutation). Thread-safe.
+// idempotency record in one transaction (mutation::RunMutation). Thread-safe.
 #pragma once
 
-#include "common/outbox/mutation.h"
+#include "common/mutation/mutation.h"
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
@@ -13,7 +13,7 @@ namespace ulticode::auth {
 class AuthServiceImpl final : public v1::AuthService::Service {
  public:
   AuthServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
-                  const crypto::SigningKey& signer, outbox::MutationHooks hooks = {})
+                  const crypto::SigningKey& signer, mutation::MutationHooks hooks = {})
       : pool_(pool),
         authorizer_(authorizer),
         mutations_(pool, authorizer, signer, std::move(hooks)) {}
@@ -38,7 +38,7 @@ class AuthServiceImpl final : public v1::AuthService::Service {
  private:
   pg::Pool& pool_;  // read RPCs
   const server::Authorizer& authorizer_;
-  const outbox::MutationHandler mutations_;
+  const mutation::MutationHandler mutations_;
 };
 
 // Request validation, exposed for unit tests. INVALID_ARGUMENT names the field.

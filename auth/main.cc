@@ -1,29 +1,39 @@
-// Wiring only; see common/runtime/owner_service.h for the start/stop order.
+// Wiring only: Auth is the owner skeleton (common/runtime/owner_service.h)
+// plus AuthService; common/runtime/service.h has the start/stop order.
 #include "auth/auth_service.h"
+#include "auth/migrations.h"
+#include "common/base/status_macros.h"
 #include "common/runtime/owner_service.h"
-
-namespace ulticode::auth {
-const std::vector<migrations::Migration>& Migrations();
-}
+#include "common/runtime/service.h"
+#include "common/server/grpc_server.h"
 
 int main(int argc, char** argv) {
   using namespace ulticode;
-  runtime::OwnerServiceSpec spec{
-      .program = "ulticode-auth",
-      .description = "Auth: users, roles and the login policy; every change leaves an audit event.",
-      .owner = audit::v1::OWNER_AUTH,
-      .grpc_listen = "127.0.0.1:50051",
-      .metrics_listen = "127.0.0.1:9101",
-      .database = "ulticode_auth",
-      .service_name = "ulticode.auth.v1.AuthService",
-      .migrations = &auth::Migrations(),
-      .runtime_grants = &auth::RuntimeGrants(),
-      .access_rules = &auth::AccessRules(),
-      .make_service =
-          [](pg::Pool& pool, const server::Authorizer& authorizer,
-             const crypto::SigningKey& signer) {
-            return std::make_unique<auth::AuthServiceImpl>(pool, authorizer, signer);
+  runtime::OwnerOptions owner;
+  return runtime::RunService(
+      {
+          .program = "ulticode-auth",
+          .component = "auth",
+          .description = "Auth: users, roles and the login policy; every change leaves an audit "
+                         "event.",
+          .grpc_listen = "127.0.0.1:50051",
+          .metrics_listen = "127.0.0.1:9101",
+          .database = "ulticode_auth",
+          .max_receive_bytes = server::kOwnerMaxReceiveBytes,
+          .signing_key_flag = runtime::kAuditSigningKeyFlag,
+          .signing_key_help = runtime::kAuditSigningKeyHelp,
+          .migrations = runtime::WithOutboxMigrations(auth::Migrations()),
+          .runtime_grants = runtime::WithOutboxGrants(auth::RuntimeGrants()),
+          .register_flags =
+              [&](config::Flags& flags) { runtime::RegisterOwnerFlags(flags, &owner); },
+          .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
+            RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
+            context.Serve(
+                std::make_unique<auth::AuthServiceImpl>(
+                    context.pool(), context.Authorizer(auth::AccessRules()), context.signer()),
+                "ulticode.auth.v1.AuthService");
+            return absl::OkStatus();
           },
-  };
-  return runtime::RunOwnerService(spec, argc, argv);
+      },
+      argc, argv);
 }

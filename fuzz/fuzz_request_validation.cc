@@ -4,7 +4,7 @@
 // Input: byte 0 selects the RPC (mod kModes); the rest is that RPC's request
 // proto (ParseFromArray; unparseable bytes are skipped) or, for the text
 // mode, raw bytes. Every validator runs on the request, and
-// outbox::ValidateRequestId on its request_id. Invariants: validators fail
+// mutation::ValidateRequestId on its request_id. Invariants: validators fail
 // only with INVALID_ARGUMENT; text::Check accepts only valid UTF-8 within
 // its rule's length, without forbidden controls; TruncateUtf8 keeps valid
 // UTF-8 valid.
@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
-#include "common/outbox/mutation.h"
+#include "common/mutation/mutation.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace ::ulticode;  // NOLINT
@@ -76,28 +76,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auth::v1::CreateUserRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(auth::ValidateCreateUser(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 1: {
       auth::v1::DisableUserRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(auth::ValidateDisableUser(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 2: {
       auth::v1::AssignRoleRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(auth::ValidateRoleChange(req.user_id(), req.role()));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 3: {
       auth::v1::RevokeRoleRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(auth::ValidateRoleChange(req.user_id(), req.role()));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 4: {
@@ -105,56 +105,56 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!Parse(rest, &req)) return 0;
       Expect(auth::ValidateUpdateLoginPolicy(req));
       Expect(auth::ValidateLoginPolicy(req.policy()));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 5: {
       app::v1::CreateProblemRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(app::ValidateCreateProblem(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 6: {
       app::v1::UpdateProblemRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(app::ValidateUpdateProblem(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 7: {
       app::v1::CreateContestRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(app::ValidateCreateContest(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 8: {
       app::v1::AddProblemToContestRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(app::ValidateAddProblemToContest(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 9: {
       app::v1::RemoveProblemFromContestRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(app::ValidateRemoveProblemFromContest(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     case 10: {
       app::v1::PublishContestRequest req;
       if (!Parse(rest, &req)) return 0;
       Expect(app::ValidatePublishContest(req));
-      Expect(outbox::ValidateRequestId(req.request_id()));
+      Expect(mutation::ValidateRequestId(req.request_id()));
       break;
     }
     default: {
       // Raw bytes: the text layer and the single-string validators.
       CheckText(rest);
       const std::string s(rest);
-      Expect(outbox::ValidateRequestId(s));
+      Expect(mutation::ValidateRequestId(s));
       Expect(app::ValidateSlug(s));
       Expect(app::ValidateLabel(s));
       Expect(app::ValidateId("problem_id", s));

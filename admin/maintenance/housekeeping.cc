@@ -46,7 +46,22 @@ constexpr pg::Statement kSample{
 
 }  // namespace
 
-absl::Status CheckRetention(const HousekeepingOptions& options) {
+void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* options) {
+  flags.Duration("inbox-retention", &options->inbox_retention,
+                 "PROCESSED inbox rows are deleted this long after they were processed (at least "
+                 "48h: it must outlive every re-send of the event)",
+                 absl::Hours(1), absl::Hours(24 * 3650));
+  flags.Duration("poison-retention", &options->poison_retention,
+                 "poison entries are deleted this long after they arrived", absl::Hours(1),
+                 absl::Hours(24 * 3650));
+  flags.Duration("stream-trim-interval", &options->stream_trim_interval,
+                 "how often the owner streams are trimmed up to what every group acknowledged",
+                 absl::Seconds(1), absl::Hours(1));
+  retention::RegisterScheduleFlags(flags, &options->retention_interval, &options->sample_interval);
+  flags.AddCheck([options] { return CheckRetention(*options); });
+}
+
+absl::Status CheckRetention(const AdminHousekeepingOptions& options) {
   if (options.inbox_retention < kMinInboxRetention) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--inbox-retention=", absl::FormatDuration(options.inbox_retention), " is shorter than ",
@@ -57,7 +72,7 @@ absl::Status CheckRetention(const HousekeepingOptions& options) {
   return absl::OkStatus();
 }
 
-std::vector<retention::Table> RetentionTables(const HousekeepingOptions& options) {
+std::vector<retention::Table> RetentionTables(const AdminHousekeepingOptions& options) {
   return {{"consumer_inbox", kDeleteProcessed, options.inbox_retention},
           {"poison_events", kDeletePoison, options.poison_retention}};
 }

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
+#include "common/config/flags.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/retention/retention.h"
@@ -36,7 +37,7 @@ namespace ulticode::admin::maintenance {
 
 inline constexpr absl::Duration kMinInboxRetention = absl::Hours(48);
 
-struct HousekeepingOptions {
+struct AdminHousekeepingOptions {
   absl::Duration inbox_retention = absl::Hours(24 * 30);
   absl::Duration poison_retention = absl::Hours(24 * 90);
   absl::Duration retention_interval = absl::Minutes(1);
@@ -44,10 +45,14 @@ struct HousekeepingOptions {
   absl::Duration sample_interval = absl::Seconds(15);
 };
 
-// INVALID_ARGUMENT naming the flag when the inbox retention breaks the rule.
-absl::Status CheckRetention(const HousekeepingOptions& options);
+// --inbox-retention, --poison-retention, --stream-trim-interval,
+// --retention-interval and --metrics-sample-interval, with CheckRetention.
+void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* options);
 
-std::vector<retention::Table> RetentionTables(const HousekeepingOptions& options);
+// INVALID_ARGUMENT naming the flag when the inbox retention breaks the rule.
+absl::Status CheckRetention(const AdminHousekeepingOptions& options);
+
+std::vector<retention::Table> RetentionTables(const AdminHousekeepingOptions& options);
 
 // The inbox and the poison store.
 class InboxGauges {

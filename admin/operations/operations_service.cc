@@ -10,7 +10,7 @@
 #include "admin/audit_logs/writer.h"
 #include "admin/inbox/inbox_store.h"
 #include "common/base/status_macros.h"
-#include "common/outbox/actor.h"
+#include "common/mutation/actor.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
 #include "google/protobuf/struct.pb.h"
@@ -146,7 +146,7 @@ absl::StatusOr<redis::StreamEntry> EntryFrom(const v1::PoisonEntry& p) {
 
 google::protobuf::Struct Values(std::vector<std::string> ids, int64_t count, const char* filter,
                                 const std::string& reason) {
-  outbox::Values v;
+  mutation::Values v;
   if (ids.size() > kIdsInRecord) ids.resize(kIdsInRecord);
   v.Set("count", count).Set("ids", ids).Set("filter", filter).Set("reason", reason);
   return v.get();
@@ -163,17 +163,15 @@ const server::AccessTable& AccessRules() {
   return *rules;
 }
 
-absl::StatusOr<audit::Actor> OperationsService::Admit(const grpc::ServerContext& ctx,
-                                                      absl::string_view method) {
+absl::StatusOr<audit::Actor> AdminOperationsService::Admit(const grpc::ServerContext& ctx,
+                                                           absl::string_view method) {
   ASSIGN_OR_RETURN(server::Principal principal, authorizer_.Admit(ctx, method));
-  return outbox::ActorFromCall(principal, ctx, "");
+  return mutation::ActorFromCall(principal, ctx, "");
 }
 
-absl::StatusOr<std::string> OperationsService::Record(pg::Transaction& tx,
-                                                      const audit::Actor& actor,
-                                                      const char* event_type, const char* action,
-                                                      const char* entity_type,
-                                                      const google::protobuf::Struct& values) {
+absl::StatusOr<std::string> AdminOperationsService::Record(
+    pg::Transaction& tx, const audit::Actor& actor, const char* event_type, const char* action,
+    const char* entity_type, const google::protobuf::Struct& values) {
   audit::AuditEvent event = audit::NewEvent(audit::v1::OWNER_ADMIN, event_type, actor, absl::Now());
   auto* r = event.mutable_record();
   r->set_action(action);
@@ -182,7 +180,7 @@ absl::StatusOr<std::string> OperationsService::Record(pg::Transaction& tx,
   *r->mutable_new_value() = values;
   RETURN_IF_ERROR(audit::Validate(event));
   const std::string envelope = audit::Serialize(event);
-  const std::string signature = options_.signer->Sign(envelope);
+  ASSIGN_OR_RETURN(const std::string signature, options_.signer->Sign(envelope));
   const std::string key_id = options_.signer->key_id();
   ASSIGN_OR_RETURN(int64_t written,
                    audit_logs::InsertAuditLogs(tx, {{&event, &envelope, &signature, &key_id}}));
@@ -190,9 +188,9 @@ absl::StatusOr<std::string> OperationsService::Record(pg::Transaction& tx,
   return event.event_id();
 }
 
-grpc::Status OperationsService::ListDeadInbox(grpc::ServerContext* ctx,
-                                              const v1::ListDeadInboxRequest* req,
-                                              v1::ListDeadInboxResponse* resp) {
+grpc::Status AdminOperationsService::ListDeadInbox(grpc::ServerContext* ctx,
+                                                   const v1::ListDeadInboxRequest* req,
+                                                   v1::ListDeadInboxResponse* resp) {
   const char* method = "ListDeadInbox";
   if (auto actor = Admit(*ctx, method); !actor.ok())
     return server::ToGrpcStatus(actor.status(), method);
@@ -221,9 +219,9 @@ grpc::Status OperationsService::ListDeadInbox(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status OperationsService::RequeueDeadInbox(grpc::ServerContext* ctx,
-                                                 const v1::RequeueDeadInboxRequest* req,
-                                                 v1::RequeueDeadInboxResponse* resp) {
+grpc::Status AdminOperationsService::RequeueDeadInbox(grpc::ServerContext* ctx,
+                                                      const v1::RequeueDeadInboxRequest* req,
+                                                      v1::RequeueDeadInboxResponse* resp) {
   const char* method = "RequeueDeadInbox";
   auto actor = Admit(*ctx, method);
   if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
@@ -267,9 +265,9 @@ grpc::Status OperationsService::RequeueDeadInbox(grpc::ServerContext* ctx,
   return server::ToGrpcStatus(done, method);
 }
 
-grpc::Status OperationsService::ListPoison(grpc::ServerContext* ctx,
-                                           const v1::ListPoisonRequest* req,
-                                           v1::ListPoisonResponse* resp) {
+grpc::Status AdminOperationsService::ListPoison(grpc::ServerContext* ctx,
+                                                const v1::ListPoisonRequest* req,
+                                                v1::ListPoisonResponse* resp) {
   const char* method = "ListPoison";
   if (auto actor = Admit(*ctx, method); !actor.ok())
     return server::ToGrpcStatus(actor.status(), method);
@@ -284,9 +282,9 @@ grpc::Status OperationsService::ListPoison(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status OperationsService::DiscardPoison(grpc::ServerContext* ctx,
-                                              const v1::DiscardPoisonRequest* req,
-                                              v1::DiscardPoisonResponse* resp) {
+grpc::Status AdminOperationsService::DiscardPoison(grpc::ServerContext* ctx,
+                                                   const v1::DiscardPoisonRequest* req,
+                                                   v1::DiscardPoisonResponse* resp) {
   const char* method = "DiscardPoison";
   auto actor = Admit(*ctx, method);
   if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
@@ -329,9 +327,9 @@ grpc::Status OperationsService::DiscardPoison(grpc::ServerContext* ctx,
   return server::ToGrpcStatus(done, method);
 }
 
-grpc::Status OperationsService::ReplayPoison(grpc::ServerContext* ctx,
-                                             const v1::ReplayPoisonRequest* req,
-                                             v1::ReplayPoisonResponse* resp) {
+grpc::Status AdminOperationsService::ReplayPoison(grpc::ServerContext* ctx,
+                                                  const v1::ReplayPoisonRequest* req,
+                                                  v1::ReplayPoisonResponse* resp) {
   const char* method = "ReplayPoison";
   auto actor = Admit(*ctx, method);
   if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);

@@ -35,9 +35,10 @@ struct OperationsOptions {
   const crypto::SigningKey* signer = nullptr;      // Admin's: signs its records
 };
 
-class OperationsService final : public admin::v1::AdminOperations::Service {
+class AdminOperationsService final : public admin::v1::AdminOperations::Service {
  public:
-  OperationsService(pg::Pool& pool, const server::Authorizer& authorizer, OperationsOptions options)
+  AdminOperationsService(pg::Pool& pool, const server::Authorizer& authorizer,
+                         OperationsOptions options)
       : pool_(pool), authorizer_(authorizer), options_(std::move(options)) {}
 
   grpc::Status ListDeadInbox(grpc::ServerContext* ctx, const v1::ListDeadInboxRequest* req,

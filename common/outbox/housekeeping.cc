@@ -33,7 +33,19 @@ constexpr pg::Statement kSample{
 
 }  // namespace
 
-std::vector<retention::Table> RetentionTables(const HousekeepingOptions& options) {
+void RegisterHousekeepingFlags(config::Flags& flags, OwnerHousekeepingOptions* options) {
+  flags.Duration("outbox-retention", &options->outbox_retention,
+                 "CONFIRMED outbox rows are deleted this long after they were confirmed (what "
+                 "OutboxOperations/Replay can still publish again)",
+                 absl::Minutes(1), absl::Hours(24 * 3650));
+  flags.Duration("idempotency-retention", &options->idempotency_retention,
+                 "idempotency keys are deleted this long after the request (a retry after that "
+                 "is a new request)",
+                 absl::Minutes(1), absl::Hours(24 * 3650));
+  retention::RegisterScheduleFlags(flags, &options->retention_interval, &options->sample_interval);
+}
+
+std::vector<retention::Table> RetentionTables(const OwnerHousekeepingOptions& options) {
   return {{"audit_outbox", kDeleteConfirmed, options.outbox_retention},
           {"idempotency_keys", kDeleteKeys, options.idempotency_retention}};
 }

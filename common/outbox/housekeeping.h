@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
+#include "common/config/flags.h"
 #include "common/pg/connection.h"
 #include "common/retention/retention.h"
 #include "prometheus/gauge.h"
@@ -18,7 +19,7 @@
 
 namespace ulticode::outbox {
 
-struct HousekeepingOptions {
+struct OwnerHousekeepingOptions {
   absl::Duration outbox_retention = absl::Hours(24 * 7);
   absl::Duration idempotency_retention = absl::Hours(24);
   absl::Duration retention_interval = absl::Minutes(1);
@@ -26,7 +27,11 @@ struct HousekeepingOptions {
 };
 
 // The outbox's tables for retention::Retention.
-std::vector<retention::Table> RetentionTables(const HousekeepingOptions& options);
+// --outbox-retention, --idempotency-retention, --retention-interval and
+// --metrics-sample-interval.
+void RegisterHousekeepingFlags(config::Flags& flags, OwnerHousekeepingOptions* options);
+
+std::vector<retention::Table> RetentionTables(const OwnerHousekeepingOptions& options);
 
 // Counts above this are reported as this (a count never scans more rows).
 inline constexpr int64_t kCountCap = 1000000;

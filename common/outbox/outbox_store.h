@@ -25,8 +25,8 @@
 
 namespace ulticode::outbox {
 
-// Schema of the outbox (versions 10001+), applied with the service's own.
-const std::vector<migrations::Migration>& Migrations();
+// The outbox's schema (versions 10001+, applied after the service's own) is
+// outbox::Migrations() in the generated "common/outbox/migrations.h".
 // The DML a service's runtime role needs on the outbox tables
 // (migrations::GrantRuntime).
 const std::vector<std::string>& RuntimeGrants();

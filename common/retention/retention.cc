@@ -8,6 +8,7 @@
 #include "common/log/log.h"
 
 namespace ulticode::retention {
+
 namespace {
 
 constexpr char kComponent[] = "retention";
@@ -16,6 +17,14 @@ constexpr pg::Statement kTryLock{"retention.try_lock",
                                  "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"};
 
 }  // namespace
+
+void RegisterScheduleFlags(config::Flags& flags, absl::Duration* retention_interval,
+                           absl::Duration* sample_interval) {
+  flags.Duration("retention-interval", retention_interval, "how often retention runs",
+                 absl::Seconds(1), absl::Hours(24));
+  flags.Duration("metrics-sample-interval", sample_interval,
+                 "how often the backlog gauges are sampled", absl::Seconds(1), absl::Hours(1));
+}
 
 Retention::Retention(std::vector<Table> tables, int batch_size, prometheus::Registry& registry)
     : batch_size_(std::clamp(batch_size, 1, kMaxBatchSize)) {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/config/flags.h"
 #include "common/pg/connection.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -32,6 +33,12 @@ struct Table {
   pg::Statement delete_batch;
   absl::Duration keep;
 };
+
+// --retention-interval (how often retention runs) and
+// --metrics-sample-interval (how often the backlog gauges are sampled), which
+// both sides' housekeeping shares.
+void RegisterScheduleFlags(config::Flags& flags, absl::Duration* retention_interval,
+                           absl::Duration* sample_interval);
 
 class Retention {
  public:

@@ -1,41 +1,42 @@
-// main() of a data owner (Auth, App): config -> secrets and keys -> metrics
-// -> database (service + outbox migrations as the migration role, then grants
-// to the runtime role) -> dispatcher + receipt reader -> gRPC ->
-// SERVING; on SIGTERM: NOT_SERVING, drain gRPC, stop the workers, close the pool.
+// What every data owner (Auth, App) runs beside its own gRPC service: the
+// outbox's schema and grants after the owner's, the dispatcher, the receipt
+// reader, the outbox housekeeping and the OutboxOperations service. An
+// owner's main() is a ServiceSpec (service.h) made of these and its service.
 #pragma once
 
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/audit/event.h"
-#include "common/crypto/crypto.h"
+#include "common/config/flags.h"
 #include "common/migrations/migrations.h"
-#include "common/pg/pool.h"
-#include "common/server/principal.h"
-#include "grpcpp/impl/codegen/service_type.h"
+#include "common/outbox/dispatcher.h"
+#include "common/outbox/housekeeping.h"
+#include "common/runtime/service.h"
 
 namespace ulticode::runtime {
 
-struct OwnerServiceSpec {
-  std::string program;      // "ulticode-auth"
-  std::string description;  // --help text
-  audit::Owner owner;
-  std::string grpc_listen;  // default
-  std::string metrics_listen;
-  std::string database;
-  std::string service_name;  // "ulticode.auth.v1.AuthService"
-  const std::vector<migrations::Migration>* migrations;
-  // The DML the runtime role needs on the service's own tables.
-  const std::vector<std::string>* runtime_grants;
-  // Who may call which method.
-  const server::AccessTable* access_rules;
-  std::function<std::unique_ptr<grpc::Service>(pg::Pool&, const server::Authorizer&,
-                                               const crypto::SigningKey&)>
-      make_service;
+// The signing-key flag of every owner.
+inline constexpr char kAuditSigningKeyFlag[] = "audit-signing-key-file";
+inline constexpr char kAuditSigningKeyHelp[] =
+    "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event";
+
+struct OwnerOptions {
+  outbox::DispatcherOptions dispatch;
+  outbox::OwnerHousekeepingOptions housekeeping;
 };
 
-int RunOwnerService(const OwnerServiceSpec& spec, int argc, char** argv);
+// The --dispatch-*, retention and sampling flags.
+void RegisterOwnerFlags(config::Flags& flags, OwnerOptions* options);
+
+// The owner's own migrations (or grants) followed by the outbox's.
+std::vector<migrations::Migration> WithOutboxMigrations(
+    const std::vector<migrations::Migration>& owner);
+std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner);
+
+// Starts the dispatcher, the receipt reader and the housekeeping jobs of
+// `owner`, and serves OutboxOperations.
+absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context);
 
 }  // namespace ulticode::runtime

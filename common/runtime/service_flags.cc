@@ -142,9 +142,11 @@ void ServiceFlags::Register(config::Flags& flags) {
   flags.Duration("shutdown-timeout", &shutdown_timeout,
                  "time allowed for in-flight calls and workers to finish on SIGTERM",
                  absl::ZeroDuration(), absl::Minutes(5));
-  flags.Duration("startup-timeout", &startup_timeout,
-                 "how long start-up waits for PostgreSQL and Redis to become reachable",
-                 absl::Seconds(1), absl::Minutes(30));
+  flags.Duration(
+      "startup-timeout", &startup_timeout,
+      "how long start-up waits for PostgreSQL to become reachable (Redis is dialled by the "
+      "workers, which retry on their own)",
+      absl::Seconds(1), absl::Minutes(30));
 }
 
 void ServiceFlags::ApplyLogging() const {

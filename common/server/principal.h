@@ -1,7 +1,7 @@
 // Who is calling, what they may do, and from where.
 //
 // Handlers never read identity from request fields: they ask the process's
-// Authorizer, which resolves the caller (jwt::BearerTokenResolver verifies an
+// Authorizer, which resolves the caller (server::BearerTokenResolver verifies an
 // `authorization: Bearer <JWT>` header) and checks the role the method needs
 // in the service's access table.
 #pragma once

@@ -3,8 +3,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cerrno>
+
 namespace ulticode::server {
 namespace {
+
 sigset_t TerminationSet() {
   sigset_t set;
   sigemptyset(&set);
@@ -12,6 +15,10 @@ sigset_t TerminationSet() {
   sigaddset(&set, SIGINT);
   return set;
 }
+
+// How often the watching thread checks whether it is being destroyed.
+constexpr timespec kPoll = {0, 100'000'000};
+
 }  // namespace
 
 void BlockTerminationSignals() {
@@ -21,12 +28,32 @@ void BlockTerminationSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-int WaitForTerminationSignal() {
-  sigset_t set = TerminationSet();
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+TerminationWatch::TerminationWatch() : thread_([this] { Run(); }) {}
+
+TerminationWatch::~TerminationWatch() {
+  stop_ = true;
+  thread_.join();
+}
+
+void TerminationWatch::Run() {
+  const sigset_t set = TerminationSet();
+  while (!stop_) {
+    const int sig = sigtimedwait(&set, nullptr, &kPoll);
+    if (sig > 0) {
+      signal_ = sig;
+      arrived_.Notify();
+      return;
+    }
   }
-  return sig;
+}
+
+bool TerminationWatch::WaitFor(absl::Duration timeout) const {
+  return arrived_.WaitForNotificationWithTimeout(timeout);
+}
+
+int TerminationWatch::Wait() const {
+  arrived_.WaitForNotification();
+  return signal_;
 }
 
 }  // namespace ulticode::server

@@ -31,6 +31,7 @@ void Periodic::Run(const PeriodicJob& job) {
   prometheus::Counter& ok = runs_->Add({{"task", job.name}, {"outcome", "ok"}});
   prometheus::Counter& failed = runs_->Add({{"task", job.name}, {"outcome", "failed"}});
   Loop loop(waker_, pg_, backoff::Policy{job.interval, job.interval}, job.name);
+  const std::function<bool()> stopping = [this] { return waker_.stopping(); };
   for (bool first = true; !waker_.stopping(); first = false) {
     if (!first) waker_.Sleep(job.interval);
     if (waker_.stopping()) break;
@@ -42,7 +43,7 @@ void Periodic::Run(const PeriodicJob& job) {
         continue;
       }
     }
-    if (absl::Status s = job.run(conn); !s.ok()) {
+    if (absl::Status s = job.run(conn, stopping); !s.ok()) {
       failed.Increment();
       log::Warn(job.name, "periodic run failed; next run on schedule", {{"error", s.ToString()}});
       continue;

@@ -26,9 +26,10 @@ namespace ulticode::worker {
 struct PeriodicJob {
   std::string name;  // the `task` label, e.g. "outbox.retention"
   absl::Duration interval;
-  // One run; `conn` is null for a job with `database` false. Returning an
-  // error logs it; the next run comes on schedule.
-  std::function<absl::Status(pg::Connection* conn)> run;
+  // One run; `conn` is null for a job with `database` false; `stopping`
+  // turns true when the process stops (a long run checks it between
+  // batches). Returning an error logs it; the next run comes on schedule.
+  std::function<absl::Status(pg::Connection* conn, const std::function<bool()>& stopping)> run;
   bool database = true;
 };
 
@@ -39,8 +40,6 @@ class Periodic {
 
   void Start();
   void Stop();
-  // True while the process is stopping: long runs check it between batches.
-  bool stopping() { return waker_.stopping(); }
 
  private:
   void Run(const PeriodicJob& job);

@@ -11,12 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "admin/migrations.h"
 #include "admin/query/audit_query_service.h"
 #include "common/ids/uuid.h"
-#include "common/jwt/bearer_resolver.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/redis/redis_client.h"
+#include "common/server/bearer_resolver.h"
 #include "common/server/grpc_server.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -28,7 +29,6 @@
 #include "tests/support/tokens.h"
 
 namespace ulticode::admin {
-const std::vector<migrations::Migration>& Migrations();
 
 namespace query {
 namespace {
@@ -209,7 +209,7 @@ class AdminQueryTest : public ::testing::Test {
   std::string app_stream_;
   QueryServiceOptions options_;
   std::unique_ptr<metrics::Metrics> metrics_;
-  const jwt::BearerTokenResolver resolver_{
+  const server::BearerTokenResolver resolver_{
       ::ulticode::testing::SharedTestTokens().jwks(),
       jwt::VerifyOptions{::ulticode::testing::kTestIssuer, ::ulticode::testing::kTestAudience}};
   const server::Authorizer authorizer_{resolver_, AccessRules()};

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "app/migrations.h"
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -23,7 +24,6 @@
 #include "tests/support/test_env.h"
 
 namespace ulticode::app {
-const std::vector<migrations::Migration>& Migrations();
 namespace {
 
 using google::protobuf::util::MessageDifferencer;

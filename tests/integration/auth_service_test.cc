@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "auth/migrations.h"
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -17,7 +18,6 @@
 #include "tests/support/test_env.h"
 
 namespace ulticode::auth {
-const std::vector<migrations::Migration>& Migrations();
 namespace {
 
 class AuthServiceTest

@@ -15,9 +15,10 @@
 #include "admin/query/audit_query_service.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
+#include "auth/migrations.h"
 #include "common/jwt/token_cache.h"
 #include "common/metrics/metrics.h"
-#include "common/outbox/operations.h"
+#include "common/outbox/operations/operations_service.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -28,9 +29,6 @@
 #include "tests/support/tokens.h"
 
 namespace ulticode {
-namespace auth {
-const std::vector<migrations::Migration>& Migrations();
-}
 namespace {
 
 using testing::SharedTestTokens;
@@ -218,7 +216,8 @@ TEST_F(CallersTest, AMissingRoleIsPermissionDeniedNamingTheRole) {
 // a rule fails here.
 TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   const auto& tokens = SharedTestTokens();
-  jwt::BearerTokenResolver resolver(tokens.jwks(), {testing::kTestIssuer, testing::kTestAudience});
+  server::BearerTokenResolver resolver(tokens.jwks(),
+                                       {testing::kTestIssuer, testing::kTestAudience});
   server::Authorizer auth_authz(resolver, auth::AccessRules());
   server::Authorizer app_authz(resolver, app::AccessRules());
   server::Authorizer admin_authz(resolver, admin::query::AccessRules());
@@ -233,8 +232,8 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   auth::AuthServiceImpl auth_service(pool, auth_authz, signer);
   app::AppServiceImpl app_service(pool, app_authz, signer);
   admin::query::AuditQueryService admin_service(pool, admin_authz, {});
-  outbox::OperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz, signer);
-  admin::operations::OperationsService admin_ops(pool, admin_ops_authz, {});
+  outbox::OutboxOperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz, signer);
+  admin::operations::AdminOperationsService admin_ops(pool, admin_ops_authz, {});
   auto metrics = metrics::Metrics::Unexposed("rules");
   server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8), metrics->registry());
   grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");

@@ -22,8 +22,11 @@
 #include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/entry_validation.h"
 #include "admin/inbox/inbox_store.h"
+#include "admin/migrations.h"
 #include "app/app_service.h"
+#include "app/migrations.h"
 #include "auth/auth_service.h"
+#include "auth/migrations.h"
 #include "common/ids/uuid.h"
 #include "common/migrations/migrations.h"
 #include "common/text/text.h"
@@ -33,15 +36,6 @@
 #include "tests/support/pg_query.h"
 
 namespace ulticode {
-namespace auth {
-const std::vector<migrations::Migration>& Migrations();
-}
-namespace app {
-const std::vector<migrations::Migration>& Migrations();
-}
-namespace admin {
-const std::vector<migrations::Migration>& Migrations();
-}
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/bridge.h"
+#include "admin/migrations.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/redis/redis_client.h"
@@ -16,10 +17,6 @@
 #include "tests/support/audit_events.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
-
-namespace ulticode::admin {
-const std::vector<migrations::Migration>& Migrations();
-}
 
 namespace ulticode::admin::inbox {
 namespace {

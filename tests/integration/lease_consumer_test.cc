@@ -11,16 +11,13 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "admin/inbox/inbox_store.h"
+#include "admin/migrations.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
-
-namespace ulticode::admin {
-const std::vector<migrations::Migration>& Migrations();
-}
 
 namespace ulticode::admin::consumer {
 namespace {

@@ -12,10 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "admin/maintenance/housekeeping.h"
 #include "admin/maintenance/stream_trimmer.h"
+#include "admin/migrations.h"
 #include "common/metrics/metrics.h"
 #include "common/metrics/process_collector.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/housekeeping.h"
+#include "common/outbox/migrations.h"
 #include "common/outbox/outbox_store.h"
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
@@ -25,10 +27,6 @@
 #include "prometheus/text_serializer.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
-
-namespace ulticode::admin {
-const std::vector<migrations::Migration>& Migrations();
-}
 
 namespace ulticode {
 namespace {
@@ -354,7 +352,7 @@ TEST_F(InboxHousekeepingTest, GaugesCountEachStatusTheOldestAgesAndThePoison) {
 }
 
 TEST(InboxRetentionRuleTest, AnInboxRetentionShorterThanEveryResendIsRefused) {
-  admin::maintenance::HousekeepingOptions options;
+  admin::maintenance::AdminHousekeepingOptions options;
   options.inbox_retention = absl::Hours(47);
   absl::Status s = admin::maintenance::CheckRetention(options);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

@@ -8,10 +8,12 @@
 #include "absl/time/clock.h"
 #include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/bridge.h"
+#include "admin/migrations.h"
 #include "common/audit/receipt.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/dispatcher.h"
+#include "common/outbox/migrations.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
 #include "gtest/gtest.h"
@@ -20,10 +22,6 @@
 #include "tests/support/pg_query.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
-
-namespace ulticode::admin {
-const std::vector<migrations::Migration>& Migrations();
-}
 
 namespace ulticode {
 namespace {
@@ -355,7 +353,7 @@ TEST_F(ReceiptsTest, AReaderWhoseCursorIsAheadOfARecreatedStreamStartsOver) {
   redis::Client client(redis_);
   ASSERT_TRUE(client
                   .XAddBatch(audit::ReceiptStreamFor(stream_),
-                             {audit::EncodeReceipt(stream_, Items(), Keys().admin())})
+                             {audit::EncodeReceipt(stream_, Items(), Keys().admin()).value()})
                   .ok());
   outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
   // A cursor written by a Redis whose clock was far ahead of this one.
@@ -384,21 +382,22 @@ TEST_F(ReceiptsTest, ForgedReceiptsConfirmNothing) {
   // The pre-signing format: a bare list of ids.
   cases.push_back({"unsigned", {{"event_ids", items[0].event_id}}});
   {
-    auto f = audit::EncodeReceipt(stream_, items, Keys().admin());
+    auto f = audit::EncodeReceipt(stream_, items, Keys().admin()).value();
     f.pop_back();  // no signature
     cases.push_back({"no signature", f});
   }
   // A stranger's key claiming Admin's key id.
-  auto claimed = audit::EncodeReceipt(stream_, items, stranger);
+  auto claimed = audit::EncodeReceipt(stream_, items, stranger).value();
   claimed[1].second = Keys().admin().key_id();
   cases.push_back({"bad signature", claimed});
-  cases.push_back({"unknown key", audit::EncodeReceipt(stream_, items, stranger)});
+  cases.push_back({"unknown key", audit::EncodeReceipt(stream_, items, stranger).value()});
   // An owner's key is valid, but not for receipts.
-  cases.push_back({"owner's key", audit::EncodeReceipt(stream_, items, Keys().auth())});
+  cases.push_back({"owner's key", audit::EncodeReceipt(stream_, items, Keys().auth()).value()});
   // A true receipt of another stream, replayed here.
-  cases.push_back({"other stream", audit::EncodeReceipt("audit:app", items, Keys().admin())});
+  cases.push_back(
+      {"other stream", audit::EncodeReceipt("audit:app", items, Keys().admin()).value()});
   // A true receipt with one more id appended after signing.
-  auto grown = audit::EncodeReceipt(stream_, {items[0]}, Keys().admin());
+  auto grown = audit::EncodeReceipt(stream_, {items[0]}, Keys().admin()).value();
   grown[0].second += "," + items[1].event_id + ":" + std::string(64, '0');
   cases.push_back({"altered", grown});
   for (const Case& c : cases) {
@@ -409,7 +408,7 @@ TEST_F(ReceiptsTest, ForgedReceiptsConfirmNothing) {
         << c.what;
   }
   // The true receipt still confirms.
-  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, items, Keys().admin())).confirmed, 3);
+  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, items, Keys().admin()).value()).confirmed, 3);
 }
 
 TEST_F(ReceiptsTest, ATrueReceiptConfirmsOnlyPublishedRowsWithTheReceiptedBytes) {
@@ -426,7 +425,7 @@ TEST_F(ReceiptsTest, ATrueReceiptConfirmsOnlyPublishedRowsWithTheReceiptedBytes)
     lies.push_back(item);
   }
   const outbox::ReceiptCycle cycle =
-      ReadReceipt(audit::EncodeReceipt(stream_, lies, Keys().admin()));
+      ReadReceipt(audit::EncodeReceipt(stream_, lies, Keys().admin()).value());
   EXPECT_EQ(cycle.rejected, 0);
   EXPECT_EQ(cycle.confirmed, 1) << "only the published row with matching bytes";
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED' AND "
@@ -445,14 +444,16 @@ TEST_F(ReceiptsTest, ATrueReceiptConfirmsOnlyPublishedRowsWithTheReceiptedBytes)
 
 TEST(ReceiptContractTest, MalformedSignedItemsRefuseTheWholeReceipt) {
   const auto& keys = ::ulticode::testing::SharedTestKeys();
-  auto good = audit::EncodeReceipt(
-      "s", {{"01a22b29-6e56-75ff-86a6-5dfe3ebd9b79", crypto::Sha256("x")}}, keys.admin());
+  auto good =
+      audit::EncodeReceipt("s", {{"01a22b29-6e56-75ff-86a6-5dfe3ebd9b79", crypto::Sha256("x")}},
+                           keys.admin())
+          .value();
   ASSERT_TRUE(audit::DecodeReceipt("s", good, keys.directory()).ok());
   for (const char* events : {"01A22B29-6E56-75FF-86A6-5DFE3EBD9B79:00", "nope",
                              "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79"}) {
     auto bad = good;
     bad[0].second = events;
-    bad[2].second = keys.admin().Sign(absl::StrCat("ulticode.receipt.v1\ns\n", events));
+    bad[2].second = keys.admin().Sign(absl::StrCat("ulticode.receipt.v1\ns\n", events)).value();
     auto decoded = audit::DecodeReceipt("s", bad, keys.directory());
     EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument) << events;
   }

@@ -100,6 +100,45 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
   }
 }
 
+// A pod told to stop while its database is down stops at once: the wait for
+// PostgreSQL ends on SIGTERM instead of running out --startup-timeout.
+TEST(ServerStartupTest, SigtermWhileWaitingForTheDatabaseExitsAtOnce) {
+  ::ulticode::testing::TestKeys keys;
+  const int closed_port = FreePort();  // nothing listens there
+  for (const std::string& binary :
+       {"auth/ulticode-auth", "app/ulticode-app", "admin/ulticode-admin"}) {
+    for (const std::string& migrate : {"apply", "only"}) {
+      SCOPED_TRACE(binary + " --migrate=" + migrate);
+      ChildProcess server;
+      ASSERT_TRUE(server.Start(
+          {BinDir() + "/" + binary, absl::StrCat("--grpc-listen=127.0.0.1:", FreePort()),
+           absl::StrCat("--metrics-listen=127.0.0.1:", FreePort()),
+           absl::StrCat("--pg-dsn=host=127.0.0.1 port=", closed_port, " dbname=none"),
+           "--migrate=" + migrate, "--startup-timeout=5m", "--grpc-plaintext",
+           "--public-keys-file=" + keys.public_keys_file(), "--jwks-file=/dev/null"},
+          {"ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys.KeyFile("auth"),
+           "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys.KeyFile("admin")}));
+      ASSERT_TRUE(WaitFor(
+          [&] {
+            return server.Output().find("database not ready; retrying") != std::string::npos ||
+                   !server.Running();
+          },
+          std::chrono::seconds(20)))
+          << server.Output();
+      ASSERT_TRUE(server.Running()) << server.Output();
+      const auto sent = std::chrono::steady_clock::now();
+      const int status = server.Stop(SIGTERM, std::chrono::seconds(2));
+      ASSERT_NE(status, -1) << "still waiting 2 s after SIGTERM\n" << server.Output();
+      EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(2));
+      ASSERT_TRUE(WIFEXITED(status)) << server.Output();
+      // Start-up did not finish: not a success, and the log says why.
+      EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << server.Output();
+      EXPECT_NE(server.Output().find("\"message\":\"stopped during start-up\""), std::string::npos)
+          << server.Output();
+    }
+  }
+}
+
 struct Service {
   std::string binary;     // relative to the build directory
   std::string grpc_name;  // fully-qualified service name

@@ -14,11 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
-#include "common/jwt/bearer_resolver.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
-#include "common/outbox/mutation.h"
+#include "common/mutation/mutation.h"
+#include "common/outbox/migrations.h"
 #include "common/outbox/outbox_store.h"
+#include "common/server/bearer_resolver.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -48,12 +49,12 @@ class OwnerServiceTest : public ::testing::Test {
     for (const auto& m : outbox::Migrations()) all.push_back(m);
     ASSERT_TRUE(migrations::Apply(*conn_, all).ok());
     pool_ = std::make_unique<pg::Pool>(po);
-    outbox::MutationHooks hooks;
+    mutation::MutationHooks hooks;
     hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
     // The owner's key of the process-wide test keys (Admin-side checks in a
     // test find it in SharedTestKeys().directory()).
     signer_ = &SharedTestKeys().owner(absl::StrContains(service_name, ".app.") ? "app" : "auth");
-    resolver_ = std::make_unique<jwt::BearerTokenResolver>(
+    resolver_ = std::make_unique<server::BearerTokenResolver>(
         SharedTestTokens().jwks(), jwt::VerifyOptions{kTestIssuer, kTestAudience});
     authorizer_ = std::make_unique<server::Authorizer>(*resolver_, access_rules);
     service_ = std::make_unique<Impl>(*pool_, *authorizer_, *signer_, hooks);
@@ -105,7 +106,7 @@ class OwnerServiceTest : public ::testing::Test {
   std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
     return absl::OkStatus();
   };
-  std::unique_ptr<jwt::BearerTokenResolver> resolver_;
+  std::unique_ptr<server::BearerTokenResolver> resolver_;
   std::unique_ptr<server::Authorizer> authorizer_;
   const crypto::SigningKey* signer_ = nullptr;
   std::unique_ptr<pg::Connection> conn_;

@@ -1,4 +1,4 @@
-#include "common/jwt/bearer_resolver.h"
+#include "common/server/bearer_resolver.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -6,11 +6,11 @@
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 
-namespace ulticode::jwt {
+namespace ulticode::server {
 
-absl::StatusOr<server::Principal> BearerTokenResolver::Resolve(
+absl::StatusOr<Principal> BearerTokenResolver::Resolve(
     const grpc::ServerContextBase& context) const {
-  absl::StatusOr<std::string> header = server::Metadata(context, kHeader);
+  absl::StatusOr<std::string> header = Metadata(context, kHeader);
   if (!header.ok()) return absl::UnauthenticatedError(header.status().message());
   if (header->empty()) {
     return absl::UnauthenticatedError("missing \"authorization: Bearer <token>\" metadata");
@@ -20,9 +20,9 @@ absl::StatusOr<server::Principal> BearerTokenResolver::Resolve(
     return absl::UnauthenticatedError("authorization metadata is not \"Bearer <token>\"");
   }
   value.remove_prefix(7);
-  ASSIGN_OR_RETURN(Claims claims, verified_.Verify(absl::StripAsciiWhitespace(value),
-                                                   keys_.Current(), options_, absl::Now()));
-  return server::Principal{std::move(claims.subject), std::move(claims.roles)};
+  ASSIGN_OR_RETURN(jwt::Claims claims, verified_.Verify(absl::StripAsciiWhitespace(value),
+                                                        keys_.Current(), options_, absl::Now()));
+  return Principal{std::move(claims.subject), std::move(claims.roles)};
 }
 
-}  // namespace ulticode::jwt
+}  // namespace ulticode::server

@@ -10,21 +10,21 @@
 #include "common/jwt/token_cache.h"
 #include "common/server/principal.h"
 
-namespace ulticode::jwt {
+namespace ulticode::server {
 
-class BearerTokenResolver final : public server::PrincipalResolver {
+class BearerTokenResolver final : public PrincipalResolver {
  public:
   static constexpr char kHeader[] = "authorization";
 
-  BearerTokenResolver(const JwksFile& keys, VerifyOptions options)
+  BearerTokenResolver(const jwt::JwksFile& keys, jwt::VerifyOptions options)
       : keys_(keys), options_(std::move(options)) {}
 
-  absl::StatusOr<server::Principal> Resolve(const grpc::ServerContextBase& context) const override;
+  absl::StatusOr<Principal> Resolve(const grpc::ServerContextBase& context) const override;
 
  private:
-  const JwksFile& keys_;
-  const VerifyOptions options_;
-  mutable VerifiedTokens verified_;
+  const jwt::JwksFile& keys_;
+  const jwt::VerifyOptions options_;
+  mutable jwt::VerifiedTokens verified_;
 };
 
-}  // namespace ulticode::jwt
+}  // namespace ulticode::server

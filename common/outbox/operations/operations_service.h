@@ -9,7 +9,7 @@
 
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
-#include "common/outbox/mutation.h"
+#include "common/mutation/mutation.h"
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
 #include "ulticode/outbox/v1/outbox.grpc.pb.h"
@@ -27,10 +27,10 @@ const server::AccessTable& OperationsAccessRules();
 absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req);
 absl::Status ValidateReplay(const v1::ReplayRequest& req);
 
-class OperationsService final : public v1::OutboxOperations::Service {
+class OutboxOperationsService final : public v1::OutboxOperations::Service {
  public:
-  OperationsService(audit::Owner owner, pg::Pool& pool, const server::Authorizer& authorizer,
-                    const crypto::SigningKey& signer)
+  OutboxOperationsService(audit::Owner owner, pg::Pool& pool, const server::Authorizer& authorizer,
+                          const crypto::SigningKey& signer)
       : owner_(owner), mutations_(pool, authorizer, signer) {}
 
   grpc::Status RedriveDeadOutbox(grpc::ServerContext* ctx, const v1::RedriveDeadOutboxRequest* req,
@@ -40,7 +40,7 @@ class OperationsService final : public v1::OutboxOperations::Service {
 
  private:
   const audit::Owner owner_;
-  const MutationHandler mutations_;
+  const mutation::MutationHandler mutations_;
 };
 
 }  // namespace ulticode::outbox

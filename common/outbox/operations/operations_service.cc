@@ -1,4 +1,4 @@
-#include "common/outbox/operations.h"
+#include "common/outbox/operations/operations_service.h"
 
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "absl/time/time.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
-#include "common/outbox/actor.h"
+#include "common/mutation/actor.h"
 #include "common/text/text.h"
 
 namespace ulticode::outbox {
@@ -86,7 +86,7 @@ const server::AccessTable& OperationsAccessRules() {
 
 absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
   RETURN_IF_ERROR(text::Check("reason", req.reason(), kReasonRule));
-  RETURN_IF_ERROR(ValidateRequestId(req.request_id()));
+  RETURN_IF_ERROR(mutation::ValidateRequestId(req.request_id()));
   if (req.all() == (req.event_ids_size() > 0)) {
     return absl::InvalidArgumentError(
         "give either event_ids or all: true (an empty filter never means every row)");
@@ -106,7 +106,7 @@ absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
 
 absl::Status ValidateReplay(const v1::ReplayRequest& req) {
   RETURN_IF_ERROR(text::Check("reason", req.reason(), kReasonRule));
-  RETURN_IF_ERROR(ValidateRequestId(req.request_id()));
+  RETURN_IF_ERROR(mutation::ValidateRequestId(req.request_id()));
   if (!req.has_from() || !req.has_to()) {
     return absl::InvalidArgumentError("from and to are required (an empty range is not \"all\")");
   }
@@ -123,13 +123,14 @@ absl::Status ValidateReplay(const v1::ReplayRequest& req) {
   return absl::OkStatus();
 }
 
-grpc::Status OperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
-                                                  const v1::RedriveDeadOutboxRequest* req,
-                                                  v1::RedriveDeadOutboxResponse* resp) {
+grpc::Status OutboxOperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
+                                                        const v1::RedriveDeadOutboxRequest* req,
+                                                        v1::RedriveDeadOutboxResponse* resp) {
   using Resp = v1::RedriveDeadOutboxResponse;
   return mutations_.Handle(
       *ctx, "RedriveDeadOutbox", *req, [&] { return ValidateRedrive(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Outcome<Resp>> {
+      [&](pg::Transaction& tx,
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<Resp>> {
         std::vector<std::string> wanted;
         absl::flat_hash_set<std::string> seen;
         for (const auto& id : req->event_ids()) {
@@ -147,7 +148,7 @@ grpc::Status OperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
                                            : tx.Execute(kRedriveIds, {pg::TextArray(wanted)}));
         Resp out;
         out.set_redriven(r.rows());
-        if (r.rows() == 0) return Unchanged(std::move(out));
+        if (r.rows() == 0) return mutation::Unchanged(std::move(out));
         if (!req->all() && r.rows() != static_cast<int>(wanted.size())) {
           // Another operator redrove some of them meanwhile: do all or nothing.
           return absl::AbortedError("some rows changed concurrently; nothing was redriven");
@@ -156,26 +157,28 @@ grpc::Status OperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx,
         for (int i = 0; i < r.rows() && listed.size() < kIdsInRecord; ++i) {
           listed.push_back(r.GetString(i, 0));
         }
-        Values values;
+        mutation::Values values;
         values.Set("redriven", static_cast<int64_t>(r.rows()))
             .Set("event_ids", listed)
             .Set("filter", req->all() ? "all DEAD rows" : "event_ids")
             .Set("reason", req->reason());
-        return Changed(
-            BuildEvent(owner_, actor,
-                       {EventType(owner_, false), "redrive_dead_outbox", "", "audit_outbox",
-                        audit::OwnerName(owner_), std::nullopt, std::move(values)}),
+        return mutation::Changed(
+            mutation::BuildEvent(
+                owner_, actor,
+                {EventType(owner_, false), "redrive_dead_outbox", "", "audit_outbox",
+                 audit::OwnerName(owner_), std::nullopt, std::move(values)}),
             std::move(out));
       },
       resp);
 }
 
-grpc::Status OperationsService::Replay(grpc::ServerContext* ctx, const v1::ReplayRequest* req,
-                                       v1::ReplayResponse* resp) {
+grpc::Status OutboxOperationsService::Replay(grpc::ServerContext* ctx, const v1::ReplayRequest* req,
+                                             v1::ReplayResponse* resp) {
   using Resp = v1::ReplayResponse;
   return mutations_.Handle(
       *ctx, "Replay", *req, [&] { return ValidateReplay(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::StatusOr<Outcome<Resp>> {
+      [&](pg::Transaction& tx,
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<Resp>> {
         const absl::Time from = ToTime(req->from()), to = ToTime(req->to());
         ASSIGN_OR_RETURN(pg::Result count, tx.Execute(kCountRange, {pg::Time(from), pg::Time(to),
                                                                     pg::Int(kMaxReplayRows + 1)}));
@@ -187,16 +190,17 @@ grpc::Status OperationsService::Replay(grpc::ServerContext* ctx, const v1::Repla
         ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReplayRange, {pg::Time(from), pg::Time(to)}));
         Resp out;
         out.set_replayed(r.affected_rows());
-        if (r.affected_rows() == 0) return Unchanged(std::move(out));
-        Values values;
+        if (r.affected_rows() == 0) return mutation::Unchanged(std::move(out));
+        mutation::Values values;
         values.Set("replayed", r.affected_rows())
             .Set("from", Utc(from))
             .Set("to", Utc(to))
             .Set("reason", req->reason());
-        return Changed(BuildEvent(owner_, actor,
-                                  {EventType(owner_, true), "replay_outbox", "", "audit_outbox",
-                                   audit::OwnerName(owner_), std::nullopt, std::move(values)}),
-                       std::move(out));
+        return mutation::Changed(
+            mutation::BuildEvent(owner_, actor,
+                                 {EventType(owner_, true), "replay_outbox", "", "audit_outbox",
+                                  audit::OwnerName(owner_), std::nullopt, std::move(values)}),
+            std::move(out));
       },
       resp);
 }

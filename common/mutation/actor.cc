@@ -1,9 +1,9 @@
-#include "common/outbox/actor.h"
+#include "common/mutation/actor.h"
 
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 
-namespace ulticode::outbox {
+namespace ulticode::mutation {
 
 absl::StatusOr<audit::Actor> ActorFromCall(const server::Principal& principal,
                                            const grpc::ServerContextBase& context,
@@ -43,4 +43,4 @@ audit::AuditEvent BuildEvent(audit::Owner owner, const audit::Actor& actor, cons
   return event;
 }
 
-}  // namespace ulticode::outbox
+}  // namespace ulticode::mutation

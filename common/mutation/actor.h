@@ -11,7 +11,7 @@
 #include "common/server/principal.h"
 #include "google/protobuf/struct.pb.h"
 
-namespace ulticode::outbox {
+namespace ulticode::mutation {
 
 absl::StatusOr<audit::Actor> ActorFromCall(const server::Principal& principal,
                                            const grpc::ServerContextBase& context,
@@ -46,4 +46,4 @@ struct Change {
 // A fresh event of `owner` for `change` made by `actor`, now.
 audit::AuditEvent BuildEvent(audit::Owner owner, const audit::Actor& actor, const Change& change);
 
-}  // namespace ulticode::outbox
+}  // namespace ulticode::mutation

@@ -1,4 +1,4 @@
-#include "common/outbox/mutation.h"
+#include "common/mutation/mutation.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
@@ -8,7 +8,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
-namespace ulticode::outbox {
+namespace ulticode::mutation {
 namespace {
 
 constexpr int kMaxAttempts = 4;
@@ -114,4 +114,4 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
 }
 
 }  // namespace internal
-}  // namespace ulticode::outbox
+}  // namespace ulticode::mutation

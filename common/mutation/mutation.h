@@ -27,7 +27,7 @@
 #include "common/audit/event.h"
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
-#include "common/outbox/actor.h"
+#include "common/mutation/actor.h"
 #include "common/outbox/outbox_store.h"
 #include "common/pg/pool.h"
 #include "common/server/grpc_status.h"
@@ -35,7 +35,7 @@
 #include "google/protobuf/message.h"
 #include "grpcpp/server_context.h"
 
-namespace ulticode::outbox {
+namespace ulticode::mutation {
 
 // Test seam: runs after `body` (business change and outbox row written) and
 // before COMMIT. An error aborts the transaction there.
@@ -92,7 +92,7 @@ absl::StatusOr<Response> RunMutation(
       pool, method, request, principal, request_id, response,
       [&](pg::Transaction& tx) -> absl::Status {
         ASSIGN_OR_RETURN(Outcome<Response> outcome, body(tx));
-        if (outcome.event.has_value()) RETURN_IF_ERROR(Append(tx, *outcome.event, signer));
+        if (outcome.event.has_value()) RETURN_IF_ERROR(outbox::Append(tx, *outcome.event, signer));
         response = std::move(outcome.response);
         return absl::OkStatus();
       },
@@ -109,7 +109,7 @@ absl::StatusOr<Response> RunMutation(
 //   return mutations_.Handle(*ctx, "CreateUser", *req,
 //       [&] { return ValidateCreateUser(*req); },
 //       [&](pg::Transaction& tx, const audit::Actor& actor)
-//           -> absl::StatusOr<outbox::Outcome<Resp>> {...},
+//           -> absl::StatusOr<mutation::Outcome<Resp>> {...},
 //       resp);
 class MutationHandler {
  public:
@@ -143,4 +143,4 @@ class MutationHandler {
   const MutationHooks hooks_;
 };
 
-}  // namespace ulticode::outbox
+}  // namespace ulticode::mutation

@@ -1,0 +1,109 @@
+#include "admin/admin.h"
+
+#include <memory>
+#include <utility>
+
+#include "admin/consumer/consumer_flags.h"
+#include "admin/inbox/bridge_flags.h"
+#include "admin/operations/operations_service.h"
+#include "admin/query/audit_query_service.h"
+#include "common/retention/retention.h"
+#include "common/worker/periodic.h"
+
+namespace ulticode::admin {
+namespace {
+
+void StartPipeline(const Options& options, runtime::ServiceContext& context) {
+  consumer::ConsumerOptions consumer = options.consumer;
+  consumer.pg = context.Connection("consumer");
+  // Claims and settles: a lost settle (PROCESSED + its audit row, one
+  // transaction) leaves the inbox row, which the bridge committed durably,
+  // to be claimed and written again. The bridge keeps synchronous commits.
+  consumer.pg.asynchronous_commit = true;
+  context.Start(std::make_unique<consumer::LeaseConsumer>(consumer, context.registry()));
+
+  inbox::BridgeOptions bridge = options.bridge;
+  bridge.pg = context.Connection("bridge");
+  bridge.redis = context.Redis();
+  bridge.keys = &context.keys();
+  bridge.receipt_signer = &context.signer();
+  context.Start(std::make_unique<inbox::InboxBridge>(bridge, context.registry()));
+}
+
+void StartHousekeeping(const Options& options, runtime::ServiceContext& context) {
+  const maintenance::AdminHousekeepingOptions& h = options.housekeeping;
+  auto& retention = context.Keep(std::make_unique<retention::Retention>(
+      maintenance::RetentionTables(h), retention::kMaxBatchSize, context.registry()));
+  auto& inbox_gauges = context.Keep(std::make_unique<maintenance::InboxGauges>(
+      options.bridge.inbox_consumer, context.registry()));
+  auto& streams = context.Keep(std::make_unique<maintenance::StreamMaintenance>(
+      options.bridge.streams, context.Redis(), context.registry()));
+  using Stopping = std::function<bool()>;
+  context.Start(std::make_unique<worker::Periodic>(
+      context.Connection("housekeeping"),
+      std::vector<worker::PeriodicJob>{
+          {"inbox.retention", h.retention_interval,
+           [&retention](pg::Connection* c, const Stopping& stopping) {
+             return retention.RunOnce(*c, stopping);
+           }},
+          {"inbox.gauges", h.sample_interval,
+           [&inbox_gauges](pg::Connection* c, const Stopping&) { return inbox_gauges.Sample(*c); }},
+          {"stream.trim", h.stream_trim_interval,
+           [&streams](pg::Connection*, const Stopping&) { return streams.Trim(); },
+           /*database=*/false},
+          {"stream.gauges", h.sample_interval,
+           [&streams](pg::Connection*, const Stopping&) { return streams.Sample(); },
+           /*database=*/false}},
+      context.registry()));
+}
+
+void ServeApis(const Options& options, runtime::ServiceContext& context) {
+  query::QueryServiceOptions query;
+  query.streams = options.bridge.streams;
+  query.group = options.bridge.group;
+  query.consumer = options.bridge.inbox_consumer;
+  query.redis = context.Redis();
+  context.Serve(std::make_unique<query::AuditQueryService>(
+                    context.pool(), context.Authorizer(query::AccessRules()), query),
+                "ulticode.admin.v1.AdminService");
+  context.Serve(
+      std::make_unique<operations::AdminOperationsService>(
+          context.pool(), context.Authorizer(operations::AccessRules()),
+          operations::OperationsOptions{options.bridge.inbox_consumer, options.bridge.streams,
+                                        options.bridge.limits, &context.keys(), &context.signer()}),
+      operations::kServiceName);
+}
+
+}  // namespace
+
+void RegisterFlags(config::Flags& flags, Options* options) {
+  inbox::RegisterBridgeFlags(flags, &options->bridge, &options->auth_stream, &options->app_stream);
+  consumer::RegisterConsumerFlags(flags, &options->consumer);
+  maintenance::RegisterHousekeepingFlags(flags, &options->housekeeping);
+}
+
+const std::vector<std::string>& RuntimeGrants() {
+  static const auto* kGrants = new std::vector<std::string>{
+      "GRANT SELECT, INSERT, UPDATE ON consumer_inbox TO {role}",
+      "GRANT SELECT, INSERT ON poison_events TO {role}",
+      // Operators resolve poison entries; nothing else of a poison row changes.
+      "GRANT UPDATE (resolved_at, resolution) ON poison_events TO {role}",
+      // Retention, only through these (no DELETE on the tables).
+      "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
+      " poison_retention(float8, integer) TO {role}",
+      "GRANT SELECT, INSERT ON audit_logs TO {role}",
+      "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
+      " consumer_inbox_fencing_token TO {role}",
+  };
+  return *kGrants;
+}
+
+absl::Status Assemble(Options options, runtime::ServiceContext& context) {
+  inbox::FinishBridgeOptions(&options.bridge, options.auth_stream, options.app_stream);
+  StartPipeline(options, context);
+  StartHousekeeping(options, context);
+  ServeApis(options, context);
+  return absl::OkStatus();
+}
+
+}  // namespace ulticode::admin

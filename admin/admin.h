@@ -1,0 +1,43 @@
+// Admin as one service: its flags, the grants of its runtime role, and the
+// parts it runs (lease consumer, inbox bridge, housekeeping, the
+// AdminService query API and the AdminOperations repairs). Admin's main() is
+// a runtime::ServiceSpec made of these.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "admin/consumer/lease_consumer.h"
+#include "admin/inbox/bridge.h"
+#include "admin/maintenance/housekeeping.h"
+#include "common/config/flags.h"
+#include "common/runtime/service.h"
+
+namespace ulticode::admin {
+
+// The signing-key flag of Admin.
+inline constexpr char kReceiptSigningKeyFlag[] = "receipt-signing-key-file";
+inline constexpr char kReceiptSigningKeyHelp[] =
+    "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every receipt";
+
+struct Options {
+  inbox::BridgeOptions bridge;
+  std::string auth_stream;  // empty: audit::StreamFor(OWNER_AUTH)
+  std::string app_stream;
+  consumer::ConsumerOptions consumer;
+  maintenance::AdminHousekeepingOptions housekeeping;
+};
+
+// The --inbox-*, --consumer-*, retention and sampling flags.
+void RegisterFlags(config::Flags& flags, Options* options);
+
+// Least privilege for Admin's runtime role: the audit trail is append-only
+// (INSERT and SELECT on audit_logs, never UPDATE, DELETE or TRUNCATE).
+const std::vector<std::string>& RuntimeGrants();
+
+// Starts the lease consumer, the inbox bridge and the housekeeping jobs, and
+// serves AdminService and AdminOperations.
+absl::Status Assemble(Options options, runtime::ServiceContext& context);
+
+}  // namespace ulticode::admin

@@ -97,7 +97,7 @@ redis::StreamFields Entry(const audit::AuditEvent& e, const std::string& envelop
                           const crypto::SigningKey& signer) {
   return {{"event_id", e.event_id()},     {"owner", audit::OwnerName(e.owner())},
           {"event_type", e.event_type()}, {"schema_version", absl::StrCat(e.schema_version())},
-          {"envelope", envelope},         {"signature", signer.Sign(envelope)},
+          {"envelope", envelope},         {"signature", fuzz::MustSign(signer, envelope)},
           {"key_id", signer.key_id()}};
 }
 
@@ -129,7 +129,7 @@ void EntryValidation() {
   Write(t, "app_entry_on_auth_stream", fuzz::EncodeFields(0, Entry(app)));
 
   auto f = Entry(auth);
-  std::string sig = keys.auth.Sign(audit::Serialize(auth));
+  std::string sig = fuzz::MustSign(keys.auth, audit::Serialize(auth));
   sig[10] ^= 1;
   Set(f, "signature", sig);
   Write(t, "bad_signature", fuzz::EncodeFields(0, f));
@@ -183,7 +183,7 @@ void Envelope() {
   const auto& keys = fuzz::Keys();
   const absl::Time at = fuzz::Now() - absl::Seconds(5);
   auto signed_env = [&](const crypto::SigningKey& k, const std::string& env) {
-    return k.Sign(env) + env;
+    return fuzz::MustSign(k, env) + env;
   };
   const std::string auth = audit::Serialize(Event(audit::v1::OWNER_AUTH, kId1, at));
   Write(t, "valid_auth", signed_env(keys.auth, auth));
@@ -209,25 +209,32 @@ void Envelope() {
   Write(t, "garbage", "\x0a\xff\xff\xff\xff\x0f short");
 }
 
+redis::StreamFields MustReceipt(absl::string_view stream,
+                                const std::vector<audit::ReceiptItem>& items,
+                                const crypto::SigningKey& signer) {
+  auto fields = audit::EncodeReceipt(stream, items, signer);
+  FUZZ_CHECK(fields.ok(), fields.status().ToString());
+  return *std::move(fields);
+}
+
 void Receipt() {
   const std::string t = "fuzz_receipt";
   const auto& keys = fuzz::Keys();
   const std::vector<audit::ReceiptItem> items = {{kId1, crypto::Sha256("envelope 1")},
                                                  {kId2, crypto::Sha256("envelope 2")}};
   Write(t, "valid_auth_two_items",
-        fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", items, keys.admin)));
+        fuzz::EncodeFields(0, MustReceipt("audit:auth", items, keys.admin)));
   Write(t, "valid_app_one_item",
-        fuzz::EncodeFields(1, audit::EncodeReceipt("audit:app", {items[0]}, keys.admin)));
-  Write(t, "valid_empty",
-        fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", {}, keys.admin)));
+        fuzz::EncodeFields(1, MustReceipt("audit:app", {items[0]}, keys.admin)));
+  Write(t, "valid_empty", fuzz::EncodeFields(0, MustReceipt("audit:auth", {}, keys.admin)));
   Write(t, "signed_by_auth_key",
-        fuzz::EncodeFields(0, audit::EncodeReceipt("audit:auth", items, keys.auth)));
+        fuzz::EncodeFields(0, MustReceipt("audit:auth", items, keys.auth)));
   Write(t, "signed_for_other_stream",
-        fuzz::EncodeFields(1, audit::EncodeReceipt("audit:auth", items, keys.admin)));
-  auto f = audit::EncodeReceipt("audit:auth", items, keys.admin);
+        fuzz::EncodeFields(1, MustReceipt("audit:auth", items, keys.admin)));
+  auto f = MustReceipt("audit:auth", items, keys.admin);
   Drop(f, "signature");
   Write(t, "unsigned", fuzz::EncodeFields(0, f));
-  f = audit::EncodeReceipt("audit:auth", items, keys.admin);
+  f = MustReceipt("audit:auth", items, keys.admin);
   f.emplace_back("events", "");
   Write(t, "duplicate_events", fuzz::EncodeFields(0, f));
   // Correctly signed but malformed items: only the signature keeps them out
@@ -237,12 +244,13 @@ void Receipt() {
   f = {{"events", bad_events},
        {"key_id", keys.admin.key_id()},
        {"signature",
-        keys.admin.Sign(absl::StrCat("ulticode.receipt.v1\naudit:auth\n", bad_events))}};
+        fuzz::MustSign(keys.admin, absl::StrCat("ulticode.receipt.v1\naudit:auth\n", bad_events))}};
   Write(t, "signed_malformed_items", fuzz::EncodeFields(0, f));
   const std::string spaced = absl::StrCat(",", kId1, ":", std::string(64, '0'), ",,");
   f = {{"events", spaced},
        {"key_id", keys.admin.key_id()},
-       {"signature", keys.admin.Sign(absl::StrCat("ulticode.receipt.v1\naudit:auth\n", spaced))}};
+       {"signature",
+        fuzz::MustSign(keys.admin, absl::StrCat("ulticode.receipt.v1\naudit:auth\n", spaced))}};
   Write(t, "valid_empty_parts", fuzz::EncodeFields(0, f));
 }
 

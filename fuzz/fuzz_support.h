@@ -63,6 +63,13 @@ struct FixedKeys {
   }
 };
 
+// SigningKey::Sign with a fixed key, which does not fail: a failure aborts.
+inline std::string MustSign(const crypto::SigningKey& key, absl::string_view message) {
+  auto signature = key.Sign(message);
+  FUZZ_CHECK(signature.ok(), signature.status().ToString());
+  return *std::move(signature);
+}
+
 inline crypto::SigningKey MustKey(absl::string_view label) {
   auto key = crypto::SigningKey::FromPem(FixedPem(label));
   FUZZ_CHECK(key.ok(), key.status().ToString());

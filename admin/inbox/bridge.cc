@@ -264,8 +264,9 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   if (!receipted.empty()) {
     std::vector<std::string> xadd = {"XADD", audit::ReceiptStreamFor(cursor.stream), "MAXLEN",
                                      "~",    absl::StrCat(options_.receipt_max_len), "*"};
-    for (auto& [name, value] :
-         audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer)) {
+    ASSIGN_OR_RETURN(const redis::StreamFields receipt,
+                     audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer));
+    for (const auto& [name, value] : receipt) {
       xadd.push_back(name);
       xadd.push_back(value);
     }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 
 namespace ulticode::audit {
@@ -33,19 +34,19 @@ std::string ReceiptStreamFor(absl::string_view audit_stream) {
   return absl::StrCat(audit_stream, ":receipts");
 }
 
-redis::StreamFields EncodeReceipt(absl::string_view audit_stream,
-                                  const std::vector<ReceiptItem>& items,
-                                  const crypto::SigningKey& signer) {
+absl::StatusOr<redis::StreamFields> EncodeReceipt(absl::string_view audit_stream,
+                                                  const std::vector<ReceiptItem>& items,
+                                                  const crypto::SigningKey& signer) {
   std::vector<std::string> parts;
   parts.reserve(items.size());
   for (const ReceiptItem& item : items) {
     parts.push_back(absl::StrCat(item.event_id, ":", absl::BytesToHexString(item.payload_sha256)));
   }
   std::string events = absl::StrJoin(parts, ",");
-  std::string signature = signer.Sign(SignedMessage(audit_stream, events));
-  return {{kEventsField, std::move(events)},
-          {kKeyIdField, signer.key_id()},
-          {kSignatureField, std::move(signature)}};
+  ASSIGN_OR_RETURN(std::string signature, signer.Sign(SignedMessage(audit_stream, events)));
+  return redis::StreamFields{{kEventsField, std::move(events)},
+                             {kKeyIdField, signer.key_id()},
+                             {kSignatureField, std::move(signature)}};
 }
 
 absl::StatusOr<std::vector<ReceiptItem>> DecodeReceipt(absl::string_view audit_stream,

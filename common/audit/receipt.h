@@ -41,10 +41,11 @@ struct ReceiptItem {
   std::string payload_sha256;  // 32 raw bytes
 };
 
-// The signed stream entry for a batch read from `audit_stream`.
-redis::StreamFields EncodeReceipt(absl::string_view audit_stream,
-                                  const std::vector<ReceiptItem>& items,
-                                  const crypto::SigningKey& signer);
+// The signed stream entry for a batch read from `audit_stream`. Fails with
+// SigningKey::Sign's status when signing fails: there is no unsigned receipt.
+absl::StatusOr<redis::StreamFields> EncodeReceipt(absl::string_view audit_stream,
+                                                  const std::vector<ReceiptItem>& items,
+                                                  const crypto::SigningKey& signer);
 
 // The items of a receipt entry read beside `audit_stream`, after checking its
 // signature against the "admin" keys of `keys`. INVALID_ARGUMENT (missing or

@@ -1,6 +1,7 @@
 #include "common/crypto/crypto.h"
 
 #include <fcntl.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <sys/stat.h>
@@ -20,6 +21,17 @@ namespace ulticode::crypto {
 namespace {
 
 constexpr size_t kMaxSecretBytes = 64 * 1024;
+
+// The reason of the oldest error on this thread's OpenSSL error queue, which
+// is then cleared so a later error is not blamed on this one.
+std::string TakeOpensslError() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "no OpenSSL error recorded";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
 
 absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
   std::string raw(kEd25519PublicKeyBytes, '\0');
@@ -206,16 +218,29 @@ absl::StatusOr<SigningKey> SigningKey::FromFile(const std::string& path) {
   return key;
 }
 
-std::string SigningKey::Sign(absl::string_view message) const {
+absl::StatusOr<std::string> SigningKey::Sign(absl::string_view message) const {
+  if (key_ == nullptr) {
+    return absl::FailedPreconditionError("Ed25519 signing: the signing key is empty (moved from)");
+  }
+  auto failed = [&](absl::string_view call) {
+    return absl::InternalError(absl::StrCat("Ed25519 signing with key ", key_id(), ": ", call,
+                                            " failed: ", TakeOpensslError()));
+  };
+  EvpMdCtxPtr ctx(EVP_MD_CTX_new());
+  if (ctx == nullptr) return failed("EVP_MD_CTX_new");
+  if (EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1) {
+    return failed("EVP_DigestSignInit");
+  }
   std::string sig(kEd25519SignatureBytes, '\0');
   size_t len = sig.size();
-  EvpMdCtxPtr ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1 ||
-      EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
+  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
                      reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {
-    return "";  // unreachable for a valid Ed25519 key; verification then fails
+    return failed("EVP_DigestSign");
   }
-  sig.resize(len);
+  if (len != kEd25519SignatureBytes) {
+    return absl::InternalError(absl::StrCat("Ed25519 signing with key ", key_id(), ": ", len,
+                                            "-byte signature, not ", kEd25519SignatureBytes));
+  }
   return sig;
 }
 

@@ -69,9 +69,11 @@ class SigningKey {
 
   const std::string& key_id() const { return public_key_.key_id(); }
   const VerifyKey& public_key() const { return public_key_; }
-  // The 64-byte Ed25519 signature of `message` ("" if OpenSSL fails, which
-  // callers must treat as an error).
-  std::string Sign(absl::string_view message) const;
+  // The 64-byte Ed25519 signature of `message`. INTERNAL naming the OpenSSL
+  // call that failed (with OpenSSL's reason, never the key), or
+  // FAILED_PRECONDITION for a moved-from key; never a short or empty
+  // signature.
+  absl::StatusOr<std::string> Sign(absl::string_view message) const;
   // PKCS#8 PEM of the private key (for writing dev keys to a 0600 file).
   std::string PrivatePem() const;
 

@@ -39,7 +39,7 @@ inline redis::StreamFields EntryFields(const audit::AuditEvent& event,
           {"event_type", event.event_type()},
           {"schema_version", absl::StrCat(event.schema_version())},
           {"envelope", envelope},
-          {"signature", signer->Sign(envelope)},
+          {"signature", signer->Sign(envelope).value()},
           {"key_id", signer->key_id()}};
 }
 
@@ -49,7 +49,7 @@ inline void ReplaceEnvelope(redis::StreamFields& fields, const std::string& enve
                             const crypto::SigningKey& signer) {
   for (auto& [name, value] : fields) {
     if (name == "envelope") value = envelope;
-    if (name == "signature") value = signer.Sign(envelope);
+    if (name == "signature") value = signer.Sign(envelope).value();
   }
 }
 

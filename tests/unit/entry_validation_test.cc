@@ -80,7 +80,7 @@ redis::StreamEntry EntryFor(const audit::AuditEvent& event, const std::string& e
                   {"event_type", event.event_type()},
                   {"schema_version", absl::StrCat(event.schema_version())},
                   {"envelope", envelope},
-                  {"signature", key.Sign(envelope)},
+                  {"signature", key.Sign(envelope).value()},
                   {"key_id", key.key_id()}};
   return entry;
 }
@@ -266,7 +266,7 @@ TEST(EntryValidationTest, UnknownKeyIsRejected) {
   ASSERT_TRUE(stranger.ok());
   const audit::AuditEvent event = GoodEvent();
   redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "signature", stranger->Sign(audit::Serialize(event)));
+  SetField(entry, "signature", stranger->Sign(audit::Serialize(event)).value());
   SetField(entry, "key_id", stranger->key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnknownKey);
   EXPECT_THAT(r.detail, HasSubstr(stranger->key_id()));
@@ -277,12 +277,12 @@ TEST(EntryValidationTest, AnotherOwnersKeyIsRejected) {
   const audit::AuditEvent event = GoodEvent();
   const std::string bytes = audit::Serialize(event);
   redis::StreamEntry entry = EntryFor(event, bytes);
-  SetField(entry, "signature", Keys().app().Sign(bytes));
+  SetField(entry, "signature", Keys().app().Sign(bytes).value());
   SetField(entry, "key_id", Keys().app().key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("belongs to app"), HasSubstr("not to auth")));
   // Admin's receipt key cannot sign events either.
-  SetField(entry, "signature", Keys().admin().Sign(bytes));
+  SetField(entry, "signature", Keys().admin().Sign(bytes).value());
   SetField(entry, "key_id", Keys().admin().key_id());
   ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
 }
@@ -305,7 +305,7 @@ TEST(EntryValidationTest, ForgedCopyWithAFreshEventIdIsABadSignature) {
   EXPECT_EQ(r.event_id, fresh);
   // One flipped bit of a signature is refused too.
   redis::StreamEntry flipped = original;
-  std::string sig = Keys().auth().Sign(audit::Serialize(real));
+  std::string sig = Keys().auth().Sign(audit::Serialize(real)).value();
   sig[10] ^= 1;
   SetField(flipped, "signature", sig);
   ExpectRejected(Check(flipped), PoisonReason::kBadSignature);
@@ -532,7 +532,7 @@ TEST(EntryValidationTest, EnvelopeOwnerOfAnotherOwner) {
   redis::StreamEntry entry = EntryFor(event);
   SetField(entry, "owner", "auth");
   // Signed by Auth's key: a compromised Auth writing App's history.
-  SetField(entry, "signature", Keys().auth().Sign(audit::Serialize(event)));
+  SetField(entry, "signature", Keys().auth().Sign(audit::Serialize(event)).value());
   SetField(entry, "key_id", Keys().auth().key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
   EXPECT_THAT(r.detail,

@@ -4,10 +4,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
@@ -37,12 +39,9 @@ std::string ReadFile(const char* path) {
   return s.str();
 }
 
-// Seconds since the epoch when the machine booted (/proc/stat btime).
-double BootTime() {
-  for (absl::string_view line : absl::StrSplit(ReadFile("/proc/stat"), '\n')) {
-    if (absl::ConsumePrefix(&line, "btime ")) return std::stod(std::string(line));
-  }
-  return 0;
+// A finite number (surrounding whitespace allowed); false for anything else.
+bool Number(absl::string_view text, double* out) {
+  return absl::SimpleAtod(text, out) && std::isfinite(*out);
 }
 
 int OpenFds() {
@@ -59,38 +58,64 @@ int OpenFds() {
 
 }  // namespace
 
+std::optional<ProcStat> ParseProcStat(absl::string_view text) {
+  // The fields after "(comm) " start at field 3 (state); comm may itself
+  // hold ") ", so the last one ends it.
+  const size_t close = text.rfind(") ");
+  if (close == absl::string_view::npos) return std::nullopt;
+  const std::vector<absl::string_view> f = absl::StrSplit(text.substr(close + 2), ' ');
+  if (f.size() < 22) return std::nullopt;
+  // Indexes into `f` are field numbers (proc(5)) minus 3.
+  double utime = 0, stime = 0;
+  ProcStat stat;
+  if (!Number(f[11], &utime) || !Number(f[12], &stime) || !Number(f[17], &stat.threads) ||
+      !Number(f[19], &stat.start_ticks) || !Number(f[20], &stat.vsize_bytes) ||
+      !Number(f[21], &stat.rss_pages)) {
+    return std::nullopt;
+  }
+  stat.cpu_ticks = utime + stime;
+  return stat;
+}
+
+std::optional<double> ParseBootTime(absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    double btime = 0;
+    if (absl::ConsumePrefix(&line, "btime ")) {
+      return Number(line, &btime) ? std::optional<double>(btime) : std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   using prometheus::MetricType;
-  // /proc/self/stat: fields after "(comm) " start at field 3 (state).
-  const std::string stat = ReadFile("/proc/self/stat");
-  const size_t close = stat.rfind(") ");
-  if (close == std::string::npos) return {};
-  std::vector<std::string> f = absl::StrSplit(stat.substr(close + 2), ' ');
-  if (f.size() < 22) return {};
+  const std::optional<ProcStat> stat = ParseProcStat(ReadFile("/proc/self/stat"));
+  if (!stat) return {};
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
-  // Indexes into `f` are field numbers (proc(5)) minus 3.
-  const double cpu = (std::stod(f[11]) + std::stod(f[12])) / ticks;  // utime + stime
-  const double threads = std::stod(f[17]);
-  const double start = BootTime() + std::stod(f[19]) / ticks;
-  const double vsize = std::stod(f[20]);
-  const double rss = std::stod(f[21]) * page;
   rlimit fds{};
   getrlimit(RLIMIT_NOFILE, &fds);
-  return {
+  std::vector<prometheus::MetricFamily> families = {
       Family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-             MetricType::Counter, cpu),
+             MetricType::Counter, stat->cpu_ticks / ticks),
       Family("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
-             rss),
+             stat->rss_pages * page),
       Family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
-             vsize),
+             stat->vsize_bytes),
       Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge, OpenFds()),
       Family("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge,
              static_cast<double>(fds.rlim_cur)),
-      Family("process_threads", "Number of OS threads in the process.", MetricType::Gauge, threads),
-      Family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-             MetricType::Gauge, start),
+      Family("process_threads", "Number of OS threads in the process.", MetricType::Gauge,
+             stat->threads),
   };
+  // Without the boot time the start time is unknown: no sample rather than a
+  // wrong one.
+  if (const std::optional<double> boot = ParseBootTime(ReadFile("/proc/stat"))) {
+    families.push_back(Family("process_start_time_seconds",
+                              "Start time of the process since unix epoch in seconds.",
+                              MetricType::Gauge, *boot + stat->start_ticks / ticks));
+  }
+  return families;
 }
 
 }  // namespace ulticode::metrics

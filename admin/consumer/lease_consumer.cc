@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -119,11 +120,7 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
   if (rows.empty()) return cycle;
   claimed_->Increment(static_cast<double>(rows.size()));
   Track(rows);
-  struct Untracker {
-    LeaseConsumer* self;
-    const std::vector<LeasedRow>& rows;
-    ~Untracker() { self->Untrack(rows); }
-  } untrack{this, rows};
+  const absl::Cleanup untrack = [this, &rows] { Untrack(rows); };
   if (hooks_.after_claim) hooks_.after_claim(rows);
 
   std::vector<Work> work;

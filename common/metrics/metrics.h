@@ -26,7 +26,6 @@ class Metrics {
   static std::unique_ptr<Metrics> Unexposed(const std::string& service);
 
   prometheus::Registry& registry() { return *registry_; }
-  const std::shared_ptr<prometheus::Registry>& shared_registry() const { return registry_; }
 
  private:
   explicit Metrics(std::shared_ptr<prometheus::Registry> registry);

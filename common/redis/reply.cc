@@ -90,24 +90,6 @@ std::string Reply::DebugString() const {
   return "?";
 }
 
-absl::string_view KindName(Reply::Kind kind) {
-  switch (kind) {
-    case Reply::Kind::kNil:
-      return "nil";
-    case Reply::Kind::kString:
-      return "string";
-    case Reply::Kind::kStatus:
-      return "status";
-    case Reply::Kind::kInteger:
-      return "integer";
-    case Reply::Kind::kArray:
-      return "array";
-    case Reply::Kind::kError:
-      return "error";
-  }
-  return "?";
-}
-
 absl::Status ErrorReplyToStatus(absl::string_view message, absl::string_view context) {
   const std::string text =
       context.empty() ? std::string(message) : absl::StrCat(message, " [", context, "]");

@@ -61,8 +61,6 @@ class Reply {
   std::vector<Reply> elements_;
 };
 
-absl::string_view KindName(Reply::Kind kind);
-
 // Maps a Redis error reply to a Status whose message is the Redis message
 // verbatim (so it starts with the error prefix, e.g. "NOGROUP ..."), followed
 // by `context` in brackets when given. Codes:

@@ -1,9 +1,8 @@
 #include "admin/inbox/bridge.h"
 
-#include <algorithm>
+#include <functional>
 #include <memory>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -177,128 +176,107 @@ absl::StatusOr<BridgeCycle> InboxBridge::RunOnce(pg::Connection& pg, redis::Clie
 }
 
 absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
-    pg::Connection& pg, redis::Client& redis, StreamCursor& cursor,
+    pg::Connection& pg, redis::Client& redis, const StreamCursor& cursor,
     const std::vector<redis::StreamEntry>& entries, BridgeCycle cycle) {
-  const absl::Time now = absl::Now();
-  const std::shared_ptr<const crypto::KeyDirectory> keys = options_.keys->Current();
-  std::vector<Arrival> arrivals;
-  std::vector<const redis::StreamEntry*> arrival_entries;  // parallel to arrivals
-  std::vector<Poison> poison;
-  absl::flat_hash_map<std::string, size_t> first_arrival;
-  // Later copies of an event within the batch: (entry, index of the first).
-  std::vector<std::pair<const redis::StreamEntry*, size_t>> repeats;
-  std::vector<std::string> ack_ids;
-  ack_ids.reserve(entries.size());
-  for (const redis::StreamEntry& e : entries) {
-    ack_ids.push_back(e.id);
-    Verdict verdict = ValidateEntry(cursor.owner, e, now, *keys, options_.limits);
-    if (auto* r = std::get_if<Rejection>(&verdict)) {
-      poison.push_back(Poison{cursor.stream, e.id, r->event_id, r->reason, r->detail, e.fields});
-      continue;
-    }
-    AcceptedEntry& a = std::get<AcceptedEntry>(verdict);
-    if (auto it = first_arrival.find(a.event_id); it != first_arrival.end()) {
-      if (arrivals[it->second].entry.envelope == a.envelope) {
-        repeats.emplace_back(&e, it->second);
-      } else {
-        poison.push_back(Poison{cursor.stream, e.id, a.event_id, PoisonReason::kConflict,
-                                "event id delivered twice in one batch with different bytes",
-                                e.fields});
-      }
-      continue;
-    }
-    first_arrival[a.event_id] = arrivals.size();
-    arrivals.push_back(Arrival{cursor.stream, e.id, std::move(a)});
-    arrival_entries.push_back(&e);
-  }
-  // Insert in event id order: two bridges inserting overlapping batches then
-  // lock the same keys in the same order and cannot deadlock.
-  {
-    std::vector<size_t> order(arrivals.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      return arrivals[x].entry.event_id < arrivals[y].entry.event_id;
-    });
-    std::vector<Arrival> sorted;
-    std::vector<const redis::StreamEntry*> sorted_entries;
-    std::vector<size_t> new_index(arrivals.size());
-    for (size_t i = 0; i < order.size(); ++i) {
-      new_index[order[i]] = i;
-      sorted.push_back(std::move(arrivals[order[i]]));
-      sorted_entries.push_back(arrival_entries[order[i]]);
-    }
-    arrivals = std::move(sorted);
-    arrival_entries = std::move(sorted_entries);
-    for (auto& r : repeats) r.second = new_index[r.second];
-  }
+  std::vector<BatchItem> items;
+  items.reserve(entries.size());
+  for (const redis::StreamEntry& e : entries) items.push_back({cursor.owner, cursor.stream, &e});
+  const PreparedBatch batch =
+      PrepareBatch(items, absl::Now(), *options_.keys->Current(), options_.limits);
   if (hooks_.before_insert) RETURN_IF_ERROR(hooks_.before_insert(entries));
 
-  const bool direct = options_.write_audit_logs;
-  auto absorbed = Absorb(pg, cursor.stream, arrivals, arrival_entries, repeats, poison, direct);
-  if (!absorbed.ok() && direct && !pg.broken()) {
-    // Whatever refused the audit rows (a constraint, a value PostgreSQL would
-    // not take), the lease consumer retries each event with back-off and
-    // moves it to DEAD if it never goes through.
-    direct_fallbacks_->Increment();
-    log::Warn(kComponent, "audit rows not written in the inbox transaction; left to the consumer",
-              {{"stream", cursor.stream}, {"error", absorbed.status().ToString()}});
-    absorbed = Absorb(pg, cursor.stream, arrivals, arrival_entries, repeats, poison, false);
-  }
-  if (!absorbed.ok()) return absorbed.status();
-  const TakeOver& take = absorbed->take;
-  poison = std::move(absorbed->poison);
-  const absl::flat_hash_set<const Arrival*> conflicted(take.conflicts.begin(),
-                                                       take.conflicts.end());
-  writer_metrics_.Committed(absorbed->logs, absorbed->written, absl::Now());
+  ASSIGN_OR_RETURN(const Absorbed absorbed, AbsorbOrFallBack(pg, cursor.stream, entries, batch));
+  writer_metrics_.Committed(absorbed.inserted.logs, absorbed.inserted.written, absl::Now());
   if (hooks_.after_commit) RETURN_IF_ERROR(hooks_.after_commit(entries));
 
-  // Receipt and XACK in one round trip, in this order. A failed receipt is
-  // not fatal: the owner re-sends, the inbox absorbs the duplicate.
+  ASSIGN_OR_RETURN(const int64_t acked,
+                   ReceiptAndAck(redis, cursor, entries, batch, absorbed, cycle));
+  cycle.acked = static_cast<int>(acked);
+  Count(cursor, absorbed, cycle);
+  return cycle;
+}
+
+absl::StatusOr<InboxBridge::Absorbed> InboxBridge::AbsorbOrFallBack(
+    pg::Connection& pg, const std::string& stream, const std::vector<redis::StreamEntry>& entries,
+    const PreparedBatch& batch) {
+  const bool direct = options_.write_audit_logs;
+  auto absorbed = Absorb(pg, stream, entries, batch, direct);
+  if (absorbed.ok() || !direct || pg.broken()) return absorbed;
+  // Whatever refused the audit rows (a constraint, a value PostgreSQL would
+  // not take), the lease consumer retries each event with back-off and
+  // moves it to DEAD if it never goes through.
+  direct_fallbacks_->Increment();
+  log::Warn(kComponent, "audit rows not written in the inbox transaction; left to the consumer",
+            {{"stream", stream}, {"error", absorbed.status().ToString()}});
+  return Absorb(pg, stream, entries, batch, false);
+}
+
+absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
+    pg::Connection& pg, const std::string& stream, const std::vector<redis::StreamEntry>& entries,
+    const PreparedBatch& batch, bool direct) {
+  Absorbed out;
+  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
+  ASSIGN_OR_RETURN(out.inserted, InsertBatch(tx, options_.inbox_consumer, batch,
+                                             direct ? InsertAs::kProcessed : InsertAs::kPending));
+  for (const auto& refusals : {std::cref(batch.refused), std::cref(out.inserted.conflicts)}) {
+    for (const Refusal& r : refusals.get()) {
+      const redis::StreamEntry& e = entries[r.item];
+      out.poison.push_back(Poison{stream, e.id, r.event_id, r.reason, r.detail, e.fields});
+    }
+  }
+  RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, out.poison).status());
+  RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+absl::StatusOr<int64_t> InboxBridge::ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
+                                                   const std::vector<redis::StreamEntry>& entries,
+                                                   const PreparedBatch& batch,
+                                                   const Absorbed& absorbed, BridgeCycle& cycle) {
+  const absl::flat_hash_set<const Arrival*> conflicted(absorbed.inserted.take.conflicts.begin(),
+                                                       absorbed.inserted.take.conflicts.end());
   std::vector<audit::ReceiptItem> receipted;
-  for (const Arrival& a : arrivals) {
+  for (const Arrival& a : batch.arrivals) {
     if (!conflicted.contains(&a)) {
       receipted.push_back({a.entry.event_id, crypto::Sha256(a.entry.envelope)});
     }
   }
-  std::vector<std::vector<std::string>> commands;
+  redis::StreamFields receipt;
   if (!receipted.empty()) {
-    std::vector<std::string> xadd = {"XADD", audit::ReceiptStreamFor(cursor.stream), "MAXLEN",
-                                     "~",    absl::StrCat(options_.receipt_max_len), "*"};
-    ASSIGN_OR_RETURN(const redis::StreamFields receipt,
+    ASSIGN_OR_RETURN(receipt,
                      audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer));
-    for (const auto& [name, value] : receipt) {
-      xadd.push_back(name);
-      xadd.push_back(value);
-    }
-    commands.push_back(std::move(xadd));
   }
-  std::vector<std::string> xack = {"XACK", cursor.stream, options_.group};
-  xack.insert(xack.end(), ack_ids.begin(), ack_ids.end());
-  commands.push_back(std::move(xack));
-  ASSIGN_OR_RETURN(auto replies, redis.Pipeline(commands));
-  if (!receipted.empty()) {
-    const bool sent = replies[0].ok();
+  std::vector<std::string> ack_ids;
+  ack_ids.reserve(entries.size());
+  for (const redis::StreamEntry& e : entries) ack_ids.push_back(e.id);
+  ASSIGN_OR_RETURN(
+      const redis::Client::AddThenAck done,
+      redis.XAddThenAck(audit::ReceiptStreamFor(cursor.stream), receipt, options_.receipt_max_len,
+                        cursor.stream, options_.group, ack_ids));
+  if (done.added.has_value()) {
+    const bool sent = done.added->ok();
     receipts_->Add({{"stream", cursor.stream}, {"outcome", sent ? "sent" : "failed"}})
         .Increment(static_cast<double>(receipted.size()));
     if (sent) {
       cycle.receipted = static_cast<int>(receipted.size());
     } else {
       log::Warn(kComponent, "receipt not sent; the owner will publish again",
-                {{"stream", cursor.stream}, {"error", replies[0].status().ToString()}});
+                {{"stream", cursor.stream}, {"error", done.added->status().ToString()}});
     }
   }
-  ASSIGN_OR_RETURN(redis::Reply ack_reply, std::move(replies.back()));
-  ASSIGN_OR_RETURN(int64_t acked, ack_reply.AsInteger());
+  return done.acked;
+}
 
+void InboxBridge::Count(const StreamCursor& cursor, const Absorbed& absorbed, BridgeCycle& cycle) {
+  const TakeOver& take = absorbed.inserted.take;
   cycle.inserted = static_cast<int>(take.inserted);
-  cycle.written = static_cast<int>(absorbed->written);
-  cycle.duplicates = static_cast<int>(take.duplicates.size()) + absorbed->repeats_of_duplicates;
-  cycle.poison = static_cast<int>(poison.size());
-  cycle.acked = static_cast<int>(acked);
+  cycle.written = static_cast<int>(absorbed.inserted.written);
+  cycle.duplicates = static_cast<int>(take.duplicates.size()) + absorbed.inserted.repeats_taken;
+  cycle.poison = static_cast<int>(absorbed.poison.size());
   entries_->Add({{"stream", cursor.stream}, {"outcome", "inserted"}}).Increment(cycle.inserted);
   entries_->Add({{"stream", cursor.stream}, {"outcome", "duplicate"}}).Increment(cycle.duplicates);
   entries_->Add({{"stream", cursor.stream}, {"outcome", "poison"}}).Increment(cycle.poison);
-  for (const Poison& p : poison) {
+  for (const Poison& p : absorbed.poison) {
     poison_->Add({{"stream", cursor.stream}, {"reason", std::string(PoisonReasonName(p.reason))}})
         .Increment();
     log::Error(kComponent, "poison entry stored and acknowledged",
@@ -309,55 +287,11 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
                 {"detail", p.detail}});
   }
   // Lag of first arrivals only: a re-sent duplicate would count its re-send delay.
-  const absl::flat_hash_set<const Arrival*> old_news(take.duplicates.begin(),
-                                                     take.duplicates.end());
   auto& lag = lag_->Add({{"owner", audit::OwnerName(cursor.owner)}}, metrics::LatencyBuckets());
   const absl::Time committed = absl::Now();
-  for (const Arrival& a : arrivals) {
-    if (conflicted.contains(&a) || old_news.contains(&a)) continue;
-    lag.Observe(absl::ToDoubleSeconds(committed - a.entry.occurred_at));
+  for (const Arrival* a : take.fresh) {
+    lag.Observe(absl::ToDoubleSeconds(committed - a->entry.occurred_at));
   }
-  return cycle;
-}
-
-absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
-    pg::Connection& pg, const std::string& stream, const std::vector<Arrival>& arrivals,
-    const std::vector<const redis::StreamEntry*>& arrival_entries,
-    const std::vector<std::pair<const redis::StreamEntry*, size_t>>& repeats,
-    std::vector<Poison> poison, bool direct) {
-  Absorbed out;
-  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
-  ASSIGN_OR_RETURN(out.take, InsertIfAbsent(tx, options_.inbox_consumer, arrivals,
-                                            direct ? InsertAs::kProcessed : InsertAs::kPending));
-  for (const Arrival* a : out.take.conflicts) {
-    const redis::StreamEntry* e = arrival_entries[a - arrivals.data()];
-    poison.push_back(Poison{stream, e->id, a->entry.event_id, PoisonReason::kConflict,
-                            "event id already taken over with different bytes; kept the first",
-                            e->fields});
-  }
-  const absl::flat_hash_set<const Arrival*> conflicted(out.take.conflicts.begin(),
-                                                       out.take.conflicts.end());
-  for (const auto& [e, first] : repeats) {
-    const Arrival* a = &arrivals[first];
-    if (conflicted.contains(a)) {
-      poison.push_back(Poison{stream, e->id, a->entry.event_id, PoisonReason::kConflict,
-                              "event id already taken over with different bytes; kept the first",
-                              e->fields});
-    } else {
-      ++out.repeats_of_duplicates;
-    }
-  }
-  if (direct) {
-    for (const Arrival* a : out.take.fresh) {
-      out.logs.push_back(audit_logs::AuditLogInput{&a->entry.event, &a->entry.envelope,
-                                                   &a->entry.signature, &a->entry.key_id});
-    }
-    ASSIGN_OR_RETURN(out.written, audit_logs::InsertAuditLogs(tx, out.logs));
-  }
-  RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, poison).status());
-  RETURN_IF_ERROR(tx.Commit());
-  out.poison = std::move(poison);
-  return out;
 }
 
 void InboxBridge::StreamLoop(size_t index) {

@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "admin/audit_logs/writer.h"
+#include "admin/inbox/batch.h"
 #include "admin/inbox/entry_validation.h"
 #include "admin/inbox/inbox_store.h"
 #include "common/backoff/backoff.h"
@@ -133,24 +134,35 @@ class InboxBridge {
  private:
   absl::StatusOr<std::vector<redis::StreamEntry>> Read(redis::Client& redis, StreamCursor& cursor,
                                                        BridgeCycle& cycle);
+  // Prepare, absorb, receipt-and-ack: the cycle after the read.
   absl::StatusOr<BridgeCycle> TakeOverBatch(pg::Connection& pg, redis::Client& redis,
-                                            StreamCursor& cursor,
+                                            const StreamCursor& cursor,
                                             const std::vector<redis::StreamEntry>& entries,
                                             BridgeCycle cycle);
   struct Absorbed {
-    TakeOver take;
-    std::vector<Poison> poison;  // the batch's, plus conflicts found on insert
-    int repeats_of_duplicates = 0;
-    std::vector<audit_logs::AuditLogInput> logs;
-    int64_t written = 0;
+    InsertedBatch inserted;
+    std::vector<Poison> poison;  // the batch's refusals, plus conflicts found on insert
   };
   // The inbox transaction: insert if absent (PROCESSED with audit rows when
   // `direct`), store the poison, commit.
-  absl::StatusOr<Absorbed> Absorb(
-      pg::Connection& pg, const std::string& stream, const std::vector<Arrival>& arrivals,
-      const std::vector<const redis::StreamEntry*>& arrival_entries,
-      const std::vector<std::pair<const redis::StreamEntry*, size_t>>& repeats,
-      std::vector<Poison> poison, bool direct);
+  absl::StatusOr<Absorbed> Absorb(pg::Connection& pg, const std::string& stream,
+                                  const std::vector<redis::StreamEntry>& entries,
+                                  const PreparedBatch& batch, bool direct);
+  // Absorb with audit rows when so configured; when the database refused
+  // them (and the connection still works), again without: the lease
+  // consumer then retries each event with back-off.
+  absl::StatusOr<Absorbed> AbsorbOrFallBack(pg::Connection& pg, const std::string& stream,
+                                            const std::vector<redis::StreamEntry>& entries,
+                                            const PreparedBatch& batch);
+  // The owner's receipt (events now durable in the inbox) and the XACK of
+  // the whole batch, in one round trip. A failed receipt is not fatal: the
+  // owner re-sends, the inbox absorbs the duplicate. Returns the number acked.
+  absl::StatusOr<int64_t> ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
+                                        const std::vector<redis::StreamEntry>& entries,
+                                        const PreparedBatch& batch, const Absorbed& absorbed,
+                                        BridgeCycle& cycle);
+  // Outcome counters, poison logs and the arrival lag of first deliveries.
+  void Count(const StreamCursor& cursor, const Absorbed& absorbed, BridgeCycle& cycle);
   void StreamLoop(size_t index);
 
   const BridgeOptions options_;

@@ -1,13 +1,14 @@
 #include "admin/operations/operations_service.h"
 
 #include <algorithm>
+#include <functional>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "admin/audit_logs/writer.h"
+#include "admin/inbox/batch.h"
 #include "admin/inbox/inbox_store.h"
 #include "common/base/status_macros.h"
 #include "common/mutation/actor.h"
@@ -327,6 +328,54 @@ grpc::Status AdminOperationsService::DiscardPoison(grpc::ServerContext* ctx,
   return server::ToGrpcStatus(done, method);
 }
 
+absl::StatusOr<AdminOperationsService::Replayed> AdminOperationsService::ReplayEntries(
+    pg::Transaction& tx, std::vector<v1::PoisonEntry> chosen,
+    v1::ReplayPoisonResponse* resp) const {
+  std::vector<redis::StreamEntry> entries;
+  entries.reserve(chosen.size());  // items point into it
+  std::vector<inbox::BatchItem> items;
+  std::vector<size_t> chosen_of_item;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    v1::PoisonEntry& p = chosen[i];
+    auto owner = std::find_if(options_.streams.begin(), options_.streams.end(),
+                              [&](const auto& s) { return s.second == p.stream(); });
+    absl::StatusOr<redis::StreamEntry> entry = EntryFrom(p);
+    if (owner == options_.streams.end()) {
+      entry = absl::FailedPreconditionError("the stream is not one Admin reads");
+    }
+    if (!entry.ok()) {
+      p.set_detail(std::string(entry.status().message()));
+      *resp->add_still_poison() = std::move(p);
+      continue;
+    }
+    entries.push_back(*std::move(entry));
+    items.push_back({owner->first, p.stream(), &entries.back()});
+    chosen_of_item.push_back(i);
+  }
+  const inbox::PreparedBatch batch =
+      inbox::PrepareBatch(items, absl::Now(), *options_.keys->Current(), options_.limits);
+  ASSIGN_OR_RETURN(const inbox::InsertedBatch inserted,
+                   inbox::InsertBatch(tx, options_.consumer, batch, inbox::InsertAs::kProcessed));
+  for (const auto& refusals : {std::cref(batch.refused), std::cref(inserted.conflicts)}) {
+    for (const inbox::Refusal& r : refusals.get()) {
+      v1::PoisonEntry& p = chosen[chosen_of_item[r.item]];
+      p.set_reason(std::string(inbox::PoisonReasonName(r.reason)));
+      p.set_detail(r.detail);
+      *resp->add_still_poison() = std::move(p);
+    }
+  }
+  Replayed out;
+  for (size_t item : inserted.taken_items) {
+    out.poison_ids.push_back(absl::StrCat(chosen[chosen_of_item[item]].id()));
+  }
+  const absl::flat_hash_set<const inbox::Arrival*> conflicts(inserted.take.conflicts.begin(),
+                                                             inserted.take.conflicts.end());
+  for (const inbox::Arrival& a : batch.arrivals) {
+    if (!conflicts.contains(&a)) out.event_ids.push_back(a.entry.event_id);
+  }
+  return out;
+}
+
 grpc::Status AdminOperationsService::ReplayPoison(grpc::ServerContext* ctx,
                                                   const v1::ReplayPoisonRequest* req,
                                                   v1::ReplayPoisonResponse* resp) {
@@ -345,99 +394,20 @@ grpc::Status AdminOperationsService::ReplayPoison(grpc::ServerContext* ctx,
     if (rows.rows() != static_cast<int>(ids.size())) {
       return absl::InvalidArgumentError("ids: not every id is an unresolved poison entry");
     }
-    const std::shared_ptr<const crypto::KeyDirectory> keys = options_.keys->Current();
-    const absl::Time now = absl::Now();
-    std::vector<inbox::Arrival> arrivals;
-    std::vector<v1::PoisonEntry> arrival_poison;        // the poison entry of each arrival
-    absl::flat_hash_map<std::string, size_t> first_of;  // event id -> arrival
-    // Entries repeating another chosen one with the same bytes: (id, event id).
-    std::vector<std::pair<int64_t, std::string>> repeated;
-    for (int i = 0; i < rows.rows(); ++i) {
-      v1::PoisonEntry p = PoisonFrom(rows, i);
-      auto owner = std::find_if(options_.streams.begin(), options_.streams.end(),
-                                [&](const auto& s) { return s.second == p.stream(); });
-      absl::StatusOr<redis::StreamEntry> entry = EntryFrom(p);
-      if (owner == options_.streams.end()) {
-        entry = absl::FailedPreconditionError("the stream is not one Admin reads");
-      }
-      if (!entry.ok()) {
-        p.set_detail(std::string(entry.status().message()));
-        *resp->add_still_poison() = std::move(p);
-        continue;
-      }
-      inbox::Verdict verdict =
-          inbox::ValidateEntry(owner->first, *entry, now, *keys, options_.limits);
-      if (auto* rejected = std::get_if<inbox::Rejection>(&verdict)) {
-        p.set_reason(std::string(inbox::PoisonReasonName(rejected->reason)));
-        p.set_detail(rejected->detail);
-        *resp->add_still_poison() = std::move(p);
-        continue;
-      }
-      inbox::AcceptedEntry accepted = std::get<inbox::AcceptedEntry>(std::move(verdict));
-      // The same event in two chosen entries: the inbox takes it once.
-      if (auto first = first_of.find(accepted.event_id); first != first_of.end()) {
-        if (arrivals[first->second].entry.envelope == accepted.envelope) {
-          repeated.emplace_back(p.id(), accepted.event_id);
-        } else {
-          p.set_reason("conflict");
-          p.set_detail("another chosen entry has the same event id with different bytes");
-          *resp->add_still_poison() = std::move(p);
-        }
-        continue;
-      }
-      first_of[accepted.event_id] = arrivals.size();
-      arrivals.push_back(inbox::Arrival{p.stream(), p.stream_entry_id(), std::move(accepted)});
-      arrival_poison.push_back(std::move(p));
-    }
-    // Event id order, as the bridge inserts: overlapping inserts never deadlock.
-    std::vector<size_t> order(arrivals.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      return arrivals[x].entry.event_id < arrivals[y].entry.event_id;
-    });
-    {
-      std::vector<inbox::Arrival> sorted;
-      std::vector<v1::PoisonEntry> sorted_poison;
-      for (size_t i : order) {
-        sorted.push_back(std::move(arrivals[i]));
-        sorted_poison.push_back(std::move(arrival_poison[i]));
-      }
-      arrivals = std::move(sorted);
-      arrival_poison = std::move(sorted_poison);
-    }
-    ASSIGN_OR_RETURN(inbox::TakeOver take, inbox::InsertIfAbsent(tx, options_.consumer, arrivals,
-                                                                 inbox::InsertAs::kProcessed));
-    std::vector<audit_logs::AuditLogInput> logs;
-    for (const inbox::Arrival* a : take.fresh) {
-      logs.push_back({&a->entry.event, &a->entry.envelope, &a->entry.signature, &a->entry.key_id});
-    }
-    RETURN_IF_ERROR(audit_logs::InsertAuditLogs(tx, logs).status());
-    const absl::flat_hash_set<const inbox::Arrival*> conflicts(take.conflicts.begin(),
-                                                               take.conflicts.end());
-    std::vector<std::string> replayed, events;
-    for (size_t i = 0; i < arrivals.size(); ++i) {
-      if (conflicts.contains(&arrivals[i])) {  // stays poison: other bytes came first
-        arrival_poison[i].set_reason("conflict");
-        arrival_poison[i].set_detail("event id already taken over with different bytes");
-        *resp->add_still_poison() = std::move(arrival_poison[i]);
-        continue;
-      }
-      replayed.push_back(absl::StrCat(arrival_poison[i].id()));
-      events.push_back(arrivals[i].entry.event_id);
-    }
-    const absl::flat_hash_set<std::string> taken(events.begin(), events.end());
-    for (const auto& [id, event_id] : repeated) {
-      if (taken.contains(event_id)) replayed.push_back(absl::StrCat(id));
-    }
-    resp->set_accepted(static_cast<int64_t>(replayed.size()));
-    if (replayed.empty()) return tx.Commit();
-    RETURN_IF_ERROR(tx.Execute(kResolve, {pg::Text(options_.consumer), pg::TextArray(replayed),
-                                          pg::Text(""), pg::Text("replayed")})
-                        .status());
+    std::vector<v1::PoisonEntry> chosen;
+    for (int i = 0; i < rows.rows(); ++i) chosen.push_back(PoisonFrom(rows, i));
+    ASSIGN_OR_RETURN(const Replayed replayed, ReplayEntries(tx, std::move(chosen), resp));
+    resp->set_accepted(static_cast<int64_t>(replayed.poison_ids.size()));
+    if (replayed.poison_ids.empty()) return tx.Commit();
+    RETURN_IF_ERROR(
+        tx.Execute(kResolve, {pg::Text(options_.consumer), pg::TextArray(replayed.poison_ids),
+                              pg::Text(""), pg::Text("replayed")})
+            .status());
     ASSIGN_OR_RETURN(
         std::string event_id,
         Record(tx, *actor, "admin.poison.replayed", "replay_poison", "poison_events",
-               Values(events, static_cast<int64_t>(replayed.size()), "ids", req->reason())));
+               Values(replayed.event_ids, static_cast<int64_t>(replayed.poison_ids.size()), "ids",
+                      req->reason())));
     RETURN_IF_ERROR(tx.Commit());
     resp->set_event_id(event_id);
     return absl::OkStatus();

@@ -60,6 +60,15 @@ class AdminOperationsService final : public admin::v1::AdminOperations::Service 
                                      const char* event_type, const char* action,
                                      const char* entity_type,
                                      const google::protobuf::Struct& values);
+  struct Replayed {
+    std::vector<std::string> poison_ids;  // resolved as replayed
+    std::vector<std::string> event_ids;   // now in the inbox (with their audit rows)
+  };
+  // Takes the chosen entries that now validate into the inbox with their
+  // audit rows, by the bridge's batch rules (inbox/batch.h); adds the others
+  // to `resp->still_poison` with the reason.
+  absl::StatusOr<Replayed> ReplayEntries(pg::Transaction& tx, std::vector<v1::PoisonEntry> chosen,
+                                         v1::ReplayPoisonResponse* resp) const;
 
   pg::Pool& pool_;
   const server::Authorizer& authorizer_;

@@ -201,6 +201,13 @@ absl::StatusOr<std::optional<std::string>> EntryId(absl::string_view command, co
   return String(command, r.elements()[0]);
 }
 
+std::vector<std::string> XAckArgs(absl::string_view stream, absl::string_view group,
+                                  const std::vector<std::string>& ids) {
+  std::vector<std::string> args = {"XACK", std::string(stream), std::string(group)};
+  args.insert(args.end(), ids.begin(), ids.end());
+  return args;
+}
+
 }  // namespace
 
 absl::Status ParseAddress(absl::string_view address, Options* options) {
@@ -233,8 +240,6 @@ Client::Client(Options options) : options_(std::move(options)) {}
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
-
-void Client::Disconnect() { ctx_.reset(); }
 
 std::string Client::Endpoint() const { return absl::StrCat(options_.host, ":", options_.port); }
 
@@ -448,10 +453,34 @@ absl::StatusOr<std::vector<StreamRead>> Client::ReadStreams(std::vector<std::str
 absl::StatusOr<int64_t> Client::XAck(absl::string_view stream, absl::string_view group,
                                      const std::vector<std::string>& ids) {
   if (ids.empty()) return 0;
-  std::vector<std::string> args = {"XACK", std::string(stream), std::string(group)};
-  args.insert(args.end(), ids.begin(), ids.end());
-  ASSIGN_OR_RETURN(const Reply reply, Command(args));
+  ASSIGN_OR_RETURN(const Reply reply, Command(XAckArgs(stream, group, ids)));
   return Integer("XACK", reply);
+}
+
+absl::StatusOr<Client::AddThenAck> Client::XAddThenAck(
+    absl::string_view add_stream, const StreamFields& fields, int64_t approx_max_len,
+    absl::string_view ack_stream, absl::string_view group, const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::InvalidArgumentError("redis XACK: no ids");
+  std::vector<std::vector<std::string>> commands;
+  if (!fields.empty()) {
+    std::vector<std::string> xadd = {"XADD", std::string(add_stream),      "MAXLEN",
+                                     "~",    absl::StrCat(approx_max_len), "*"};
+    for (const auto& [name, value] : fields) {
+      xadd.push_back(name);
+      xadd.push_back(value);
+    }
+    commands.push_back(std::move(xadd));
+  }
+  commands.push_back(XAckArgs(ack_stream, group, ids));
+  ASSIGN_OR_RETURN(auto replies, Pipeline(commands));
+  AddThenAck out;
+  if (!fields.empty()) {
+    out.added = replies[0].ok() ? String("XADD", *replies[0])
+                                : absl::StatusOr<std::string>(replies[0].status());
+  }
+  ASSIGN_OR_RETURN(const Reply ack, std::move(replies.back()));
+  ASSIGN_OR_RETURN(out.acked, Integer("XACK", ack));
+  return out;
 }
 
 absl::StatusOr<AutoClaimResult> Client::XAutoClaim(absl::string_view stream,

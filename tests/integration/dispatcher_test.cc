@@ -9,6 +9,7 @@
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
+#include "common/outbox/migrations.h"
 #include "common/outbox/outbox_store.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"

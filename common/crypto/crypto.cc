@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/escaping.h"
@@ -48,8 +49,13 @@ absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
 std::string Sha256(absl::string_view data) {
   std::string out(kSha256Bytes, '\0');
   unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), reinterpret_cast<unsigned char*>(out.data()), &len,
-             EVP_sha256(), nullptr);
+  // SHA-256 of bytes in memory fails only when OpenSSL cannot allocate: the
+  // impossible, where going on with a wrong digest would be worse than stopping.
+  if (EVP_Digest(data.data(), data.size(), reinterpret_cast<unsigned char*>(out.data()), &len,
+                 EVP_sha256(), nullptr) != 1 ||
+      len != kSha256Bytes) {
+    std::abort();
+  }
   return out;
 }
 
@@ -244,11 +250,11 @@ absl::StatusOr<std::string> SigningKey::Sign(absl::string_view message) const {
   return sig;
 }
 
-std::string SigningKey::PrivatePem() const {
+absl::StatusOr<std::string> SigningKey::PrivatePem() const {
   BioPtr bio(BIO_new(BIO_s_mem()));
   if (bio == nullptr ||
       PEM_write_bio_PrivateKey(bio.get(), key_.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return "";
+    return absl::InternalError(absl::StrCat("PEM_write_bio_PrivateKey failed for key ", key_id()));
   }
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio.get(), &data);

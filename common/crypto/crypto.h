@@ -74,8 +74,9 @@ class SigningKey {
   // FAILED_PRECONDITION for a moved-from key; never a short or empty
   // signature.
   absl::StatusOr<std::string> Sign(absl::string_view message) const;
-  // PKCS#8 PEM of the private key (for writing dev keys to a 0600 file).
-  std::string PrivatePem() const;
+  // PKCS#8 PEM of the private key (for writing dev keys to a 0600 file);
+  // INTERNAL when OpenSSL cannot write it.
+  absl::StatusOr<std::string> PrivatePem() const;
 
  private:
   SigningKey(std::shared_ptr<EVP_PKEY> key, VerifyKey public_key);

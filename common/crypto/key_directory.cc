@@ -1,7 +1,5 @@
 #include "common/crypto/key_directory.h"
 
-#include <sys/stat.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -64,12 +62,6 @@ std::string KeyDirectory::Describe() const {
   for (const auto& [id, e] : entries_) parts.push_back(absl::StrCat(e.party, ":", id));
   std::sort(parts.begin(), parts.end());
   return absl::StrJoin(parts, ",");
-}
-
-std::string FileStamp(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "";
-  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/", st.st_ino);
 }
 
 }  // namespace ulticode::crypto

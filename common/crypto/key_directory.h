@@ -20,8 +20,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/config/watched_file.h"
 #include "common/crypto/crypto.h"
-#include "common/crypto/watched_file.h"
 
 namespace ulticode::crypto {
 
@@ -49,6 +49,6 @@ class KeyDirectory {
 
 // The key directory file, re-read when it changes (a key added or removed on
 // disk takes effect without a restart).
-using KeyDirectoryFile = WatchedFile<KeyDirectory>;
+using KeyDirectoryFile = config::WatchedFile<KeyDirectory>;
 
 }  // namespace ulticode::crypto

@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/config/watched_file.h"
 #include "common/crypto/crypto.h"
-#include "common/crypto/watched_file.h"
 
 namespace ulticode::jwt {
 
@@ -51,7 +51,7 @@ class Jwks {
 
 // The JWKS file, re-read when it changes (a key added or removed takes
 // effect without a restart; a file that stops parsing keeps the last good set).
-using JwksFile = crypto::WatchedFile<Jwks>;
+using JwksFile = config::WatchedFile<Jwks>;
 
 struct VerifyOptions {
   std::string issuer;    // "iss" must equal it

@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <fstream>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -201,13 +202,12 @@ pg::ConnectOptions ServiceFlags::MigrateOptions(const std::string& application_n
 std::string ServiceFlags::RuntimeRoleToGrant() const {
   if (pg_migrate_user.empty()) return "";
   // The runtime role is whoever --pg-dsn logs in as.
-  PQconninfoOption* opts = PQconninfoParse(pg_dsn.c_str(), nullptr);
-  std::string user;
-  for (PQconninfoOption* o = opts; o != nullptr && o->keyword != nullptr; ++o) {
-    if (std::string(o->keyword) == "user" && o->val != nullptr) user = o->val;
+  const std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> opts(
+      PQconninfoParse(pg_dsn.c_str(), nullptr), &PQconninfoFree);
+  for (const PQconninfoOption* o = opts.get(); o != nullptr && o->keyword != nullptr; ++o) {
+    if (std::string(o->keyword) == "user" && o->val != nullptr) return o->val;
   }
-  PQconninfoFree(opts);
-  return user;
+  return "";
 }
 
 absl::Status ServiceFlags::CheckTransport() const {

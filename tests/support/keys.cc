@@ -28,7 +28,7 @@ std::string TempDir() {
 TestKeys::TestKeys() : auth_(NewKey()), app_(NewKey()), admin_(NewKey()), dir_(TempDir()) {
   for (const auto* k : {&auth_, &app_, &admin_}) {
     const std::string party = k == &auth_ ? "auth" : k == &app_ ? "app" : "admin";
-    if (!crypto::WriteSecretFile(KeyFile(party), k->PrivatePem()).ok()) std::abort();
+    if (!crypto::WriteSecretFile(KeyFile(party), k->PrivatePem().value()).ok()) std::abort();
   }
   public_keys_file_ = dir_ + "/public-keys";
   std::ofstream(public_keys_file_)

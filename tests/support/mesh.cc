@@ -131,7 +131,7 @@ std::vector<std::string> Mesh::Secrets() const {
     }
   }
   for (const crypto::SigningKey* k : {&keys_.auth(), &keys_.app(), &keys_.admin()}) {
-    out.push_back(k->PrivatePem());
+    out.push_back(k->PrivatePem().value());
   }
   return out;
 }

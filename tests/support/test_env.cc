@@ -1,6 +1,7 @@
 #include "tests/support/test_env.h"
 
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -68,13 +69,14 @@ std::string RandomSuffix() {
 
 std::string CreateScratchDatabase(const PgEndpoint& pg, const std::string& prefix) {
   const std::string name = absl::StrCat(prefix, "_", RandomSuffix());
-  PGconn* conn = PQconnectdb(pg.ConnInfo("postgres").c_str());
+  const std::unique_ptr<PGconn, decltype(&PQfinish)> owned(
+      PQconnectdb(pg.ConnInfo("postgres").c_str()), &PQfinish);
+  PGconn* conn = owned.get();
   EXPECT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
   // Identifiers cannot be parameters; the name is generated from [a-z0-9_].
-  PGresult* res = PQexec(conn, absl::StrCat("CREATE DATABASE ", name).c_str());
-  EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << PQerrorMessage(conn);
-  PQclear(res);
-  PQfinish(conn);
+  const std::unique_ptr<PGresult, decltype(&PQclear)> res(
+      PQexec(conn, absl::StrCat("CREATE DATABASE ", name).c_str()), &PQclear);
+  EXPECT_EQ(PQresultStatus(res.get()), PGRES_COMMAND_OK) << PQerrorMessage(conn);
   return name;
 }
 

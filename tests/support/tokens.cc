@@ -11,11 +11,15 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/crypto/openssl_ptr.h"
 
 namespace ulticode::testing {
 namespace {
 
-using PkeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+using crypto::BignumPtr;
+using crypto::EcdsaSigPtr;
+using crypto::EvpMdCtxPtr;
+using PkeyPtr = crypto::EvpPkeyPtr;
 
 PkeyPtr Generate(const char* type, const char* param) {
   EVP_PKEY* key = param == nullptr ? EVP_PKEY_Q_keygen(nullptr, nullptr, type)
@@ -23,22 +27,22 @@ PkeyPtr Generate(const char* type, const char* param) {
                       ? EVP_PKEY_Q_keygen(nullptr, nullptr, type, static_cast<size_t>(2048))
                       : EVP_PKEY_Q_keygen(nullptr, nullptr, type, param);
   if (key == nullptr) std::abort();
-  return PkeyPtr(key, EVP_PKEY_free);
+  return PkeyPtr(key);
 }
 
 std::string B64(absl::string_view bytes) { return absl::WebSafeBase64Escape(bytes); }
 
 std::string BnParam(EVP_PKEY* key, const char* name) {
-  BIGNUM* bn = nullptr;
-  EVP_PKEY_get_bn_param(key, name, &bn);
-  std::string out(static_cast<size_t>(BN_num_bytes(bn)), '\0');
-  BN_bn2bin(bn, reinterpret_cast<unsigned char*>(out.data()));
-  BN_free(bn);
+  BIGNUM* raw = nullptr;
+  EVP_PKEY_get_bn_param(key, name, &raw);
+  const BignumPtr bn(raw);
+  std::string out(static_cast<size_t>(BN_num_bytes(bn.get())), '\0');
+  BN_bn2bin(bn.get(), reinterpret_cast<unsigned char*>(out.data()));
   return out;
 }
 
 std::string Sign(EVP_PKEY* key, const EVP_MD* md, absl::string_view input) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  const EvpMdCtxPtr ctx(EVP_MD_CTX_new());
   size_t len = 0;
   EVP_DigestSignInit(ctx.get(), nullptr, md, nullptr, key);
   EVP_DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(input.data()),
@@ -53,11 +57,10 @@ std::string Sign(EVP_PKEY* key, const EVP_MD* md, absl::string_view input) {
 // DER ECDSA signature -> JWS r || s.
 std::string EcdsaDerToRaw(const std::string& der) {
   const unsigned char* p = reinterpret_cast<const unsigned char*>(der.data());
-  ECDSA_SIG* sig = d2i_ECDSA_SIG(nullptr, &p, static_cast<long>(der.size()));
+  const EcdsaSigPtr sig(d2i_ECDSA_SIG(nullptr, &p, static_cast<long>(der.size())));
   std::string out(64, '\0');
-  BN_bn2binpad(ECDSA_SIG_get0_r(sig), reinterpret_cast<unsigned char*>(out.data()), 32);
-  BN_bn2binpad(ECDSA_SIG_get0_s(sig), reinterpret_cast<unsigned char*>(out.data()) + 32, 32);
-  ECDSA_SIG_free(sig);
+  BN_bn2binpad(ECDSA_SIG_get0_r(sig.get()), reinterpret_cast<unsigned char*>(out.data()), 32);
+  BN_bn2binpad(ECDSA_SIG_get0_s(sig.get()), reinterpret_cast<unsigned char*>(out.data()) + 32, 32);
   return out;
 }
 

@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "common/log/log.h"
 
-namespace ulticode::crypto {
+namespace ulticode::config {
 
 // mtime, size and inode of `path` ("" when it cannot be stat'ed).
 std::string FileStamp(const std::string& path);
@@ -68,4 +68,4 @@ class WatchedFile {
   mutable absl::Time next_check_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace ulticode::crypto
+}  // namespace ulticode::config

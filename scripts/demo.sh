@@ -96,7 +96,9 @@ step "Admin: the audit row of each of the ${want} changes (waiting up to 30 s fo
 admin_call() {  # admin_call METHOD JSON
   rpc "${ULTICODE_DEMO_AUDITOR}" "${admin}" "ulticode.admin.v1.AdminService/$1" "$2"
 }
-printf '%-8s %-10s %-20s %-16s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"
+# ENTITY shows an id's last 12 hex digits: UUIDv7 ids made in the same
+# millisecond share their leading time bits, the tail is random.
+printf '%-8s %-10s %-20s %-26s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"
 for i in "${!events[@]}"; do
   id=${events[$i]}
   deadline=$((SECONDS + 30))
@@ -113,7 +115,7 @@ if problems:
     print("WRONG audit row", row.get("eventId"), "; ".join(problems)); sys.exit(1)
 compact = lambda v: json.dumps(v, separators=(",", ":"), sort_keys=True) if v is not None else "-"
 print(f"{row['owner'][6:].lower():<8} {row['actor']:<10} {row['action']:<20} "
-      f"{row['entityType'] + ':' + row['entityId'][:8]:<16} "
+      f"{row['entityType'] + ':…' + row['entityId'][-12:]:<26} "
       f"{compact(row.get('oldValue'))} -> {compact(row.get('newValue'))}")
 PY
 done

@@ -8,7 +8,7 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: scripts/run-local.sh [--demo] [--no-build] [--help]
+Usage: scripts/run-local.sh [--demo] [--no-build] [--tls] [--help]
 
 Starts, on 127.0.0.1:
   PostgreSQL 15  port 55432 (fsync on)  data  .state/pg     log .state/postgres.log
@@ -94,11 +94,6 @@ declare -A PIDS=()
 ULTICODE_PG_CHMOD_WITHIN="${repo}:${state}"
 
 log() { printf '[run-local] %s\n' "$*" >&2; }
-
-if ((demo)) && [[ ! -f "${DEMO}" ]]; then
-  log "the demo is not available yet (${DEMO#"${repo}/"} does not exist)"
-  exit 1
-fi
 
 mkdir -p -- "${state}" "${logs}" "${rundir}"
 # One run-local.sh per state directory.

@@ -28,7 +28,7 @@ ULTICODE_DEB_PACKAGES=(
   postgresql-15 postgresql-client-15 redis-server
   prometheus
   python3-matplotlib python3-yaml
-  procps iproute2 curl
+  procps iproute2 curl git clang-format-14
   nodejs
   clang-14 libclang-rt-14-dev
 )
@@ -74,7 +74,8 @@ ulticode_install_deps() {
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# Debian's nodejs (18 on Debian 12) comes without npm; NodeSource's has it.
+# Debian's nodejs (18 on Debian 12) comes without npm: Debian's npm package
+# brings it (the machine image may have a nodejs that includes npm).
 _ulticode_ensure_npm() {
   command -v npm >/dev/null 2>&1 && return 0
   if [[ "${ULTICODE_SKIP_DEPS:-0}" == 1 ]]; then

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Formats every C++ file git tracks with the committed .clang-format
+# (clang-format 14, as Debian 12 ships it).
+#
+# Usage: scripts/format.sh            rewrite the files in place
+#        scripts/format.sh --check    change nothing; exit 1 naming every file
+#                                     that differs (ctest format_test)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${repo}"
+
+check=0
+case "${1:-}" in
+  --check) check=1 ;;
+  "") ;;
+  *)
+    echo "usage: scripts/format.sh [--check]" >&2
+    exit 2
+    ;;
+esac
+
+if ! command -v clang-format-14 >/dev/null 2>&1; then
+  echo "format: clang-format-14 is not installed (scripts/test.sh installs it)" >&2
+  exit 2
+fi
+
+mapfile -t files < <(git ls-files -- '*.cc' '*.h')
+if ((${#files[@]} == 0)); then
+  echo "format: git lists no C++ files in ${repo}" >&2
+  exit 2
+fi
+if ((!check)); then
+  clang-format-14 -i -- "${files[@]}"
+  exit 0
+fi
+
+drift=()
+for f in "${files[@]}"; do
+  clang-format-14 -- "${f}" | cmp -s - "${f}" || drift+=("${f}")
+done
+if ((${#drift[@]} > 0)); then
+  printf 'format: %d of %d files differ from .clang-format (run scripts/format.sh):\n' \
+    "${#drift[@]}" "${#files[@]}" >&2
+  printf '  %s\n' "${drift[@]}" >&2
+  exit 1
+fi
+echo "format: ${#files[@]} files match .clang-format"

@@ -96,9 +96,9 @@ step "Admin: the audit row of each of the ${want} changes (waiting up to 30 s fo
 admin_call() {  # admin_call METHOD JSON
   rpc "${ULTICODE_DEMO_AUDITOR}" "${admin}" "ulticode.admin.v1.AdminService/$1" "$2"
 }
-# ENTITY shows an id's last 12 hex digits: UUIDv7 ids made in the same
-# millisecond share their leading time bits, the tail is random.
-printf '%-8s %-10s %-20s %-26s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"
+# ENTITY shows each UUID as its last 12 hex digits: UUIDv7 ids made in the
+# same millisecond share their leading time bits; the tail is random.
+printf '%-8s %-10s %-20s %-36s %s\n' OWNER ACTOR ACTION ENTITY "OLD -> NEW"
 for i in "${!events[@]}"; do
   id=${events[$i]}
   deadline=$((SECONDS + 30))
@@ -107,15 +107,17 @@ for i in "${!events[@]}"; do
     sleep 0.2
   done
   /usr/bin/python3 - "${row}" "${actions[$i]}" "${entity_types[$i]}" "demo-admin" <<'PY'
-import json, sys
+import json, re, sys
 row, action, entity_type, actor = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 problems = [f"{k}={row.get(k)!r}, want {v!r}" for k, v in
             (("action", action), ("entityType", entity_type), ("actor", actor)) if row.get(k) != v]
 if problems:
     print("WRONG audit row", row.get("eventId"), "; ".join(problems)); sys.exit(1)
 compact = lambda v: json.dumps(v, separators=(",", ":"), sort_keys=True) if v is not None else "-"
+uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-([0-9a-f]{12})"
+short_id = re.sub(uuid, r"…\1", row["entityId"])
 print(f"{row['owner'][6:].lower():<8} {row['actor']:<10} {row['action']:<20} "
-      f"{row['entityType'] + ':…' + row['entityId'][-12:]:<26} "
+      f"{row['entityType'] + ':' + short_id:<36} "
       f"{compact(row.get('oldValue'))} -> {compact(row.get('newValue'))}")
 PY
 done

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "admin/inbox/batch.h"
 #include "common/audit/event.h"
 #include "common/ids/uuid.h"
 #include "gmock/gmock.h"
@@ -686,6 +687,46 @@ TEST(EntryValidationTest, PoisonReasonNamesAreStableSnakeCase) {
     EXPECT_EQ(got.find("__"), std::string::npos) << got;
     for (char c : got) EXPECT_TRUE(std::islower(static_cast<unsigned char>(c)) || c == '_') << got;
   }
+}
+
+// --- one batch (PrepareBatch) ----------------------------------------------
+
+// The bridge and the poison replay share these rules: a repeat of an event
+// with the same bytes collapses into its first copy, other bytes under the
+// same id are a conflict, an invalid entry is refused with the validator's
+// reason, and the arrivals come out in event id order (the order writers lock
+// inbox keys in), each still naming the item it came from.
+TEST(PrepareBatchTest, CollapsesRefusesAndSortsByEventId) {
+  const audit::AuditEvent early = GoodEvent();
+  const audit::AuditEvent late = GoodEvent();
+  ASSERT_LT(early.event_id(), late.event_id());
+  audit::AuditEvent early_changed = early;
+  (*early_changed.mutable_record()->mutable_new_value()->mutable_fields())["login"]
+      .set_string_value("mallory");
+  redis::StreamEntry unsigned_entry = EntryFor(GoodEvent());
+  RemoveField(unsigned_entry, "signature");
+
+  const std::vector<redis::StreamEntry> entries = {EntryFor(late), EntryFor(early), EntryFor(late),
+                                                   EntryFor(early_changed), unsigned_entry};
+  std::vector<BatchItem> items;
+  for (const auto& e : entries) items.push_back({kAuth, "audit:auth", &e});
+  const PreparedBatch batch = PrepareBatch(items, kNow, Keys().directory(), {});
+
+  ASSERT_EQ(batch.arrivals.size(), 2u);
+  EXPECT_EQ(batch.arrivals[0].entry.event_id, early.event_id());
+  EXPECT_EQ(batch.arrivals[1].entry.event_id, late.event_id());
+  EXPECT_EQ(batch.arrivals[0].stream, "audit:auth");
+  EXPECT_THAT(batch.arrival_items, ::testing::ElementsAre(1u, 0u));
+  // The repeat of `late` (item 2) points at late's arrival after the sort.
+  EXPECT_THAT(batch.repeats, ::testing::ElementsAre(::testing::Pair(2u, 1u)));
+  ASSERT_EQ(batch.refused.size(), 2u);
+  EXPECT_EQ(batch.refused[0].item, 3u);
+  EXPECT_EQ(PoisonReasonName(batch.refused[0].reason), PoisonReasonName(PoisonReason::kConflict));
+  EXPECT_EQ(batch.refused[0].event_id, early.event_id());
+  EXPECT_EQ(batch.refused[1].item, 4u);
+  const Rejection direct = std::get<Rejection>(Check(unsigned_entry));
+  EXPECT_EQ(PoisonReasonName(batch.refused[1].reason), PoisonReasonName(direct.reason));
+  EXPECT_EQ(batch.refused[1].detail, direct.detail);
 }
 
 }  // namespace

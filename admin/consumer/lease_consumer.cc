@@ -124,8 +124,25 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
   if (hooks_.after_claim) hooks_.after_claim(rows);
 
   std::vector<Work> work;
-  work.reserve(rows.size());
   std::vector<Failure> failures;
+  RETURN_IF_ERROR(Triage(conn, rows, cycle, work, failures));
+  RETURN_IF_ERROR(CommitWork(conn, work, cycle, failures));
+  RETURN_IF_ERROR(Settle(conn, failures, cycle));
+  processed_->Increment(cycle.processed);
+  fenced_->Increment(cycle.fenced);
+  retried_->Increment(cycle.retried);
+  dead_->Increment(cycle.dead);
+  if (cycle.fenced > 0) {
+    log::Warn(kComponent, "leases were taken over before completing; rows left to the new holder",
+              {{"rows", absl::StrCat(cycle.fenced)}});
+  }
+  return cycle;
+}
+
+absl::Status LeaseConsumer::Triage(pg::Connection& conn, const std::vector<LeasedRow>& rows,
+                                   ConsumerCycle& cycle, std::vector<Work>& work,
+                                   std::vector<Failure>& failures) {
+  work.reserve(rows.size());
   for (const LeasedRow& row : rows) {
     Work w{&row, {}};
     absl::Status valid = w.event.ParseFromString(row.payload)
@@ -151,57 +168,56 @@ absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
     }
     work.push_back(std::move(w));
   }
+  return absl::OkStatus();
+}
 
+absl::Status LeaseConsumer::CommitWork(pg::Connection& conn, std::vector<Work>& work,
+                                       ConsumerCycle& cycle, std::vector<Failure>& failures) {
+  auto add = [&cycle](const Committed& c) {
+    cycle.processed += c.processed;
+    cycle.written += c.written;
+    cycle.fenced += c.fenced;
+  };
   std::vector<Work*> batch;
   for (Work& w : work) batch.push_back(&w);
-  if (!batch.empty()) {
-    auto done = Commit(conn, batch);
-    if (done.ok()) {
-      cycle.processed += done->processed;
-      cycle.written += done->written;
-      cycle.fenced += done->fenced;
+  if (batch.empty()) return absl::OkStatus();
+  auto done = Commit(conn, batch);
+  if (done.ok()) {
+    add(*done);
+    return absl::OkStatus();
+  }
+  // Outcome unknown or connection lost: the rows come back when their lease
+  // ends; the audit insert is idempotent.
+  if (conn.broken()) return done.status();
+  // Find the row(s) that break the batch; the rest still go through.
+  log::Warn(kComponent, "batch failed; retrying rows one by one",
+            {{"rows", absl::StrCat(batch.size())}, {"error", done.status().ToString()}});
+  for (Work* w : batch) {
+    auto one = Commit(conn, {w});
+    if (one.ok()) {
+      add(*one);
     } else if (conn.broken()) {
-      // Outcome unknown or connection lost: the rows come back when their
-      // lease ends; the audit insert is idempotent.
-      return done.status();
+      return one.status();
     } else {
-      // Find the row(s) that break the batch; the rest still go through.
-      log::Warn(kComponent, "batch failed; retrying rows one by one",
-                {{"rows", absl::StrCat(batch.size())}, {"error", done.status().ToString()}});
-      for (Work* w : batch) {
-        auto one = Commit(conn, {w});
-        if (one.ok()) {
-          cycle.processed += one->processed;
-          cycle.written += one->written;
-          cycle.fenced += one->fenced;
-        } else if (conn.broken()) {
-          return one.status();
-        } else {
-          failures.push_back(Failure{Held(*w->row),
-                                     backoff::Delay(options_.retry_backoff, w->row->attempts),
-                                     one.status().ToString()});
-        }
-      }
+      failures.push_back(Failure{Held(*w->row),
+                                 backoff::Delay(options_.retry_backoff, w->row->attempts),
+                                 one.status().ToString()});
     }
   }
-  if (!failures.empty()) {
-    ASSIGN_OR_RETURN(auto settled, Fail(conn, failures, options_.max_attempts));
-    cycle.retried += static_cast<int>(settled.first);
-    cycle.dead += static_cast<int>(settled.second);
-    log::Warn(kComponent, "events failed; rescheduled or DEAD",
-              {{"rescheduled", absl::StrCat(settled.first)},
-               {"dead", absl::StrCat(settled.second)},
-               {"first_error", failures[0].error}});
-  }
-  processed_->Increment(cycle.processed);
-  fenced_->Increment(cycle.fenced);
-  retried_->Increment(cycle.retried);
-  dead_->Increment(cycle.dead);
-  if (cycle.fenced > 0) {
-    log::Warn(kComponent, "leases were taken over before completing; rows left to the new holder",
-              {{"rows", absl::StrCat(cycle.fenced)}});
-  }
-  return cycle;
+  return absl::OkStatus();
+}
+
+absl::Status LeaseConsumer::Settle(pg::Connection& conn, const std::vector<Failure>& failures,
+                                   ConsumerCycle& cycle) {
+  if (failures.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto settled, Fail(conn, failures, options_.max_attempts));
+  cycle.retried += static_cast<int>(settled.first);
+  cycle.dead += static_cast<int>(settled.second);
+  log::Warn(kComponent, "events failed; rescheduled or DEAD",
+            {{"rescheduled", absl::StrCat(settled.first)},
+             {"dead", absl::StrCat(settled.second)},
+             {"first_error", failures[0].error}});
+  return absl::OkStatus();
 }
 
 void LeaseConsumer::WorkerLoop(int index) {

@@ -99,6 +99,18 @@ class LeaseConsumer {
   };
   // One transaction: complete the held rows, insert their audit rows.
   absl::StatusOr<Committed> Commit(pg::Connection& conn, const std::vector<Work*>& batch);
+  // Sorts claimed rows: bytes that fail validation go DEAD at once, a failed
+  // `handle` hook is a failure to retry, the rest is work.
+  absl::Status Triage(pg::Connection& conn, const std::vector<LeasedRow>& rows,
+                      ConsumerCycle& cycle, std::vector<Work>& work,
+                      std::vector<Failure>& failures);
+  // Commits the work as one batch; when the batch fails (and the connection
+  // works), row by row, so one bad row does not hold back the others.
+  absl::Status CommitWork(pg::Connection& conn, std::vector<Work>& work, ConsumerCycle& cycle,
+                          std::vector<Failure>& failures);
+  // Reschedules the failures with back-off, or DEAD past max_attempts.
+  absl::Status Settle(pg::Connection& conn, const std::vector<Failure>& failures,
+                      ConsumerCycle& cycle);
   void WorkerLoop(int index);
   void HeartbeatLoop();
   void Track(const std::vector<LeasedRow>& rows);

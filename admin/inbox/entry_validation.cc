@@ -1,6 +1,8 @@
 #include "admin/inbox/entry_validation.h"
 
 #include <optional>
+#include <string>
+#include <variant>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -33,6 +35,192 @@ std::string Utc(absl::Time t) {
 
 Rejection Reject(PoisonReason reason, std::string detail, std::string event_id = "") {
   return Rejection{reason, std::move(detail), std::move(event_id)};
+}
+
+// The required fields of an entry that has its form.
+struct Fields {
+  std::string event_id;
+  std::string owner;
+  std::string event_type;
+  std::string schema_version;
+  std::string envelope;
+  std::string signature;
+  std::string key_id;
+  uint32_t version = 0;  // schema_version, once checked
+};
+
+using FieldsOrRejection = std::variant<Fields, Rejection>;
+
+// Form: not deleted, within the size limit, each required field exactly once
+// and a non-empty signature. Unknown extra fields are tolerated (a producer
+// may add routing hints) but never trusted.
+FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLimits& limits) {
+  if (entry.deleted) {
+    return Reject(PoisonReason::kDeleted,
+                  "entry was deleted from the stream before it was acknowledged");
+  }
+  size_t total = 0;
+  for (const auto& [name, value] : entry.fields) total += name.size() + value.size();
+  if (total > limits.max_entry_bytes) {
+    return Reject(
+        PoisonReason::kTooLarge,
+        absl::StrCat("entry is ", total, " bytes, over the limit of ", limits.max_entry_bytes));
+  }
+  std::optional<std::string> fields[std::size(kRequiredFields)];
+  for (const auto& [name, value] : entry.fields) {
+    for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
+      if (name != kRequiredFields[i]) continue;
+      if (fields[i].has_value()) {
+        return Reject(PoisonReason::kDuplicateField,
+                      absl::StrCat("field ", name, " appears twice"));
+      }
+      fields[i] = value;
+    }
+  }
+  const std::string claimed_id = fields[0].value_or("");
+  for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
+    if (i >= kSignatureField && (!fields[i].has_value() || fields[i]->empty())) {
+      return Reject(
+          PoisonReason::kMissingSignature,
+          absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsigned entry"),
+          IsCanonicalId(claimed_id) ? claimed_id : "");
+    }
+    if (!fields[i].has_value()) {
+      return Reject(PoisonReason::kMissingField,
+                    absl::StrCat("required field ", kRequiredFields[i], " is missing"),
+                    IsCanonicalId(claimed_id) ? claimed_id : "");
+    }
+  }
+  return Fields{*std::move(fields[0]), *std::move(fields[1]), *std::move(fields[2]),
+                *std::move(fields[3]), *std::move(fields[4]), *std::move(fields[5]),
+                *std::move(fields[6])};
+}
+
+// The fields themselves, before any signature work: the id's form, the
+// stream's owner, a known event type and schema version, the envelope size.
+std::optional<Rejection> CheckFields(audit::Owner stream_owner, Fields& f,
+                                     const ValidationLimits& limits) {
+  if (!IsCanonicalId(f.event_id)) {
+    return Reject(PoisonReason::kBadEventId,
+                  absl::StrCat("event_id \"", Shown(f.event_id), "\" is not a lowercase UUID"));
+  }
+  const std::string stream_owner_name = audit::OwnerName(stream_owner);
+  if (f.owner != stream_owner_name) {
+    return Reject(PoisonReason::kOwnerMismatch,
+                  absl::StrCat("owner field \"", Shown(f.owner), "\" arrived on the ",
+                               stream_owner_name, " stream"),
+                  f.event_id);
+  }
+  if (!audit::IsKnownEventType(stream_owner, f.event_type)) {
+    return Reject(PoisonReason::kUnknownEventType,
+                  absl::StrCat("event_type \"", Shown(f.event_type), "\" is not defined for owner ",
+                               stream_owner_name),
+                  f.event_id);
+  }
+  if (!absl::SimpleAtoi(f.schema_version, &f.version) || f.version != audit::kSchemaVersion ||
+      f.schema_version != absl::StrCat(f.version)) {
+    return Reject(PoisonReason::kUnsupportedSchemaVersion,
+                  absl::StrCat("schema_version \"", Shown(f.schema_version),
+                               "\" is not supported (", audit::kSchemaVersion, " is)"),
+                  f.event_id);
+  }
+  if (f.envelope.size() > limits.max_event_bytes) {
+    return Reject(PoisonReason::kTooLarge,
+                  absl::StrCat("envelope is ", f.envelope.size(), " bytes, over the limit of ",
+                               limits.max_event_bytes),
+                  f.event_id);
+  }
+  return std::nullopt;
+}
+
+// The signature, with a key the directory lists for the stream's owner: a
+// forger with Redis access but no owner key writes nothing.
+std::optional<Rejection> CheckSignature(audit::Owner stream_owner, const Fields& f,
+                                        const crypto::KeyDirectory& keys) {
+  const crypto::KeyDirectory::Entry* key = keys.Find(f.key_id);
+  if (key == nullptr) {
+    return Reject(PoisonReason::kUnknownKey,
+                  absl::StrCat("key_id \"", Shown(f.key_id), "\" is not in the key directory"),
+                  f.event_id);
+  }
+  const std::string stream_owner_name = audit::OwnerName(stream_owner);
+  if (key->party != stream_owner_name) {
+    return Reject(PoisonReason::kKeyOwnerMismatch,
+                  absl::StrCat("key ", f.key_id, " belongs to ", Shown(key->party), ", not to ",
+                               stream_owner_name),
+                  f.event_id);
+  }
+  if (!key->key.Verify(f.envelope, f.signature)) {
+    return Reject(PoisonReason::kBadSignature,
+                  absl::StrCat("signature does not verify with key ", f.key_id), f.event_id);
+  }
+  return std::nullopt;
+}
+
+// The signed envelope, parsed, says what the fields say.
+std::optional<Rejection> ParseEnvelope(audit::Owner stream_owner, const Fields& f,
+                                       audit::AuditEvent& event) {
+  if (f.envelope.empty() || !event.ParseFromString(f.envelope)) {
+    return Reject(PoisonReason::kEnvelopeUnparseable,
+                  "envelope is not a serialized ulticode.audit.v1.AuditEvent", f.event_id);
+  }
+  if (event.event_id() != f.event_id) {
+    return Reject(PoisonReason::kEventIdMismatch,
+                  absl::StrCat("envelope event_id \"", Shown(event.event_id()),
+                               "\" differs from the event_id field"),
+                  f.event_id);
+  }
+  if (event.record().audit_id() != f.event_id) {
+    return Reject(PoisonReason::kAuditIdMismatch,
+                  absl::StrCat("record.audit_id \"", Shown(event.record().audit_id()),
+                               "\" differs from the event id"),
+                  f.event_id);
+  }
+  if (event.owner() != stream_owner) {
+    return Reject(PoisonReason::kEnvelopeOwnerMismatch,
+                  absl::StrCat("envelope owner \"", audit::OwnerName(event.owner()),
+                               "\" arrived on the ", audit::OwnerName(stream_owner), " stream"),
+                  f.event_id);
+  }
+  if (event.event_type() != f.event_type) {
+    return Reject(
+        PoisonReason::kFieldMismatch,
+        absl::StrCat("event_type field \"", Shown(f.event_type),
+                     "\" differs from the envelope's \"", Shown(event.event_type()), "\""),
+        f.event_id);
+  }
+  if (event.schema_version() != f.version) {
+    return Reject(PoisonReason::kFieldMismatch,
+                  absl::StrCat("schema_version field ", f.version, " differs from the envelope's ",
+                               event.schema_version()),
+                  f.event_id);
+  }
+  return std::nullopt;
+}
+
+// occurred_at is well formed, not before the contract's floor and not too
+// far in Admin's future.
+std::optional<Rejection> CheckOccurredAt(const audit::AuditEvent& event, absl::Time now,
+                                         const ValidationLimits& limits, absl::Time* occurred) {
+  const auto& ts = event.occurred_at();
+  if (!event.has_occurred_at() || ts.nanos() < 0 || ts.nanos() > 999999999) {
+    return Reject(PoisonReason::kBadTimestamp, "occurred_at is missing or malformed",
+                  event.event_id());
+  }
+  *occurred = absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+  if (*occurred < limits.min_occurred_at) {
+    return Reject(
+        PoisonReason::kBadTimestamp,
+        absl::StrCat("occurred_at ", Utc(*occurred), " is before ", Utc(limits.min_occurred_at)),
+        event.event_id());
+  }
+  if (*occurred > now + limits.max_future_skew) {
+    return Reject(PoisonReason::kBadTimestamp,
+                  absl::StrCat("occurred_at ", Utc(*occurred), " is more than ",
+                               absl::FormatDuration(limits.max_future_skew), " in the future"),
+                  event.event_id());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -85,158 +273,26 @@ absl::string_view PoisonReasonName(PoisonReason reason) {
 
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
                       const crypto::KeyDirectory& keys, const ValidationLimits& limits) {
-  if (entry.deleted) {
-    return Reject(PoisonReason::kDeleted,
-                  "entry was deleted from the stream before it was acknowledged");
-  }
-  size_t total = 0;
-  for (const auto& [name, value] : entry.fields) total += name.size() + value.size();
-  if (total > limits.max_entry_bytes) {
-    return Reject(
-        PoisonReason::kTooLarge,
-        absl::StrCat("entry is ", total, " bytes, over the limit of ", limits.max_entry_bytes));
-  }
-
-  // Each required field exactly once; unknown extra fields are tolerated
-  // (a producer may add routing hints) but never trusted.
-  std::optional<std::string> fields[std::size(kRequiredFields)];
-  for (const auto& [name, value] : entry.fields) {
-    for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
-      if (name != kRequiredFields[i]) continue;
-      if (fields[i].has_value()) {
-        return Reject(PoisonReason::kDuplicateField,
-                      absl::StrCat("field ", name, " appears twice"));
-      }
-      fields[i] = value;
-    }
-  }
-  const std::string claimed_id = fields[0].value_or("");
-  for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
-    if (i >= kSignatureField && (!fields[i].has_value() || fields[i]->empty())) {
-      return Reject(
-          PoisonReason::kMissingSignature,
-          absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsigned entry"),
-          IsCanonicalId(claimed_id) ? claimed_id : "");
-    }
-    if (!fields[i].has_value()) {
-      return Reject(PoisonReason::kMissingField,
-                    absl::StrCat("required field ", kRequiredFields[i], " is missing"),
-                    IsCanonicalId(claimed_id) ? claimed_id : "");
-    }
-  }
-  const std::string& event_id = *fields[0];
-  const std::string& owner = *fields[1];
-  const std::string& event_type = *fields[2];
-  const std::string& schema_version = *fields[3];
-  const std::string& envelope = *fields[4];
-  const std::string& signature = *fields[5];
-  const std::string& key_id = *fields[6];
-
-  if (!IsCanonicalId(event_id)) {
-    return Reject(PoisonReason::kBadEventId,
-                  absl::StrCat("event_id \"", Shown(event_id), "\" is not a lowercase UUID"));
-  }
-  const std::string stream_owner_name = audit::OwnerName(stream_owner);
-  if (owner != stream_owner_name) {
-    return Reject(PoisonReason::kOwnerMismatch,
-                  absl::StrCat("owner field \"", Shown(owner), "\" arrived on the ",
-                               stream_owner_name, " stream"),
-                  event_id);
-  }
-  if (!audit::IsKnownEventType(stream_owner, event_type)) {
-    return Reject(PoisonReason::kUnknownEventType,
-                  absl::StrCat("event_type \"", Shown(event_type), "\" is not defined for owner ",
-                               stream_owner_name),
-                  event_id);
-  }
-  uint32_t version = 0;
-  if (!absl::SimpleAtoi(schema_version, &version) || version != audit::kSchemaVersion ||
-      schema_version != absl::StrCat(version)) {
-    return Reject(PoisonReason::kUnsupportedSchemaVersion,
-                  absl::StrCat("schema_version \"", Shown(schema_version), "\" is not supported (",
-                               audit::kSchemaVersion, " is)"),
-                  event_id);
-  }
-  if (envelope.size() > limits.max_event_bytes) {
-    return Reject(PoisonReason::kTooLarge,
-                  absl::StrCat("envelope is ", envelope.size(), " bytes, over the limit of ",
-                               limits.max_event_bytes),
-                  event_id);
-  }
-  const crypto::KeyDirectory::Entry* key = keys.Find(key_id);
-  if (key == nullptr) {
-    return Reject(PoisonReason::kUnknownKey,
-                  absl::StrCat("key_id \"", Shown(key_id), "\" is not in the key directory"),
-                  event_id);
-  }
-  if (key->party != stream_owner_name) {
-    return Reject(PoisonReason::kKeyOwnerMismatch,
-                  absl::StrCat("key ", key_id, " belongs to ", Shown(key->party), ", not to ",
-                               stream_owner_name),
-                  event_id);
-  }
-  if (!key->key.Verify(envelope, signature)) {
-    return Reject(PoisonReason::kBadSignature,
-                  absl::StrCat("signature does not verify with key ", key_id), event_id);
-  }
+  FieldsOrRejection read = ReadFields(entry, limits);
+  if (auto* r = std::get_if<Rejection>(&read)) return std::move(*r);
+  Fields& f = std::get<Fields>(read);
+  if (auto r = CheckFields(stream_owner, f, limits)) return *std::move(r);
+  if (auto r = CheckSignature(stream_owner, f, keys)) return *std::move(r);
   audit::AuditEvent event;
-  if (envelope.empty() || !event.ParseFromString(envelope)) {
-    return Reject(PoisonReason::kEnvelopeUnparseable,
-                  "envelope is not a serialized ulticode.audit.v1.AuditEvent", event_id);
-  }
-  if (event.event_id() != event_id) {
-    return Reject(PoisonReason::kEventIdMismatch,
-                  absl::StrCat("envelope event_id \"", Shown(event.event_id()),
-                               "\" differs from the event_id field"),
-                  event_id);
-  }
-  if (event.record().audit_id() != event_id) {
-    return Reject(PoisonReason::kAuditIdMismatch,
-                  absl::StrCat("record.audit_id \"", Shown(event.record().audit_id()),
-                               "\" differs from the event id"),
-                  event_id);
-  }
-  if (event.owner() != stream_owner) {
-    return Reject(PoisonReason::kEnvelopeOwnerMismatch,
-                  absl::StrCat("envelope owner \"", audit::OwnerName(event.owner()),
-                               "\" arrived on the ", stream_owner_name, " stream"),
-                  event_id);
-  }
-  if (event.event_type() != event_type) {
-    return Reject(
-        PoisonReason::kFieldMismatch,
-        absl::StrCat("event_type field \"", Shown(event_type), "\" differs from the envelope's \"",
-                     Shown(event.event_type()), "\""),
-        event_id);
-  }
-  if (event.schema_version() != version) {
-    return Reject(PoisonReason::kFieldMismatch,
-                  absl::StrCat("schema_version field ", version, " differs from the envelope's ",
-                               event.schema_version()),
-                  event_id);
-  }
-  const auto& ts = event.occurred_at();
-  if (!event.has_occurred_at() || ts.nanos() < 0 || ts.nanos() > 999999999) {
-    return Reject(PoisonReason::kBadTimestamp, "occurred_at is missing or malformed", event_id);
-  }
-  const absl::Time occurred = absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
-  if (occurred < limits.min_occurred_at) {
-    return Reject(
-        PoisonReason::kBadTimestamp,
-        absl::StrCat("occurred_at ", Utc(occurred), " is before ", Utc(limits.min_occurred_at)),
-        event_id);
-  }
-  if (occurred > now + limits.max_future_skew) {
-    return Reject(PoisonReason::kBadTimestamp,
-                  absl::StrCat("occurred_at ", Utc(occurred), " is more than ",
-                               absl::FormatDuration(limits.max_future_skew), " in the future"),
-                  event_id);
-  }
+  if (auto r = ParseEnvelope(stream_owner, f, event)) return *std::move(r);
+  absl::Time occurred;
+  if (auto r = CheckOccurredAt(event, now, limits, &occurred)) return *std::move(r);
   if (absl::Status s = audit::Validate(event); !s.ok()) {
-    return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), event_id);
+    return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), f.event_id);
   }
-  return AcceptedEntry{event_id, stream_owner, event_type, occurred,
-                       envelope, signature,    key_id,     std::move(event)};
+  return AcceptedEntry{f.event_id,
+                       stream_owner,
+                       f.event_type,
+                       occurred,
+                       std::move(f.envelope),
+                       std::move(f.signature),
+                       std::move(f.key_id),
+                       std::move(event)};
 }
 
 }  // namespace ulticode::admin::inbox

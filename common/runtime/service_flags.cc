@@ -46,6 +46,18 @@ void ServiceFlags::Register(config::Flags& flags) {
                config::ValidateHostPort);
   flags.String("metrics-listen", &metrics_listen, "Prometheus /metrics HTTP address (host:port)",
                config::ValidateHostPort);
+  RegisterDatabase(flags);
+  RegisterRedis(flags);
+  flags.String("public-keys-file", &public_keys_file,
+               "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
+               "it changes");
+  flags.Require("public-keys-file", [this] { return migrate_only(); });
+  RegisterTransport(flags);
+  RegisterTokens(flags);
+  RegisterServing(flags);
+}
+
+void ServiceFlags::RegisterDatabase(config::Flags& flags) {
   flags.String("pg-dsn", &pg_dsn,
                "libpq connection string or URI of this service's own database and runtime role "
                "(no password: see --pg-password-file)",
@@ -76,14 +88,33 @@ void ServiceFlags::Register(config::Flags& flags) {
                });
   flags.Int("pg-pool-size", &pg_pool_size, "maximum PostgreSQL connections for RPC handlers", 1,
             512);
+  flags.AddCheck([this]() -> absl::Status {
+    if (pg_migrate_user.empty()) return absl::OkStatus();
+    if (migrate == "verify") {
+      return absl::InvalidArgumentError(
+          "--migrate=verify never migrates: drop --pg-migrate-user (and its password file)");
+    }
+    const std::string runtime = RuntimeRoleToGrant();
+    if (runtime.empty()) {
+      return absl::InvalidArgumentError(
+          "--pg-migrate-user needs the runtime role named in --pg-dsn (user=...)");
+    }
+    if (runtime == pg_migrate_user) {
+      return absl::InvalidArgumentError(
+          "--pg-migrate-user must differ from the runtime role in --pg-dsn");
+    }
+    return absl::OkStatus();
+  });
+}
+
+void ServiceFlags::RegisterRedis(config::Flags& flags) {
   flags.String("redis-addr", &redis_addr, "Redis address (host:port)", config::ValidateHostPort);
   flags.String("redis-user", &redis_user, "Redis ACL user (empty: default user)");
   flags.String("redis-password-file", &redis_password_file,
                "file holding the Redis ACL user's password (mode 0600; empty: none)");
-  flags.String("public-keys-file", &public_keys_file,
-               "key directory: \"<party> <base64 Ed25519 public key>\" per line; re-read when "
-               "it changes");
-  flags.Require("public-keys-file", [this] { return migrate_only(); });
+}
+
+void ServiceFlags::RegisterTransport(config::Flags& flags) {
   flags.String("tls-cert-file", &tls.cert_file,
                "PEM certificate chain served on --grpc-listen; re-read when it changes");
   flags.String("tls-key-file", &tls.key_file, "PEM private key of --tls-cert-file (mode 0600)");
@@ -102,23 +133,9 @@ void ServiceFlags::Register(config::Flags& flags) {
                  return v.empty() ? absl::OkStatus() : config::ValidateHostPort(v);
                });
   flags.AddCheck([this] { return migrate_only() ? absl::OkStatus() : CheckTransport(); });
-  flags.AddCheck([this]() -> absl::Status {
-    if (pg_migrate_user.empty()) return absl::OkStatus();
-    if (migrate == "verify") {
-      return absl::InvalidArgumentError(
-          "--migrate=verify never migrates: drop --pg-migrate-user (and its password file)");
-    }
-    const std::string runtime = RuntimeRoleToGrant();
-    if (runtime.empty()) {
-      return absl::InvalidArgumentError(
-          "--pg-migrate-user needs the runtime role named in --pg-dsn (user=...)");
-    }
-    if (runtime == pg_migrate_user) {
-      return absl::InvalidArgumentError(
-          "--pg-migrate-user must differ from the runtime role in --pg-dsn");
-    }
-    return absl::OkStatus();
-  });
+}
+
+void ServiceFlags::RegisterTokens(config::Flags& flags) {
   flags.String("jwks-file", &jwks_file,
                "JSON Web Key Set verifying callers' bearer tokens (EdDSA, ES256, RS256); re-read "
                "when it changes");
@@ -131,6 +148,9 @@ void ServiceFlags::Register(config::Flags& flags) {
   flags.Duration("jwt-clock-skew", &jwt_clock_skew,
                  "clock difference tolerated for a token's exp and nbf", absl::ZeroDuration(),
                  absl::Minutes(10));
+}
+
+void ServiceFlags::RegisterServing(config::Flags& flags) {
   flags.String("log-level", &log_level, "debug, info, warn or error", [](const std::string& v) {
     log::Level level;
     return log::ParseLevel(v, &level);
@@ -145,8 +165,8 @@ void ServiceFlags::Register(config::Flags& flags) {
                  absl::ZeroDuration(), absl::Minutes(5));
   flags.Duration(
       "startup-timeout", &startup_timeout,
-      "how long start-up waits for PostgreSQL to become reachable (Redis is dialled by the "
-      "workers, which retry on their own)",
+      "how long start-up waits for PostgreSQL to become reachable (SIGTERM ends the wait at "
+      "once; Redis is dialled by the workers, which retry on their own)",
       absl::Seconds(1), absl::Minutes(30));
 }
 

@@ -72,6 +72,13 @@ struct ServiceFlags {
       const;  // DieOnStartup-worthy errors were checked by Register
 
  private:
+  // Register's groups, in --help order.
+  void RegisterDatabase(config::Flags& flags);
+  void RegisterRedis(config::Flags& flags);
+  void RegisterTransport(config::Flags& flags);
+  void RegisterTokens(config::Flags& flags);
+  void RegisterServing(config::Flags& flags);
+
   std::string pg_password_;
   std::string pg_migrate_password_;
   std::string redis_password_;

@@ -36,7 +36,8 @@ if ((!check)); then
 fi
 
 # One process for every file; each line of its report names a file that differs.
-report="$(clang-format-14 --dry-run --Werror -- "${files[@]}" 2>&1)" || true
+rc=0
+report="$(clang-format-14 --dry-run --Werror -- "${files[@]}" 2>&1)" || rc=$?
 mapfile -t drift < <(printf '%s\n' "${report}" | sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' | sort -u)
 if ((${#drift[@]} > 0)); then
   printf 'format: %d of %d files differ from .clang-format (run scripts/format.sh):\n' \
@@ -44,8 +45,8 @@ if ((${#drift[@]} > 0)); then
   printf '  %s\n' "${drift[@]}" >&2
   exit 1
 fi
-if [[ -n "${report}" ]]; then
-  printf 'format: clang-format-14 failed:\n%s\n' "${report}" >&2
+if ((rc != 0)) || [[ -n "${report}" ]]; then
+  printf 'format: clang-format-14 failed (exit %d):\n%s\n' "${rc}" "${report}" >&2
   exit 1
 fi
 echo "format: ${#files[@]} files match .clang-format"

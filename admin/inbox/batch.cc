@@ -70,16 +70,18 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
   ASSIGN_OR_RETURN(out.take, InsertIfAbsent(tx, consumer, batch.arrivals, as));
   const absl::flat_hash_set<const Arrival*> conflicted(out.take.conflicts.begin(),
                                                        out.take.conflicts.end());
+  out.refused = batch.refused;
   auto refuse = [&](size_t item, const Arrival& a) {
-    out.conflicts.push_back({item, PoisonReason::kConflict, a.entry.event_id, kInboxConflict});
+    out.refused.push_back({item, PoisonReason::kConflict, a.entry.event_id, kInboxConflict});
   };
   for (size_t i = 0; i < batch.arrivals.size(); ++i) {
     const Arrival& a = batch.arrivals[i];
     if (conflicted.contains(&a)) {
       refuse(batch.arrival_items[i], a);
-    } else {
-      out.taken_items.push_back(batch.arrival_items[i]);
+      continue;
     }
+    out.taken.push_back(&a);
+    out.taken_items.push_back(batch.arrival_items[i]);
   }
   for (const auto& [item, arrival] : batch.repeats) {
     const Arrival& a = batch.arrivals[arrival];

@@ -64,10 +64,12 @@ PreparedBatch PrepareBatch(const std::vector<BatchItem>& items, absl::Time now,
 
 struct InsertedBatch {
   TakeOver take;
-  // Arrivals the inbox holds with other bytes, and their repeats: kConflict.
-  std::vector<Refusal> conflicts;
-  // Items now in the inbox with these bytes: fresh and duplicate arrivals
-  // and their repeats.
+  // Every item the inbox does not take: the batch's refusals, then the
+  // arrivals it holds with other bytes and their repeats (kConflict).
+  std::vector<Refusal> refused;
+  // Arrivals now in the inbox with these bytes (fresh and duplicates), in
+  // event id order; and every item they came in (their repeats too).
+  std::vector<const Arrival*> taken;
   std::vector<size_t> taken_items;
   // Repeats within the batch of events now in the inbox (duplicates, to
   // whoever counts outcomes).

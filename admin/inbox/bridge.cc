@@ -1,9 +1,7 @@
 #include "admin/inbox/bridge.h"
 
-#include <functional>
 #include <memory>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/audit/receipt.h"
@@ -189,8 +187,7 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   writer_metrics_.Committed(absorbed.inserted.logs, absorbed.inserted.written, absl::Now());
   if (hooks_.after_commit) RETURN_IF_ERROR(hooks_.after_commit(entries));
 
-  ASSIGN_OR_RETURN(const int64_t acked,
-                   ReceiptAndAck(redis, cursor, entries, batch, absorbed, cycle));
+  ASSIGN_OR_RETURN(const int64_t acked, ReceiptAndAck(redis, cursor, entries, absorbed, cycle));
   cycle.acked = static_cast<int>(acked);
   Count(cursor, absorbed, cycle);
   return cycle;
@@ -218,11 +215,9 @@ absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
   ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
   ASSIGN_OR_RETURN(out.inserted, InsertBatch(tx, options_.inbox_consumer, batch,
                                              direct ? InsertAs::kProcessed : InsertAs::kPending));
-  for (const auto& refusals : {std::cref(batch.refused), std::cref(out.inserted.conflicts)}) {
-    for (const Refusal& r : refusals.get()) {
-      const redis::StreamEntry& e = entries[r.item];
-      out.poison.push_back(Poison{stream, e.id, r.event_id, r.reason, r.detail, e.fields});
-    }
+  for (const Refusal& r : out.inserted.refused) {
+    const redis::StreamEntry& e = entries[r.item];
+    out.poison.push_back(Poison{stream, e.id, r.event_id, r.reason, r.detail, e.fields});
   }
   RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, out.poison).status());
   RETURN_IF_ERROR(tx.Commit());
@@ -231,20 +226,20 @@ absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
 
 absl::StatusOr<int64_t> InboxBridge::ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
                                                    const std::vector<redis::StreamEntry>& entries,
-                                                   const PreparedBatch& batch,
                                                    const Absorbed& absorbed, BridgeCycle& cycle) {
-  const absl::flat_hash_set<const Arrival*> conflicted(absorbed.inserted.take.conflicts.begin(),
-                                                       absorbed.inserted.take.conflicts.end());
   std::vector<audit::ReceiptItem> receipted;
-  for (const Arrival& a : batch.arrivals) {
-    if (!conflicted.contains(&a)) {
-      receipted.push_back({a.entry.event_id, crypto::Sha256(a.entry.envelope)});
-    }
+  for (const Arrival* a : absorbed.inserted.taken) {
+    receipted.push_back({a->entry.event_id, crypto::Sha256(a->entry.envelope)});
   }
   redis::StreamFields receipt;
   if (!receipted.empty()) {
-    ASSIGN_OR_RETURN(receipt,
-                     audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer));
+    absl::StatusOr<redis::StreamFields> encoded =
+        audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer);
+    if (encoded.ok()) {
+      receipt = *std::move(encoded);
+    } else {
+      CountReceipt(cursor, receipted.size(), encoded.status());
+    }
   }
   std::vector<std::string> ack_ids;
   ack_ids.reserve(entries.size());
@@ -254,17 +249,20 @@ absl::StatusOr<int64_t> InboxBridge::ReceiptAndAck(redis::Client& redis, const S
       redis.XAddThenAck(audit::ReceiptStreamFor(cursor.stream), receipt, options_.receipt_max_len,
                         cursor.stream, options_.group, ack_ids));
   if (done.added.has_value()) {
-    const bool sent = done.added->ok();
-    receipts_->Add({{"stream", cursor.stream}, {"outcome", sent ? "sent" : "failed"}})
-        .Increment(static_cast<double>(receipted.size()));
-    if (sent) {
-      cycle.receipted = static_cast<int>(receipted.size());
-    } else {
-      log::Warn(kComponent, "receipt not sent; the owner will publish again",
-                {{"stream", cursor.stream}, {"error", done.added->status().ToString()}});
-    }
+    CountReceipt(cursor, receipted.size(), done.added->status());
+    if (done.added->ok()) cycle.receipted = static_cast<int>(receipted.size());
   }
   return done.acked;
+}
+
+void InboxBridge::CountReceipt(const StreamCursor& cursor, size_t events,
+                               const absl::Status& status) {
+  receipts_->Add({{"stream", cursor.stream}, {"outcome", status.ok() ? "sent" : "failed"}})
+      .Increment(static_cast<double>(events));
+  if (!status.ok()) {
+    log::Warn(kComponent, "receipt not sent; the owner will publish again",
+              {{"stream", cursor.stream}, {"error", status.ToString()}});
+  }
 }
 
 void InboxBridge::Count(const StreamCursor& cursor, const Absorbed& absorbed, BridgeCycle& cycle) {

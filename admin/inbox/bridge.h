@@ -155,12 +155,14 @@ class InboxBridge {
                                             const std::vector<redis::StreamEntry>& entries,
                                             const PreparedBatch& batch);
   // The owner's receipt (events now durable in the inbox) and the XACK of
-  // the whole batch, in one round trip. A failed receipt is not fatal: the
-  // owner re-sends, the inbox absorbs the duplicate. Returns the number acked.
+  // the whole batch, in one round trip. A receipt that cannot be signed or
+  // sent is not fatal: the batch is still acknowledged, the owner re-sends,
+  // the inbox absorbs the duplicate. Returns the number acked.
   absl::StatusOr<int64_t> ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
                                         const std::vector<redis::StreamEntry>& entries,
-                                        const PreparedBatch& batch, const Absorbed& absorbed,
-                                        BridgeCycle& cycle);
+                                        const Absorbed& absorbed, BridgeCycle& cycle);
+  // Counts (and logs a failed) receipt of `events` event ids.
+  void CountReceipt(const StreamCursor& cursor, size_t events, const absl::Status& status);
   // Outcome counters, poison logs and the arrival lag of first deliveries.
   void Count(const StreamCursor& cursor, const Absorbed& absorbed, BridgeCycle& cycle);
   void StreamLoop(size_t index);

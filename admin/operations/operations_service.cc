@@ -1,7 +1,6 @@
 #include "admin/operations/operations_service.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
@@ -356,23 +355,17 @@ absl::StatusOr<AdminOperationsService::Replayed> AdminOperationsService::ReplayE
       inbox::PrepareBatch(items, absl::Now(), *options_.keys->Current(), options_.limits);
   ASSIGN_OR_RETURN(const inbox::InsertedBatch inserted,
                    inbox::InsertBatch(tx, options_.consumer, batch, inbox::InsertAs::kProcessed));
-  for (const auto& refusals : {std::cref(batch.refused), std::cref(inserted.conflicts)}) {
-    for (const inbox::Refusal& r : refusals.get()) {
-      v1::PoisonEntry& p = chosen[chosen_of_item[r.item]];
-      p.set_reason(std::string(inbox::PoisonReasonName(r.reason)));
-      p.set_detail(r.detail);
-      *resp->add_still_poison() = std::move(p);
-    }
+  for (const inbox::Refusal& r : inserted.refused) {
+    v1::PoisonEntry& p = chosen[chosen_of_item[r.item]];
+    p.set_reason(std::string(inbox::PoisonReasonName(r.reason)));
+    p.set_detail(r.detail);
+    *resp->add_still_poison() = std::move(p);
   }
   Replayed out;
   for (size_t item : inserted.taken_items) {
     out.poison_ids.push_back(absl::StrCat(chosen[chosen_of_item[item]].id()));
   }
-  const absl::flat_hash_set<const inbox::Arrival*> conflicts(inserted.take.conflicts.begin(),
-                                                             inserted.take.conflicts.end());
-  for (const inbox::Arrival& a : batch.arrivals) {
-    if (!conflicts.contains(&a)) out.event_ids.push_back(a.entry.event_id);
-  }
+  for (const inbox::Arrival* a : inserted.taken) out.event_ids.push_back(a->entry.event_id);
   return out;
 }
 

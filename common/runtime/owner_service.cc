@@ -2,9 +2,9 @@
 
 #include <memory>
 
+#include "common/operations/operations_service.h"
 #include "common/outbox/dispatcher_flags.h"
 #include "common/outbox/migrations.h"
-#include "common/outbox/operations/operations_service.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
 #include "common/retention/retention.h"
@@ -80,10 +80,10 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
 absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context) {
   StartDispatcherAndReceipts(owner, std::move(options.dispatch), context);
   StartHousekeeping(owner, options.housekeeping, context);
-  context.Serve(std::make_unique<outbox::OutboxOperationsService>(
-                    owner, context.pool(), context.Authorizer(outbox::OperationsAccessRules()),
-                    context.signer()),
-                outbox::kOperationsServiceName);
+  context.Serve(
+      std::make_unique<operations::OutboxOperationsService>(
+          owner, context.pool(), context.Authorizer(operations::AccessRules()), context.signer()),
+      operations::kServiceName);
   return absl::OkStatus();
 }
 

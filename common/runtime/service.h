@@ -6,10 +6,11 @@
 //   handed over) -> gRPC -> SERVING
 //
 // and on SIGTERM/SIGINT: NOT_SERVING, drain gRPC, stop the workers in reverse
-// order of start, close the pool, exit 0. A signal during start-up (e.g. while
-// waiting for the database) ends the wait at once: the process exits with
-// 128 + the signal's number, having served nothing. Any other start-up
-// failure is logged and exits 1.
+// order of start, close the pool, exit 0. A signal while start-up waits for
+// the database ends the wait at once (an attempt in progress runs to its
+// connect timeout): the process exits with 128 + the signal's number, having
+// served nothing. A signal later in start-up takes the normal stop once the
+// service is up. Any other start-up failure is logged and exits 1.
 #pragma once
 
 #include <functional>

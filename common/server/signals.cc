@@ -3,8 +3,6 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <cerrno>
-
 namespace ulticode::server {
 namespace {
 

@@ -9,6 +9,11 @@ checks that each one is provided by a Debian package that every Debian 12 has
 provides must be a named prerequisite (KNOWN_PREREQUISITES, said in the
 README) or come from the pinned npm tooling (node_modules/.bin).
 
+Its reach: a word that is no command on this machine cannot be told from a
+word of prose or a variable's value, so it is not checked. The check finds
+the tool the project forgot to list on a machine where that tool is present
+by chance (a developer's, CI's), before a fresh Debian 12 fails on it.
+
 Usage: tests/deploy/deps_test.py        (exit 1 naming each command that fails)
 """
 import glob

@@ -18,7 +18,7 @@
 #include "auth/migrations.h"
 #include "common/jwt/token_cache.h"
 #include "common/metrics/metrics.h"
-#include "common/outbox/operations/operations_service.h"
+#include "common/operations/operations_service.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -221,7 +221,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   server::Authorizer auth_authz(resolver, auth::AccessRules());
   server::Authorizer app_authz(resolver, app::AccessRules());
   server::Authorizer admin_authz(resolver, admin::query::AccessRules());
-  server::Authorizer outbox_ops_authz(resolver, outbox::OperationsAccessRules());
+  server::Authorizer outbox_ops_authz(resolver, operations::AccessRules());
   server::Authorizer admin_ops_authz(resolver, admin::operations::AccessRules());
   // No database behind them: the check comes before any work.
   pg::PoolOptions nowhere;
@@ -232,14 +232,15 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   auth::AuthServiceImpl auth_service(pool, auth_authz, signer);
   app::AppServiceImpl app_service(pool, app_authz, signer);
   admin::query::AuditQueryService admin_service(pool, admin_authz, {});
-  outbox::OutboxOperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz, signer);
+  operations::OutboxOperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz,
+                                                 signer);
   admin::operations::AdminOperationsService admin_ops(pool, admin_ops_authz, {});
   auto metrics = metrics::Metrics::Unexposed("rules");
   server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8), metrics->registry());
   grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");
   grpc_server.AddService(&app_service, "ulticode.app.v1.AppService");
   grpc_server.AddService(&admin_service, "ulticode.admin.v1.AdminService");
-  grpc_server.AddService(&outbox_ops, outbox::kOperationsServiceName);
+  grpc_server.AddService(&outbox_ops, operations::kServiceName);
   grpc_server.AddService(&admin_ops, admin::operations::kServiceName);
   ASSERT_TRUE(grpc_server.Start().ok());
   grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_server.port()),
@@ -261,7 +262,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
       {"ulticode.auth.v1.AuthService", &auth::AccessRules()},
       {"ulticode.app.v1.AppService", &app::AccessRules()},
       {"ulticode.admin.v1.AdminService", &admin::query::AccessRules()},
-      {outbox::kOperationsServiceName, &outbox::OperationsAccessRules()},
+      {operations::kServiceName, &operations::AccessRules()},
       {admin::operations::kServiceName, &admin::operations::AccessRules()}};
   int methods = 0;
   for (const auto& [name, rules] : all) {

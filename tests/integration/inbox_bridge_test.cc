@@ -420,6 +420,38 @@ TEST_F(InboxBridgeTest, ADuplicateIdWithDifferentBytesIsAConflictAndNeverOverwri
   EXPECT_EQ(Pending(), 0);
 }
 
+// A forgery of an event the inbox already holds, delivered twice in one
+// batch: the first copy conflicts with the inbox, and its repeat is a
+// conflict too (never taken, never receipted), both acknowledged.
+TEST_F(InboxBridgeTest, RepeatsOfAConflictingEventInOneBatchAreAllConflicts) {
+  auto original = SampleEvent(audit::v1::OWNER_AUTH, "u1");
+  auto forged = original;
+  forged.mutable_record()->set_actor("mallory");
+  Add(EntryFields(original));
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 1; }));
+  const std::string first = Add(EntryFields(forged));
+  const std::string repeat = Add(EntryFields(forged));
+  auto cycle = bridge.RunOnce(*conn_, *redis_, cursor);
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(cycle->read, 2);
+  EXPECT_EQ(cycle->poison, 2);
+  EXPECT_EQ(cycle->duplicates, 0);
+  EXPECT_EQ(cycle->receipted, 0);
+  EXPECT_EQ(cycle->acked, 2);
+  pg::Statement p{"poison", "SELECT reason, stream_entry_id FROM poison_events ORDER BY id"};
+  auto pr = conn_->Execute(p);
+  ASSERT_TRUE(pr.ok() && pr->rows() == 2);
+  EXPECT_EQ(pr->GetString(0, 0), "conflict");
+  EXPECT_EQ(pr->GetString(1, 0), "conflict");
+  EXPECT_EQ(std::set<std::string>({pr->GetString(0, 1), pr->GetString(1, 1)}),
+            std::set<std::string>({first, repeat}));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 1);
+  EXPECT_EQ(Pending(), 0);
+}
+
 TEST_F(InboxBridgeTest, TheSameEventDeliveredManyTimesToTwoBridgesYieldsOneAuditRowEach) {
   std::vector<audit::AuditEvent> events;
   for (int i = 0; i < 20; ++i)

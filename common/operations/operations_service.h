@@ -14,15 +14,17 @@
 #include "common/server/principal.h"
 #include "ulticode/outbox/v1/outbox.grpc.pb.h"
 
-namespace ulticode::outbox {
+namespace ulticode::operations {
 
-inline constexpr char kOperationsServiceName[] = "ulticode.outbox.v1.OutboxOperations";
+namespace v1 = ::ulticode::outbox::v1;
+
+inline constexpr char kServiceName[] = "ulticode.outbox.v1.OutboxOperations";
 // Ids per RedriveDeadOutbox call; rows per Replay call.
 inline constexpr int kMaxRedriveIds = 1000;
 inline constexpr int64_t kMaxReplayRows = 1000000;
 
 // Who may call which method of OutboxOperations.
-const server::AccessTable& OperationsAccessRules();
+const server::AccessTable& AccessRules();
 
 absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req);
 absl::Status ValidateReplay(const v1::ReplayRequest& req);
@@ -43,4 +45,4 @@ class OutboxOperationsService final : public v1::OutboxOperations::Service {
   const mutation::MutationHandler mutations_;
 };
 
-}  // namespace ulticode::outbox
+}  // namespace ulticode::operations

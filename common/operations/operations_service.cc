@@ -1,4 +1,4 @@
-#include "common/outbox/operations/operations_service.h"
+#include "common/operations/operations_service.h"
 
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "common/mutation/actor.h"
 #include "common/text/text.h"
 
-namespace ulticode::outbox {
+namespace ulticode::operations {
 namespace {
 
 constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 500};
@@ -76,7 +76,7 @@ std::string Utc(absl::Time t) {
 
 }  // namespace
 
-const server::AccessTable& OperationsAccessRules() {
+const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
       {"RedriveDeadOutbox", "audit.operator"},
       {"Replay", "audit.operator"},
@@ -205,4 +205,4 @@ grpc::Status OutboxOperationsService::Replay(grpc::ServerContext* ctx, const v1:
       resp);
 }
 
-}  // namespace ulticode::outbox
+}  // namespace ulticode::operations

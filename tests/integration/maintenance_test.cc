@@ -244,6 +244,44 @@ TEST_F(OutboxHousekeepingTest, RetentionLeavesATableToTheReplicaHoldingItsLock) 
   EXPECT_EQ(Count("true"), 0);
 }
 
+// A Replay that re-queues a row while retention is deleting it wins: the
+// DELETE waits on the row lock, then re-checks the row as committed (PENDING)
+// and leaves it. Deterministic: the Replay holds its lock until retention is
+// seen waiting on it.
+TEST_F(OutboxHousekeepingTest, RetentionNeverDeletesARowAConcurrentReplayRequeued) {
+  Row("CONFIRMED", "8 days");
+  auto replay_conn = pg::Connection::Connect(connect_);
+  ASSERT_TRUE(replay_conn.ok());
+  auto replay = (*replay_conn)->Begin();
+  ASSERT_TRUE(replay.ok());
+  ASSERT_TRUE(replay
+                  ->Execute(pg::Statement{"requeue",
+                                          "UPDATE audit_outbox SET state = 'PENDING',"
+                                          " next_attempt_at = now(), attempts = 0"
+                                          " WHERE state = 'CONFIRMED'"},
+                            {})
+                  .ok());
+  auto retention_conn = pg::Connection::Connect(connect_);
+  ASSERT_TRUE(retention_conn.ok());
+  const int pid = (*retention_conn)->backend_pid();
+  int64_t deleted = -1;
+  std::thread retention([&] {
+    deleted =
+        ::ulticode::testing::QueryInt(**retention_conn, "SELECT outbox_retention(604800, 100)");
+  });
+  const bool waiting = ::ulticode::testing::WaitFor(
+      [&] {
+        return QueryInt(*conn_, absl::StrCat("SELECT count(*) FROM pg_stat_activity WHERE pid = ",
+                                             pid, " AND wait_event_type = 'Lock'")) == 1;
+      },
+      std::chrono::seconds(10));
+  ASSERT_TRUE(replay->Commit().ok());
+  retention.join();
+  ASSERT_TRUE(waiting) << "retention never waited on the replayed row";
+  EXPECT_EQ(deleted, 0);
+  EXPECT_EQ(Count("state = 'PENDING'"), 1) << "the re-queued row was deleted";
+}
+
 TEST_F(OutboxHousekeepingTest, GaugesCountEachStateAndTheOldestAges) {
   Row("PENDING", "90 seconds");
   Row("PENDING", "10 seconds");

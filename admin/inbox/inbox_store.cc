@@ -38,7 +38,9 @@ constexpr pg::Statement kPoison{
     " SELECT $1, t.stream, t.entry, NULLIF(t.eid, ''), t.reason, t.detail, t.fields::jsonb"
     " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
     "   AS t(stream, entry, eid, reason, detail, fields)"
-    " ON CONFLICT (consumer, stream, stream_entry_id) DO NOTHING",
+    // fields_sha256 is set by a trigger: an entry id repeated with other
+    // fields (Redis restarted behind its old clock) is another entry.
+    " ON CONFLICT (consumer, stream, stream_entry_id, fields_sha256) DO NOTHING",
     absl::Seconds(30)};
 
 // Larger values (an oversized entry) are recorded by size only, and so is

@@ -54,8 +54,9 @@ struct Poison {
   redis::StreamFields fields;
 };
 
-// Stores poison entries; a re-delivered entry (same stream and entry id) is
-// stored once. Returns how many rows were new.
+// Stores poison entries; a re-delivered entry (same stream, entry id and
+// fields) is stored once, while another entry under a repeated id is stored
+// too. Returns how many rows were new.
 absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& consumer,
                                     const std::vector<Poison>& poison);
 

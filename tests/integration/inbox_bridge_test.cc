@@ -497,6 +497,31 @@ TEST_F(InboxBridgeTest, TheSameEventDeliveredManyTimesToTwoBridgesYieldsOneAudit
   EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 20);
 }
 
+// Redis restarted without its data on a host whose clock is behind hands
+// out stream ids it handed out before. A poison entry under a repeated id
+// with other fields is another entry: stored, not dropped as a re-delivery;
+// a true re-delivery (same id, same fields) is still stored once.
+TEST_F(InboxBridgeTest, APoisonEntryUnderARepeatedStreamIdIsStoredNotDropped) {
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor cursor = Cursor();
+  auto poison_count = [&] { return Scalar("SELECT count(*) FROM poison_events"); };
+  ASSERT_TRUE(redis_->Command({"XADD", stream_, "5-0", "garbage", "one"}).ok());
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return poison_count() == 1; }));
+
+  ASSERT_TRUE(redis_->Command({"DEL", stream_}).ok());  // Redis lost its data
+  ASSERT_TRUE(redis_->Command({"XADD", stream_, "5-0", "garbage", "two"}).ok());
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return poison_count() == 2 && Pending() == 0; }))
+      << "the second entry under id 5-0 was dropped as a re-delivery";
+
+  // The same entry again (same id, same fields): a re-delivery, stored once.
+  ASSERT_TRUE(redis_->Command({"DEL", stream_}).ok());
+  ASSERT_TRUE(redis_->Command({"XADD", stream_, "5-0", "garbage", "two"}).ok());
+  ASSERT_TRUE(RunUntil(bridge, cursor, [&] { return Pending() == 0 && cursor.group_ready; }));
+  auto cycle = bridge.RunOnce(*conn_, *redis_, cursor);
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(poison_count(), 2);
+}
+
 TEST_F(InboxBridgeTest, AGroupLostWithRedisDataIsRecreatedAndReadingResumes) {
   InboxBridge bridge(options_, metrics_->registry());
   StreamCursor cursor = Cursor();

@@ -151,6 +151,15 @@ absl::Status LeaseConsumer::Triage(pg::Connection& conn, const std::vector<Lease
     if (valid.ok() && w.event.event_id() != row.event_id) {
       valid = absl::InvalidArgumentError("payload event_id differs from the inbox row's");
     }
+    if (audit::IsNewerThanKnown(valid)) {
+      // Written by a newer owner release: leave it to a consumer that knows it.
+      ASSIGN_OR_RETURN(int64_t n,
+                       Postpone(conn, Held(row), kNewerEventDelay, std::string(valid.message())));
+      cycle.postponed += static_cast<int>(n);
+      log::Warn(kComponent, "event newer than this binary; left for a newer consumer",
+                {{"event_id", row.event_id}, {"reason", std::string(valid.message())}});
+      continue;
+    }
     if (!valid.ok()) {
       // Retrying cannot fix the bytes: DEAD at once.
       ASSIGN_OR_RETURN(int64_t n, MarkDead(conn, Held(row), std::string(valid.message())));

@@ -74,7 +74,12 @@ struct ConsumerCycle {
   int fenced = 0;     // lost to a newer lease before completing
   int retried = 0;
   int dead = 0;
+  int postponed = 0;  // newer than this binary knows: left for a newer consumer
 };
+
+// How long an event newer than this binary waits before a consumer claims it
+// again (a newer replica usually takes it first).
+inline constexpr absl::Duration kNewerEventDelay = absl::Seconds(30);
 
 class LeaseConsumer {
  public:

@@ -71,6 +71,13 @@ constexpr pg::Statement kMarkDead{
     "   lease_owner = NULL, lease_expires_at = NULL, leased_at = NULL"
     " WHERE id = $1 AND fencing_token = $2 AND status = 'PROCESSING'"};
 
+constexpr pg::Statement kPostpone{
+    "inbox.postpone",
+    "UPDATE consumer_inbox SET status = 'PENDING', attempts = greatest(attempts - 1, 0),"
+    "   next_retry_at = now() + $3::float8 * interval '1 second', last_error = $4,"
+    "   lease_owner = NULL, lease_expires_at = NULL, leased_at = NULL"
+    " WHERE id = $1 AND fencing_token = $2 AND status = 'PROCESSING'"};
+
 void Split(const std::vector<HeldRow>& rows, std::vector<std::string>* ids,
            std::vector<std::string>* tokens) {
   for (const HeldRow& r : rows) {
@@ -149,6 +156,15 @@ absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const HeldRow& row,
                                  const std::string& reason) {
   ASSIGN_OR_RETURN(pg::Result r,
                    conn.Execute(kMarkDead, {pg::Int(row.id), pg::Int(row.fencing_token),
+                                            pg::Text(Truncated(reason))}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> Postpone(pg::Connection& conn, const HeldRow& row, absl::Duration delay,
+                                 const std::string& reason) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kPostpone, {pg::Int(row.id), pg::Int(row.fencing_token),
+                                            pg::Text(absl::StrCat(absl::ToDoubleSeconds(delay))),
                                             pg::Text(Truncated(reason))}));
   return r.affected_rows();
 }

@@ -66,5 +66,11 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Fail(pg::Connection& conn,
 // An error retrying cannot fix: DEAD at once with its reason.
 absl::StatusOr<int64_t> MarkDead(pg::Connection& conn, const HeldRow& row,
                                  const std::string& reason);
+// A held row this binary cannot handle yet (an event newer than it knows,
+// during a rolling upgrade): PENDING again after `delay`, with the claim's
+// attempt given back, so it never goes DEAD for it; a binary that knows the
+// event takes it.
+absl::StatusOr<int64_t> Postpone(pg::Connection& conn, const HeldRow& row, absl::Duration delay,
+                                 const std::string& reason);
 
 }  // namespace ulticode::admin::consumer

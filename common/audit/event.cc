@@ -168,14 +168,19 @@ absl::Status Validate(const AuditEvent& event) {
       event.owner() != v1::OWNER_ADMIN) {
     return absl::InvalidArgumentError("owner is unspecified or unknown");
   }
-  if (!IsKnownEventType(event.owner(), event.event_type())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("event_type \"", event.event_type().substr(0, 64),
-                     "\" is not known for owner ", OwnerName(event.owner())));
+  if (event.schema_version() > kSchemaVersion) {
+    return absl::UnimplementedError(absl::StrCat("schema_version ", event.schema_version(),
+                                                 " is newer than this binary knows"));
   }
   if (event.schema_version() != kSchemaVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat("schema_version ", event.schema_version(), " is not supported"));
+  }
+  if (!IsKnownEventType(event.owner(), event.event_type())) {
+    if (event.event_type().empty()) return absl::InvalidArgumentError("event_type is empty");
+    return absl::UnimplementedError(absl::StrCat("event_type \"", event.event_type().substr(0, 64),
+                                                 "\" is not known to this binary for owner ",
+                                                 OwnerName(event.owner())));
   }
   if (!event.has_occurred_at() || event.occurred_at().seconds() <= 0) {
     return absl::InvalidArgumentError("occurred_at is missing");
@@ -196,6 +201,8 @@ absl::Status Validate(const AuditEvent& event) {
   if (r.entity_id().empty()) return absl::InvalidArgumentError("record.entity_id is empty");
   return ValidateRecordText(r);
 }
+
+bool IsNewerThanKnown(const absl::Status& status) { return absl::IsUnimplemented(status); }
 
 std::string Serialize(const AuditEvent& event) {
   std::string out;

@@ -53,8 +53,12 @@ AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& acto
 // NUL or other control characters, no bidi controls in names, finite numbers,
 // bounded nesting, a representable time). The invariant: an event that
 // validates here is always written by Admin. INVALID_ARGUMENT names the first
-// problem found.
+// problem found; UNIMPLEMENTED (IsNewerThanKnown) when the event is of a type
+// or schema version newer than this binary knows, written by a newer release
+// of its owner: during a rolling upgrade it is left, or passed on untouched,
+// for a binary that knows it, never declared dead.
 absl::Status Validate(const AuditEvent& event);
+bool IsNewerThanKnown(const absl::Status& status);
 
 // Deterministic serialization: the bytes that are stored, published and
 // (later) signed. Never re-serialize a received event; keep its bytes.

@@ -13,6 +13,7 @@
 #include "common/outbox/outbox_store.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
+#include "tests/support/audit_events.h"
 #include "tests/support/keys.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/redis_server.h"
@@ -20,6 +21,8 @@
 
 namespace ulticode::outbox {
 namespace {
+
+using ::ulticode::testing::SampleEvent;
 
 using ::ulticode::testing::WaitFor;
 
@@ -236,6 +239,32 @@ TEST_F(DispatcherTest, TwoDispatchersOnSeparateConnectionsNeverPublishARowTwice)
   for (const auto& e : entries) unique.insert(Field(e, "event_id"));
   EXPECT_EQ(entries.size(), 600u);
   EXPECT_EQ(unique.size(), 600u);
+}
+
+// Rolling upgrade: a row of an event type this binary does not know was
+// written by a newer release of this owner; its signed bytes are published
+// untouched (Admin decides), never DEAD.
+TEST_F(DispatcherTest, AnEventNewerThanThisBinaryIsPublishedUntouchedNotDead) {
+  auto newer = SampleEvent(audit::v1::OWNER_AUTH, "x");
+  newer.set_event_type("auth.user.teleported");  // unknown to this build
+  const std::string payload = audit::Serialize(newer);
+  ASSERT_TRUE(conn_
+                  ->Execute({"newer",
+                             "INSERT INTO audit_outbox (event_id, event_type, payload)"
+                             " VALUES ($1::uuid, 'auth.user.teleported', $2)"},
+                            {pg::Text(newer.event_id()), pg::Bytes(payload)})
+                  .ok());
+  Dispatcher d(options_, metrics_->registry());
+  redis::Client client(options_.redis);
+  auto cycle = d.RunOnce(*conn_, client);
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  EXPECT_EQ(cycle->dead, 0);
+  EXPECT_EQ(cycle->published, 1);
+  EXPECT_EQ(CountState("PUBLISHED"), 1);
+  auto entries = StreamEntries(options_.redis);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(Field(entries[0], "event_type"), "auth.user.teleported");
+  EXPECT_EQ(Field(entries[0], "envelope"), payload);
 }
 
 TEST_F(DispatcherTest, PermanentFailuresGoDeadAtOnceWithTheirReason) {

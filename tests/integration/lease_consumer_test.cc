@@ -174,6 +174,37 @@ TEST_F(LeaseConsumerTest, AnEventThatFailsValidationGoesDeadAtOnce) {
   EXPECT_NE(Text("SELECT last_error" + where).find("action"), std::string::npos);
 }
 
+// Rolling upgrade: an event of a type this binary does not know yet (a newer
+// owner release wrote it, a newer bridge took it on the fallback path) is
+// left PENDING for a consumer that knows it: never DEAD, no attempt spent.
+TEST_F(LeaseConsumerTest, AnEventNewerThanThisBinaryIsLeftForANewerConsumerNotDead) {
+  auto newer = SampleEvent(audit::v1::OWNER_AUTH, "x");
+  newer.set_event_type("auth.user.teleported");  // unknown to this build
+  ASSERT_TRUE(audit::IsNewerThanKnown(audit::Validate(newer))) << audit::Validate(newer);
+  pg::Statement ins{"ins",
+                    "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload,"
+                    " payload_sha256, stream, stream_entry_id)"
+                    " VALUES ('audit_logs', $1::uuid, 'auth', 'auth.user.teleported', $2,"
+                    " sha256($2), 'audit:auth', '9-9')"};
+  ASSERT_TRUE(
+      conn_->Execute(ins, {pg::Text(newer.event_id()), pg::Bytes(audit::Serialize(newer))}).ok());
+  options_.max_attempts = 1;  // even at the limit
+  LeaseConsumer consumer(options_, metrics_->registry());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(conn_->Execute({"due", "UPDATE consumer_inbox SET next_retry_at = now()"}).ok());
+    auto cycle = consumer.RunOnce(*conn_, "w1");
+    ASSERT_TRUE(cycle.ok()) << cycle.status();
+    EXPECT_EQ(cycle->dead, 0);
+    EXPECT_EQ(cycle->postponed, 1);
+  }
+  const std::string where =
+      absl::StrCat(" FROM consumer_inbox WHERE event_id = '", newer.event_id(), "'");
+  EXPECT_EQ(Text("SELECT status" + where), "PENDING");
+  EXPECT_EQ(Scalar("SELECT attempts" + where), 0);
+  EXPECT_EQ(Scalar("SELECT (next_retry_at > now() + interval '20 seconds')::int" + where), 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 0);
+}
+
 TEST_F(LeaseConsumerTest, AStalledWorkerWhoseLeaseWasTakenOverCannotCommitLate) {
   Receive(Events(1));
   options_.lease = absl::Milliseconds(300);

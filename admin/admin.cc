@@ -38,7 +38,7 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
       options.bridge.inbox_consumer, context.registry()));
   auto& streams = context.Keep(std::make_unique<maintenance::StreamMaintenance>(
       options.bridge.streams, context.Redis(), context.registry()));
-  using Stopping = std::function<bool()>;
+  using worker::Stopping;
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("housekeeping"),
       std::vector<worker::PeriodicJob>{

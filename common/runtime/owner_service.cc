@@ -47,13 +47,11 @@ void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOption
       context.Connection("housekeeping"),
       std::vector<worker::PeriodicJob>{
           {"outbox.retention", options.retention_interval,
-           [&retention](pg::Connection* c, const std::function<bool()>& stopping) {
+           [&retention](pg::Connection* c, const worker::Stopping& stopping) {
              return retention.RunOnce(*c, stopping);
            }},
           {"outbox.gauges", options.sample_interval,
-           [&gauges](pg::Connection* c, const std::function<bool()>&) {
-             return gauges.Sample(*c);
-           }}},
+           [&gauges](pg::Connection* c, const worker::Stopping&) { return gauges.Sample(*c); }}},
       context.registry()));
 }
 

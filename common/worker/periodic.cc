@@ -31,7 +31,7 @@ void Periodic::Run(const PeriodicJob& job) {
   prometheus::Counter& ok = runs_->Add({{"task", job.name}, {"outcome", "ok"}});
   prometheus::Counter& failed = runs_->Add({{"task", job.name}, {"outcome", "failed"}});
   Loop loop(waker_, pg_, backoff::Policy{job.interval, job.interval}, job.name);
-  const std::function<bool()> stopping = [this] { return waker_.stopping(); };
+  const Stopping stopping = [this] { return waker_.stopping(); };
   for (bool first = true; !waker_.stopping(); first = false) {
     if (!first) waker_.Sleep(job.interval);
     if (waker_.stopping()) break;

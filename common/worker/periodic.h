@@ -23,13 +23,16 @@
 
 namespace ulticode::worker {
 
+// True once the process is stopping: a long run checks it between batches.
+using Stopping = std::function<bool()>;
+
 struct PeriodicJob {
   std::string name;  // the `task` label, e.g. "outbox.retention"
   absl::Duration interval;
   // One run; `conn` is null for a job with `database` false; `stopping`
   // turns true when the process stops (a long run checks it between
   // batches). Returning an error logs it; the next run comes on schedule.
-  std::function<absl::Status(pg::Connection* conn, const std::function<bool()>& stopping)> run;
+  std::function<absl::Status(pg::Connection* conn, const Stopping& stopping)> run;
   bool database = true;
 };
 

@@ -81,7 +81,7 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
       continue;
     }
     out.taken.push_back(&a);
-    out.taken_items.push_back(batch.arrival_items[i]);
+    out.taken_items.push_back({batch.arrival_items[i], &a});
   }
   for (const auto& [item, arrival] : batch.repeats) {
     const Arrival& a = batch.arrivals[arrival];
@@ -89,7 +89,7 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
       refuse(item, a);
       continue;
     }
-    out.taken_items.push_back(item);
+    out.taken_items.push_back({item, &a});
     ++out.repeats_taken;
   }
   if (as == InsertAs::kProcessed) {

@@ -68,9 +68,14 @@ struct InsertedBatch {
   // arrivals it holds with other bytes and their repeats (kConflict).
   std::vector<Refusal> refused;
   // Arrivals now in the inbox with these bytes (fresh and duplicates), in
-  // event id order; and every item they came in (their repeats too).
+  // event id order; and every item they came in (their repeats too), each
+  // with its arrival.
   std::vector<const Arrival*> taken;
-  std::vector<size_t> taken_items;
+  struct TakenItem {
+    size_t item = 0;
+    const Arrival* arrival = nullptr;
+  };
+  std::vector<TakenItem> taken_items;
   // Repeats within the batch of events now in the inbox (duplicates, to
   // whoever counts outcomes).
   int repeats_taken = 0;

@@ -227,9 +227,12 @@ absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
 absl::StatusOr<int64_t> InboxBridge::ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
                                                    const std::vector<redis::StreamEntry>& entries,
                                                    const Absorbed& absorbed, BridgeCycle& cycle) {
+  // One item per entry taken (a re-send in the same batch answers its own
+  // publication too).
   std::vector<audit::ReceiptItem> receipted;
-  for (const Arrival* a : absorbed.inserted.taken) {
-    receipted.push_back({a->entry.event_id, crypto::Sha256(a->entry.envelope)});
+  for (const InsertedBatch::TakenItem& t : absorbed.inserted.taken_items) {
+    receipted.push_back({t.arrival->entry.event_id, crypto::Sha256(t.arrival->entry.envelope),
+                         audit::PublicationOf(entries[t.item].fields)});
   }
   redis::StreamFields receipt;
   if (!receipted.empty()) {

@@ -362,8 +362,8 @@ absl::StatusOr<AdminOperationsService::Replayed> AdminOperationsService::ReplayE
     *resp->add_still_poison() = std::move(p);
   }
   Replayed out;
-  for (size_t item : inserted.taken_items) {
-    out.poison_ids.push_back(absl::StrCat(chosen[chosen_of_item[item]].id()));
+  for (const inbox::InsertedBatch::TakenItem& t : inserted.taken_items) {
+    out.poison_ids.push_back(absl::StrCat(chosen[chosen_of_item[t.item]].id()));
   }
   for (const inbox::Arrival* a : inserted.taken) out.event_ids.push_back(a->entry.event_id);
   return out;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -28,7 +29,23 @@ bool IsLowerHex(absl::string_view s) {
   return true;
 }
 
+// A canonical positive decimal int64 ("1", never "01" or "+1").
+bool ParsePublication(absl::string_view s, int64_t* out) {
+  return !s.empty() && s.size() <= 19 && s[0] != '0' && absl::ascii_isdigit(s[0]) &&
+         absl::SimpleAtoi(s, out) && *out > 0 && absl::StrCat(*out) == s;
+}
+
 }  // namespace
+
+int64_t PublicationOf(const redis::StreamFields& fields) {
+  int64_t publication = 0;
+  int seen = 0;
+  for (const auto& [name, value] : fields) {
+    if (name != kPublicationField) continue;
+    if (++seen > 1 || !ParsePublication(value, &publication)) return 0;
+  }
+  return publication;
+}
 
 std::string ReceiptStreamFor(absl::string_view audit_stream) {
   return absl::StrCat(audit_stream, ":receipts");
@@ -40,7 +57,10 @@ absl::StatusOr<redis::StreamFields> EncodeReceipt(absl::string_view audit_stream
   std::vector<std::string> parts;
   parts.reserve(items.size());
   for (const ReceiptItem& item : items) {
-    parts.push_back(absl::StrCat(item.event_id, ":", absl::BytesToHexString(item.payload_sha256)));
+    std::string part =
+        absl::StrCat(item.event_id, ":", absl::BytesToHexString(item.payload_sha256));
+    if (item.publication > 0) absl::StrAppend(&part, ":", item.publication);
+    parts.push_back(std::move(part));
   }
   std::string events = absl::StrJoin(parts, ",");
   ASSIGN_OR_RETURN(std::string signature, signer.Sign(SignedMessage(audit_stream, events)));
@@ -83,17 +103,16 @@ absl::StatusOr<std::vector<ReceiptItem>> DecodeReceipt(absl::string_view audit_s
   }
   std::vector<ReceiptItem> items;
   for (absl::string_view part : absl::StrSplit(*events, ',', absl::SkipEmpty())) {
-    const size_t colon = part.find(':');
-    const absl::string_view id = part.substr(0, colon);
-    const absl::string_view hex =
-        colon == absl::string_view::npos ? absl::string_view() : part.substr(colon + 1);
-    if (!ids::IsValidUuid(id) || absl::AsciiStrToLower(id) != id ||
-        hex.size() != 2 * crypto::kSha256Bytes || !IsLowerHex(hex)) {
-      return absl::InvalidArgumentError(absl::StrCat("receipt item \"",
-                                                     absl::CHexEscape(part.substr(0, 80)),
-                                                     "\" is not <uuid>:<sha256 hex>"));
+    std::vector<absl::string_view> f = absl::StrSplit(part, absl::MaxSplits(':', 2));
+    int64_t publication = 0;
+    if (f.size() < 2 || !ids::IsValidUuid(f[0]) || absl::AsciiStrToLower(f[0]) != f[0] ||
+        f[1].size() != 2 * crypto::kSha256Bytes || !IsLowerHex(f[1]) ||
+        (f.size() == 3 && !ParsePublication(f[2], &publication))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("receipt item \"", absl::CHexEscape(part.substr(0, 100)),
+                       "\" is not <uuid>:<sha256 hex>[:<publication>]"));
     }
-    items.push_back(ReceiptItem{std::string(id), absl::HexStringToBytes(hex)});
+    items.push_back(ReceiptItem{std::string(f[0]), absl::HexStringToBytes(f[1]), publication});
   }
   return items;
 }

@@ -7,18 +7,22 @@
 // writer, the owner its only reader, and the owner remains the only writer of
 // its own tables. One entry per inbox batch lists every event of that batch
 // now in the inbox (new or duplicate) with the SHA-256 of the envelope Admin
-// holds, and is signed with Admin's Ed25519 key:
+// holds and the publication it answers (the `publication` field of the
+// owner's stream entry), and is signed with Admin's Ed25519 key:
 //
-//   events     "<event id>:<sha256 hex>,<event id>:<sha256 hex>,..."
+//   events     "<event id>:<sha256 hex>:<publication>,..."  (":<publication>"
+//              absent for an entry without one, from a previous release)
 //   key_id     Admin's key id (crypto::KeyIdOf)
 //   signature  Ed25519 over "ulticode.receipt.v1\n<audit stream>\n<events>"
 //
 // A receipt that is unsigned, signed by a key that is not Admin's, signed for
 // another stream or malformed in any way is refused whole. Receipts are
 // idempotent: applying one twice, late or never is harmless (a missing one
-// only causes a re-send, which the inbox absorbs).
+// only causes a re-send, which the inbox absorbs), and one re-posted after
+// the owner replayed the row confirms nothing (outbox::Confirm).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,16 @@
 
 namespace ulticode::audit {
 
+// The stream entry field carrying the owner's publication number: a
+// positive decimal, not signed (it only routes the receipt back; the bytes
+// receipted are the signed envelope's).
+inline constexpr char kPublicationField[] = "publication";
+
+// The publication number of an owner's stream entry; 0 when the field is
+// absent or not a canonical positive decimal (such a receipt confirms
+// nothing, and the owner publishes again).
+int64_t PublicationOf(const redis::StreamFields& fields);
+
 // The key directory party whose keys sign receipts.
 inline constexpr char kReceiptSigner[] = "admin";
 
@@ -39,6 +53,7 @@ std::string ReceiptStreamFor(absl::string_view audit_stream);
 struct ReceiptItem {
   std::string event_id;        // canonical lowercase UUID
   std::string payload_sha256;  // 32 raw bytes
+  int64_t publication = 0;     // the publication answered; 0: none named
 };
 
 // The signed stream entry for a batch read from `audit_stream`. Fails with

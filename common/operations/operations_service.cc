@@ -9,6 +9,7 @@
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/mutation/actor.h"
+#include "common/outbox/outbox_store.h"
 #include "common/text/text.h"
 
 namespace ulticode::operations {
@@ -27,11 +28,12 @@ constexpr pg::Statement kNotDead{
     " WHERE o.event_id IS NULL LIMIT 1"};
 
 // Rows are locked in event_id order, the order Confirm locks in: the two
-// never deadlock.
+// never deadlock. No receipt of an earlier publication confirms a redriven
+// row (outbox::ReplayConfirmed).
 constexpr pg::Statement kRedriveIds{
     "outbox.ops.redrive_ids",
     "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"
-    "   last_error = NULL"
+    "   last_error = NULL, publication = publication + 1, receipts_after = publication + 1"
     " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE event_id = ANY($1::uuid[])"
     "   AND state = 'DEAD' ORDER BY event_id FOR UPDATE)"
     " RETURNING event_id::text"};
@@ -39,7 +41,7 @@ constexpr pg::Statement kRedriveIds{
 constexpr pg::Statement kRedriveAll{
     "outbox.ops.redrive_all",
     "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"
-    "   last_error = NULL"
+    "   last_error = NULL, publication = publication + 1, receipts_after = publication + 1"
     " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE state = 'DEAD'"
     "   ORDER BY event_id FOR UPDATE)"
     " RETURNING event_id::text"};
@@ -48,17 +50,6 @@ constexpr pg::Statement kCountRange{
     "outbox.ops.count_range",
     "SELECT count(*) FROM (SELECT 1 FROM audit_outbox WHERE state = 'CONFIRMED'"
     "   AND created_at >= $1 AND created_at < $2 LIMIT $3) s"};
-
-// attempts = 0: a receipt of an earlier publication (a receipt reader behind)
-// cannot confirm the row again before it is published anew (Confirm needs
-// PUBLISHED or a committed attempt).
-constexpr pg::Statement kReplayRange{
-    "outbox.ops.replay",
-    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), attempts = 0,"
-    "   resends = resends + 1"
-    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE state = 'CONFIRMED'"
-    "   AND created_at >= $1 AND created_at < $2 ORDER BY event_id FOR UPDATE)",
-    absl::Minutes(5)};
 
 const char* EventType(audit::Owner owner, bool replay) {
   if (owner == audit::v1::OWNER_AUTH)
@@ -187,12 +178,12 @@ grpc::Status OutboxOperationsService::Replay(grpc::ServerContext* ctx, const v1:
               absl::StrCat("the range holds more than ", kMaxReplayRows,
                            " CONFIRMED rows; replay it in smaller ranges"));
         }
-        ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReplayRange, {pg::Time(from), pg::Time(to)}));
+        ASSIGN_OR_RETURN(const int64_t replayed, outbox::ReplayConfirmed(tx, from, to));
         Resp out;
-        out.set_replayed(r.affected_rows());
-        if (r.affected_rows() == 0) return mutation::Unchanged(std::move(out));
+        out.set_replayed(replayed);
+        if (replayed == 0) return mutation::Unchanged(std::move(out));
         mutation::Values values;
-        values.Set("replayed", r.affected_rows())
+        values.Set("replayed", replayed)
             .Set("from", Utc(from))
             .Set("to", Utc(to))
             .Set("reason", req->reason());

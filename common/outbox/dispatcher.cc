@@ -105,7 +105,8 @@ absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) 
                              {"schema_version", absl::StrCat(event.schema_version())},
                              {"envelope", row.payload},
                              {"signature", row.signature},
-                             {"key_id", row.key_id}};
+                             {"key_id", row.key_id},
+                             {audit::kPublicationField, absl::StrCat(row.publication)}};
 }
 
 absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis) {

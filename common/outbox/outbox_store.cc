@@ -19,7 +19,7 @@ constexpr pg::Statement kAppend{
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
     "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
-    "   created_at, signature, key_id"
+    "   created_at, signature, key_id, publication + 1 AS publication"
     " FROM audit_outbox"
     " WHERE state = 'PENDING' AND next_attempt_at <= now()"
     " ORDER BY next_attempt_at LIMIT $1"
@@ -28,14 +28,16 @@ constexpr pg::Statement kLockDue{
 constexpr pg::Statement kMarkPublished{
     "outbox.mark_published",
     "UPDATE audit_outbox o SET state = 'PUBLISHED', published_at = now(),"
-    "   attempts = o.attempts + 1, last_error = NULL, failures = 0, stream_entry_id = t.entry"
+    "   attempts = o.attempts + 1, publication = o.publication + 1, last_error = NULL,"
+    "   failures = 0, stream_entry_id = t.entry"
     " FROM unnest($1::uuid[], $2::text[]) AS t(id, entry)"
     " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
 
 constexpr pg::Statement kReschedule{
     "outbox.reschedule",
     "UPDATE audit_outbox o SET next_attempt_at = now() + t.delay * interval '1 second',"
-    "   attempts = o.attempts + 1, failures = o.failures + 1, last_error = $3"
+    "   attempts = o.attempts + 1, publication = o.publication + 1, failures = o.failures + 1,"
+    "   last_error = $3"
     " FROM unnest($1::uuid[], $2::float8[]) AS t(id, delay)"
     " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
 
@@ -51,14 +53,17 @@ constexpr pg::Statement kLockForReceipt{
     "SELECT 1 FROM audit_outbox WHERE event_id = ANY($1::uuid[]) ORDER BY event_id FOR UPDATE",
     absl::Seconds(30)};
 
-// Only rows handed to the publisher (PUBLISHED, or PENDING after a committed
-// attempt), and only when Admin holds exactly the bytes this outbox committed.
+// Only rows handed to the publisher (PUBLISHED, or PENDING again after a
+// committed attempt), only for a publication the row committed since it was
+// last replayed, and only when Admin holds exactly the bytes this outbox
+// committed.
 constexpr pg::Statement kConfirm{
     "outbox.confirm",
     "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
-    " FROM unnest($1::uuid[], $2::text[]) AS t(id, sha)"
+    " FROM unnest($1::uuid[], $2::text[], $3::int8[]) AS t(id, sha, publication)"
     " WHERE o.event_id = t.id AND sha256(o.payload) = decode(t.sha, 'hex')"
-    "   AND (o.state = 'PUBLISHED' OR (o.state = 'PENDING' AND o.attempts > 0))",
+    "   AND t.publication > o.receipts_after AND t.publication <= o.publication"
+    "   AND o.state IN ('PUBLISHED', 'PENDING')",
     absl::Seconds(30)};
 
 // Ids per Confirm statement: keeps each UPDATE short however large a backlog
@@ -74,6 +79,17 @@ constexpr pg::Statement kRequeue{
     "           * interval '1 second'"
     "       ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED) d"
     " WHERE o.event_id = d.event_id"};
+
+// receipts_after = publication + 1: past the number a cycle that published
+// and then rolled back may have used, so no receipt of an earlier publication
+// confirms the row again (kConfirm).
+constexpr pg::Statement kReplayConfirmed{
+    "outbox.replay_confirmed",
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), attempts = 0,"
+    "   resends = resends + 1, publication = publication + 1, receipts_after = publication + 1"
+    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE state = 'CONFIRMED'"
+    "   AND created_at >= $1 AND created_at < $2 ORDER BY event_id FOR UPDATE)",
+    absl::Minutes(5)};
 
 std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.substr(0, 1000); }
 
@@ -97,12 +113,14 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
   rows.reserve(r.rows());
   const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
             attempts = r.Column("attempts"), failures = r.Column("failures"),
-            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id");
+            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id"),
+            publication = r.Column("publication");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
-                              r.GetBytes(i, sig), r.GetString(i, key)});
+                              r.GetBytes(i, sig), r.GetString(i, key),
+                              r.GetInt64(i, publication)});
   }
   return rows;
 }
@@ -143,15 +161,16 @@ absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
                                 const std::vector<audit::ReceiptItem>& items) {
   int64_t confirmed = 0;
   for (size_t i = 0; i < items.size(); i += kConfirmChunk) {
-    std::vector<std::string> ids, hashes;
+    std::vector<std::string> ids, hashes, publications;
     for (size_t k = i; k < std::min(items.size(), i + kConfirmChunk); ++k) {
       ids.push_back(items[k].event_id);
       hashes.push_back(absl::BytesToHexString(items[k].payload_sha256));
+      publications.push_back(absl::StrCat(items[k].publication));
     }
     ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
     RETURN_IF_ERROR(tx.Execute(kLockForReceipt, {pg::TextArray(ids)}).status());
-    ASSIGN_OR_RETURN(pg::Result r,
-                     tx.Execute(kConfirm, {pg::TextArray(ids), pg::TextArray(hashes)}));
+    ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kConfirm, {pg::TextArray(ids), pg::TextArray(hashes),
+                                                         pg::TextArray(publications)}));
     RETURN_IF_ERROR(tx.Commit());
     confirmed += r.affected_rows();
   }
@@ -162,6 +181,11 @@ absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration 
                                            int limit) {
   ASSIGN_OR_RETURN(pg::Result r,
                    conn.Execute(kRequeue, {pg::Seconds(resend_after), pg::Int(limit)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, absl::Time to) {
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReplayConfirmed, {pg::Time(from), pg::Time(to)}));
   return r.affected_rows();
 }
 

@@ -50,6 +50,7 @@ struct ClaimedRow {
   absl::Time created_at;
   std::string signature;  // Ed25519 over payload; empty for rows older than signing
   std::string key_id;
+  int64_t publication = 0;  // this cycle's publication number (audit::kPublicationField)
 };
 
 // The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
@@ -65,15 +66,16 @@ struct Published {
   std::string event_id;
   std::string stream_entry_id;
 };
-// Marks locked rows PUBLISHED (attempts + 1); returns how many changed.
+// Marks locked rows PUBLISHED (attempts and publication + 1); returns how
+// many changed.
 absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows);
 
 struct Retry {
   std::string event_id;
   absl::Duration delay;
 };
-// A transient failure: due again after `delay`, attempts and failures + 1,
-// the error kept.
+// A transient failure: due again after `delay`, attempts, publication and
+// failures + 1 (the XADD may have landed), the error kept.
 absl::StatusOr<int64_t> Reschedule(pg::Transaction& tx, const std::vector<Retry>& rows,
                                    const std::string& error);
 
@@ -82,15 +84,20 @@ absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_i
                                  const std::string& reason);
 
 // Admin's verified receipts: the events are durably in its inbox. Marks a
-// row CONFIRMED only when it was handed to the publisher (PUBLISHED, or
-// PENDING after a committed attempt: a row the re-send sweep put back; a
-// receipt that arrives while the publishing cycle still holds the row waits
-// for its commit and finds it PUBLISHED; one for an XADD whose cycle rolled
-// back finds attempts unchanged and is ignored: the row is published again
-// and receipted again) and its
-// stored payload hashes to the receipted SHA-256. Never-published, DEAD,
-// already CONFIRMED, unknown or mismatching rows are left alone, so receipts
-// are idempotent. Returns how many rows changed.
+// row CONFIRMED only when
+//  - it was handed to the publisher: PUBLISHED, or PENDING again after a
+//    committed attempt (a row the re-send sweep put back);
+//  - the receipt names a publication the row committed an attempt for since
+//    it was last replayed or redriven (migrations/10007_publication.sql): a
+//    receipt of an earlier publication, or one without a publication number
+//    (a previous release's), confirms nothing;
+//  - its stored payload hashes to the receipted SHA-256.
+// A receipt that arrives while the publishing cycle still holds the row
+// waits for its commit; one for an XADD whose cycle rolled back names a
+// publication the row has not committed and is ignored (the row is
+// published again and receipted again). Never-published, DEAD, already
+// CONFIRMED, unknown or mismatching rows are left alone, so receipts are
+// idempotent. Returns how many rows changed.
 absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<audit::ReceiptItem>& items);
 
 // The resend sweep: up to `limit` rows PUBLISHED without a receipt go back
@@ -100,5 +107,11 @@ absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<audit::R
 // an event Admin refuses (poison: no receipt ever) is re-sent ever more rarely.
 absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,
                                            int limit);
+
+// OutboxOperations/Replay: every CONFIRMED row created in [from, to) goes
+// back to PENDING, due now, to be published again (Admin lost them); no
+// receipt of an earlier publication confirms them again. Rows are locked in
+// event_id order, the order Confirm locks in. Returns how many.
+absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, absl::Time to);
 
 }  // namespace ulticode::outbox

@@ -4,6 +4,7 @@
 // (a private Redis where it is wiped).
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "admin/consumer/lease_consumer.h"
@@ -20,6 +21,7 @@
 #include "tests/support/audit_events.h"
 #include "tests/support/keys.h"
 #include "tests/support/pg_query.h"
+#include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
 
@@ -102,17 +104,18 @@ class ReceiptsTest : public ::testing::Test {
   }
 
   // What a true receipt lists for `ids` (all rows when empty): each event
-  // with the SHA-256 of the bytes the outbox committed.
+  // with the SHA-256 of the bytes the outbox committed and its latest
+  // publication.
   std::vector<audit::ReceiptItem> Items(const std::vector<std::string>& ids = {}) {
     std::vector<audit::ReceiptItem> items;
     pg::Statement st{"items",
-                     "SELECT event_id::text, sha256(payload) FROM audit_outbox"
+                     "SELECT event_id::text, sha256(payload), publication FROM audit_outbox"
                      " WHERE cardinality($1::uuid[]) = 0 OR event_id = ANY($1::uuid[])"
                      " ORDER BY event_id"};
     auto r = owner_->Execute(st, {pg::TextArray(ids)});
     EXPECT_TRUE(r.ok()) << r.status();
     for (int i = 0; r.ok() && i < r->rows(); ++i) {
-      items.push_back({r->GetString(i, 0), r->GetBytes(i, 1)});
+      items.push_back({r->GetString(i, 0), r->GetBytes(i, 1), r->GetInt64(i, 2)});
     }
     return items;
   }
@@ -440,6 +443,151 @@ TEST_F(ReceiptsTest, ATrueReceiptConfirmsOnlyPublishedRowsWithTheReceiptedBytes)
                         "event_id = '" +
                         published[0] + "'"),
             1);
+}
+
+// --- receipts are bound to a publication ---
+
+TEST_F(ReceiptsTest, AReceiptFromBeforeAReplayDoesNotConfirmAfterAFailedPublication) {
+  Append(1);
+  PublishAll();
+  redis::Client client(redis_);
+  admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
+  admin::inbox::StreamCursor cursor;
+  cursor.owner = audit::v1::OWNER_AUTH;
+  cursor.stream = stream_;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = bridge.RunOnce(*admin_, client, cursor);
+        return c.ok() && c->receipted == 1;
+      },
+      std::chrono::seconds(10)));
+  outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
+  std::string live = "0-0";
+  ASSERT_EQ(reader.RunOnce(*owner_, client, &live)->confirmed, 1);
+
+  // Admin lost the event; the operator replays it.
+  {
+    auto tx = owner_->Begin();
+    ASSERT_TRUE(tx.ok());
+    auto replayed =
+        outbox::ReplayConfirmed(*tx, absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(1));
+    ASSERT_TRUE(replayed.ok()) << replayed.status();
+    ASSERT_EQ(*replayed, 1);
+    ASSERT_TRUE(tx->Commit().ok());
+  }
+  // Its next publication fails (Redis refuses: no entry is written).
+  redis::Options down = redis_;
+  down.port = ::ulticode::testing::FreePort();
+  outbox::Dispatcher failing(DispatchOptions(down), metrics_->registry());
+  redis::Client down_client(down);
+  auto failed = failing.RunOnce(*owner_, down_client);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  ASSERT_EQ(failed->rescheduled, 1);
+
+  // A reader that is behind now reads the receipt of the first publication.
+  std::string behind = "0-0";
+  auto stale = reader.RunOnce(*owner_, client, &behind);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->receipts, 1);
+  EXPECT_EQ(stale->confirmed, 0) << "a receipt from before the replay confirmed a row that was "
+                                    "never published again";
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING'"), 1);
+}
+
+TEST_F(ReceiptsTest, AGenuineReceiptRepostedAfterAReplayConfirmsNothing) {
+  Append(1);
+  PublishAll();
+  redis::Client client(redis_);
+  admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
+  admin::inbox::StreamCursor cursor;
+  cursor.owner = audit::v1::OWNER_AUTH;
+  cursor.stream = stream_;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = bridge.RunOnce(*admin_, client, cursor);
+        return c.ok() && c->receipted == 1;
+      },
+      std::chrono::seconds(10)));
+  auto first = client.XRead(audit::ReceiptStreamFor(stream_), 10, absl::ZeroDuration(), "0");
+  ASSERT_TRUE(first.ok() && first->size() == 1u);
+  const redis::StreamFields old_receipt = (*first)[0].fields;
+  outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
+  std::string at = "0-0";
+  ASSERT_EQ(reader.RunOnce(*owner_, client, &at)->confirmed, 1);
+
+  // Admin lost the event; replayed and published again, not yet receipted.
+  {
+    auto tx = owner_->Begin();
+    ASSERT_TRUE(tx.ok());
+    ASSERT_EQ(
+        *outbox::ReplayConfirmed(*tx, absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(1)),
+        1);
+    ASSERT_TRUE(tx->Commit().ok());
+  }
+  PublishAll();
+  ASSERT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED'"), 1);
+
+  // Anyone who can write the receipt stream re-posts the old, genuine receipt.
+  ASSERT_TRUE(client.XAddBatch(audit::ReceiptStreamFor(stream_), {old_receipt}).ok());
+  auto reposted = reader.RunOnce(*owner_, client, &at);
+  ASSERT_TRUE(reposted.ok()) << reposted.status();
+  EXPECT_EQ(reposted->receipts, 1);
+  EXPECT_EQ(reposted->confirmed, 0) << "the old receipt confirmed the new publication";
+
+  // The receipt of the new publication does.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = bridge.RunOnce(*admin_, client, cursor);
+        return c.ok() && c->receipted == 1;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(reader.RunOnce(*owner_, client, &at)->confirmed, 1);
+}
+
+TEST_F(ReceiptsTest, AReceiptNamingNoOrAnUncommittedPublicationConfirmsNothing) {
+  Append(1);
+  PublishAll();
+  auto items = Items();
+  ASSERT_EQ(items.size(), 1u);
+  ASSERT_EQ(items[0].publication, 1);
+  auto none = items;
+  none[0].publication = 0;  // a previous release's receipt
+  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, none, Keys().admin()).value()).confirmed, 0);
+  auto ahead = items;
+  ahead[0].publication = 2;  // an XADD whose cycle rolled back
+  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, ahead, Keys().admin()).value()).confirmed,
+            0);
+  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, items, Keys().admin()).value()).confirmed, 1);
+}
+
+TEST(ReceiptContractTest, PublicationsRoundTripAndMalformedOnesAreRefused) {
+  const auto& keys = ::ulticode::testing::SharedTestKeys();
+  const std::string id = "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79";
+  auto fields =
+      audit::EncodeReceipt("s", {{id, crypto::Sha256("x"), 7}, {id, crypto::Sha256("x"), 0}},
+                           keys.admin())
+          .value();
+  auto decoded = audit::DecodeReceipt("s", fields, keys.directory());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->size(), 2u);
+  EXPECT_EQ((*decoded)[0].publication, 7);
+  EXPECT_EQ((*decoded)[1].publication, 0) << "an item without one";
+  const std::string sha = absl::BytesToHexString(crypto::Sha256("x"));
+  for (const char* publication : {"0", "01", "-1", "+1", "x", "", "99999999999999999999", "1:2"}) {
+    const std::string events = absl::StrCat(id, ":", sha, ":", publication);
+    auto bad = fields;
+    bad[0].second = events;
+    bad[2].second = keys.admin().Sign(absl::StrCat("ulticode.receipt.v1\ns\n", events)).value();
+    EXPECT_EQ(audit::DecodeReceipt("s", bad, keys.directory()).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << publication;
+  }
+  EXPECT_EQ(audit::PublicationOf({{"publication", "12"}}), 12);
+  EXPECT_EQ(audit::PublicationOf({}), 0);
+  for (const char* v : {"0", "012", "-3", "1e3", " 1", "9223372036854775808"}) {
+    EXPECT_EQ(audit::PublicationOf({{"publication", v}}), 0) << v;
+  }
+  EXPECT_EQ(audit::PublicationOf({{"publication", "1"}, {"publication", "2"}}), 0) << "twice";
 }
 
 TEST(ReceiptContractTest, MalformedSignedItemsRefuseTheWholeReceipt) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
@@ -29,10 +30,26 @@ bool WaitSocket(int fd, bool for_write, absl::Time deadline) {
   }
 }
 
-void LogNotice(void*, const char* message) {
-  log::Debug("pg", "server notice",
-             {{"notice", std::string(absl::StripTrailingAsciiWhitespace(message))}});
+// PostgreSQL's WARNING when a commit's wait for the synchronous standby ends
+// early (query cancel, terminated backend): committed on this server only.
+bool IsCancelledStandbyWait(const PGresult* notice) {
+  const char* primary = PQresultErrorField(notice, PG_DIAG_MESSAGE_PRIMARY);
+  if (primary == nullptr) return false;
+  const absl::string_view m(primary);
+  return absl::StartsWith(m, "canceling wait for synchronous replication") ||
+         absl::StartsWith(m, "canceling the wait for synchronous replication");
 }
+
+}  // namespace
+
+void Connection::OnNotice(void* self, const PGresult* notice) {
+  if (IsCancelledStandbyWait(notice)) static_cast<Connection*>(self)->standby_wait_cancelled_ = true;
+  log::Debug("pg", "server notice",
+             {{"notice", std::string(absl::StripTrailingAsciiWhitespace(
+                             PQresultErrorMessage(notice)))}});
+}
+
+namespace {
 
 std::string Trimmed(const char* msg) {
   return std::string(absl::StripTrailingAsciiWhitespace(msg == nullptr ? "" : msg));
@@ -80,8 +97,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOpt
     PQfinish(conn);
     return absl::UnavailableError(absl::StrCat("connect to PostgreSQL failed: ", msg));
   }
-  PQsetNoticeProcessor(conn, &LogNotice, nullptr);
-  return std::unique_ptr<Connection>(new Connection(conn, options));
+  std::unique_ptr<Connection> connection(new Connection(conn, options));
+  PQsetNoticeReceiver(conn, &Connection::OnNotice, connection.get());
+  return connection;
 }
 
 Connection::Connection(PGconn* conn, ConnectOptions options)
@@ -280,10 +298,16 @@ absl::Status Transaction::Commit() {
   if (done_) return absl::FailedPreconditionError("transaction already finished");
   done_ = true;
   conn_->in_transaction_ = false;
+  conn_->standby_wait_cancelled_ = false;
   auto r = conn_->Run("commit", "COMMIT", {}, absl::Seconds(10), /*is_commit=*/true);
   if (!r.ok()) {
     conn_->current_timeout_ms_ = -1;
     return r.status();
+  }
+  if (conn_->standby_wait_cancelled_) {
+    return CommitOutcomeUnknownError(
+        "commit: committed on the primary, but its wait for the synchronous standby was "
+        "cancelled; a failover may lose it");
   }
   // COMMIT of a transaction that already failed answers ROLLBACK.
   if (r->command_status() == "ROLLBACK") {

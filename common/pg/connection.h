@@ -105,6 +105,9 @@ class Connection {
   absl::Status EnsureTimeout(absl::Duration timeout);
   absl::Status LastError(absl::string_view name, const PGresult* res, bool is_commit);
   void MarkBroken() { broken_ = true; }
+  // libpq notice receiver: logs the notice, and notes a cancelled wait for
+  // the synchronous standby (Transaction::Commit reports it).
+  static void OnNotice(void* self, const PGresult* notice);
 
   PGconn* conn_;
   ConnectOptions options_;
@@ -114,6 +117,7 @@ class Connection {
   absl::flat_hash_map<std::string, std::string> prepared_;
   // statement_timeout currently set on the session; -1 when unknown.
   int64_t current_timeout_ms_ = -1;
+  bool standby_wait_cancelled_ = false;
 };
 
 // RAII transaction: rolls back in its destructor unless Commit() succeeded.
@@ -126,7 +130,11 @@ class Transaction {
 
   absl::StatusOr<Result> Execute(const Statement& statement, const Params& params = {});
   // COMMIT. A transaction that already failed reports ABORTED. A connection
-  // lost during COMMIT reports commit outcome unknown (see errors.h).
+  // lost during COMMIT, and a COMMIT whose wait for a synchronous standby was
+  // cancelled (committed on the primary only), report commit outcome unknown
+  // (see errors.h). Nothing here cancels a COMMIT: its wait for the standby
+  // is bounded only by the client's own deadline, after which the
+  // connection is dropped, never cancelled.
   absl::Status Commit();
   absl::Status Rollback();
   Connection& connection() { return *conn_; }

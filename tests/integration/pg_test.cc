@@ -6,6 +6,7 @@
 #include "common/pg/errors.h"
 #include "common/pg/pool.h"
 #include "gtest/gtest.h"
+#include "tests/support/pg_server.h"
 #include "tests/support/test_env.h"
 
 namespace ulticode::pg {
@@ -206,6 +207,53 @@ TEST_F(PgTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
   auto r = admin->Execute({"count", "SELECT count(*) FROM items"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->GetInt64(0, 0), 0);
+}
+
+// With synchronous replication, a COMMIT whose wait for the standby is
+// cancelled (pg_cancel_backend, a terminated backend) is committed on the
+// primary only: it must not be reported as a success (docs/guarantees.md,
+// "Topologies"). A session's own statement timeout does not end that wait.
+TEST(PgSyncCommitTest, ACommitWhoseStandbyWaitIsCancelledIsNotASuccess) {
+  ::ulticode::testing::PgServer server;
+  std::string error;
+  ASSERT_TRUE(server.Start(&error)) << error;
+  ConnectOptions o;
+  o.conninfo = server.endpoint().ConnInfo("postgres");
+  auto admin = Connection::Connect(o);
+  auto conn = Connection::Connect(o);
+  ASSERT_TRUE(admin.ok() && conn.ok());
+  // A synchronous standby that never comes: every commit waits.
+  // (ALTER SYSTEM cannot share a script's implicit transaction.)
+  for (const char* sql : {"CREATE TABLE items (id bigint PRIMARY KEY)",
+                          "ALTER SYSTEM SET synchronous_standby_names = 'nobody'",
+                          "SELECT pg_reload_conf()"}) {
+    auto done = (*admin)->ExecuteScript("sync", sql, absl::Seconds(10));
+    ASSERT_TRUE(done.ok()) << done;
+  }
+  const Statement short_insert{"insert", "INSERT INTO items VALUES (1)", absl::Milliseconds(300)};
+  auto tx = (*conn)->Begin();
+  ASSERT_TRUE(tx.ok());
+  ASSERT_TRUE(tx->Execute(short_insert, {}).ok());
+  absl::Status committed;
+  std::thread commit([&] { committed = tx->Commit(); });
+  auto waiting = [&] {
+    auto r = (*admin)->Execute(
+        {"waiting", "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"});
+    return r.ok() && r->GetInt64(0, 0) == 1;
+  };
+  ASSERT_TRUE(::ulticode::testing::WaitFor(waiting, std::chrono::seconds(10)));
+  absl::SleepFor(absl::Seconds(1));  // beyond the session's statement timeout, on purpose
+  EXPECT_TRUE(waiting()) << "the statement timeout ended the wait for the standby";
+  ASSERT_TRUE(
+      (*admin)
+          ->Execute({"cancel", "SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                               " WHERE wait_event = 'SyncRep'"})
+          .ok());
+  commit.join();
+  EXPECT_FALSE(committed.ok()) << "a commit the standby never confirmed was reported as done";
+  EXPECT_TRUE(IsCommitOutcomeUnknown(committed)) << committed;
+  EXPECT_NE(committed.message().find("synchronous standby"), absl::string_view::npos)
+      << committed;
 }
 
 TEST_F(PgTest, PoolServesManyThreadsWithinItsBound) {

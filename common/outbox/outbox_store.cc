@@ -119,8 +119,7 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
-                              r.GetBytes(i, sig), r.GetString(i, key),
-                              r.GetInt64(i, publication)});
+                              r.GetBytes(i, sig), r.GetString(i, key), r.GetInt64(i, publication)});
   }
   return rows;
 }

@@ -43,10 +43,11 @@ bool IsCancelledStandbyWait(const PGresult* notice) {
 }  // namespace
 
 void Connection::OnNotice(void* self, const PGresult* notice) {
-  if (IsCancelledStandbyWait(notice)) static_cast<Connection*>(self)->standby_wait_cancelled_ = true;
-  log::Debug("pg", "server notice",
-             {{"notice", std::string(absl::StripTrailingAsciiWhitespace(
-                             PQresultErrorMessage(notice)))}});
+  if (IsCancelledStandbyWait(notice))
+    static_cast<Connection*>(self)->standby_wait_cancelled_ = true;
+  log::Debug(
+      "pg", "server notice",
+      {{"notice", std::string(absl::StripTrailingAsciiWhitespace(PQresultErrorMessage(notice)))}});
 }
 
 namespace {

@@ -14,6 +14,12 @@
 #                                               shutdown of PostgreSQL (not of the machine)
 #   ulticode_pg_stop <datadir>                  pg_ctl stop -m fast (no-op if not running)
 #   ulticode_pg_crash <datadir>                 pg_ctl stop -m immediate: a crash, for fault tests
+#   ulticode_pg_kill9 <datadir>                 SIGKILL the postmaster and every process of it
+#   ulticode_pg_standby <primary port> <datadir> <port>
+#                                               pg_basebackup from the primary on 127.0.0.1 (any
+#                                               old <datadir> is removed), then start it as a
+#                                               streaming standby
+#   ulticode_pg_promote <datadir>               pg_ctl promote, wait until it accepts writes
 #   ulticode_pg_wait <port> [timeout_s]         wait until pg_isready succeeds
 #   ulticode_pg_createdb <port> <name...>       create databases that do not exist yet
 #   ulticode_pg_hba <datadir> <trust|scram-sha-256>
@@ -192,8 +198,7 @@ _ulticode_pg_wait_for_crashed() {
   [[ -f "${datadir}/postmaster.pid" ]] || return 0
   pid="$(sed -n '1p' "${datadir}/postmaster.pid" 2>/dev/null)"
   _ulticode_log "stale ${datadir}/postmaster.pid (pid ${pid:-?}); waiting for leftover processes to go away"
-  while { [[ "${pid}" =~ ^[0-9]+$ ]] && kill -0 "${pid}" 2>/dev/null; } ||
-    [[ -n "$(_ulticode_pg_procs_in "${datadir}")" ]]; do
+  while ulticode_pid_alive "${pid}" || [[ -n "$(_ulticode_pg_procs_in "${datadir}")" ]]; do
     if ((SECONDS >= deadline)); then
       _ulticode_log "leftover PostgreSQL processes for ${datadir} still present; trying to start anyway"
       return 0
@@ -306,6 +311,44 @@ ulticode_pg_stop() {
     _ulticode_log "fast shutdown failed; trying immediate"
     _ulticode_pg_run pg_ctl stop -D "${datadir}" -m immediate -w -t 30 >/dev/null || return 1
   fi
+}
+
+ulticode_pg_kill9() {
+  local datadir="${1:?usage: ulticode_pg_kill9 <datadir>}" postmaster children p
+  local deadline=$((SECONDS + 30))
+  datadir="$(realpath -m -- "${datadir}")"
+  postmaster="$(sed -n '1p' "${datadir}/postmaster.pid" 2>/dev/null)"
+  [[ "${postmaster}" =~ ^[0-9]+$ ]] && ulticode_pid_alive "${postmaster}" || return 0
+  # Every server process is a child of the postmaster.
+  children="$(pgrep -P "${postmaster}" || true)"
+  # shellcheck disable=SC2086 # a list of pids
+  kill -KILL "${postmaster}" ${children} 2>/dev/null
+  for p in ${postmaster} ${children}; do
+    while ulticode_pid_alive "${p}"; do
+      ((SECONDS < deadline)) || return 1
+      sleep 0.05
+    done
+  done
+}
+
+ulticode_pg_standby() {
+  local usage="usage: ulticode_pg_standby <primary port> <datadir> <port>"
+  local primary="${1:?${usage}}" datadir="${2:?${usage}}" port="${3:?${usage}}"
+  datadir="$(realpath -m -- "${datadir}")"
+  ulticode_pg_kill9 "${datadir}"
+  rm -rf -- "${datadir}" && mkdir -p -- "${datadir}" || return 1
+  ((EUID == 0)) && chown postgres:postgres -- "${datadir}"
+  chmod 700 -- "${datadir}" || return 1
+  _ulticode_log "pg_basebackup from 127.0.0.1:${primary} into ${datadir}"
+  _ulticode_pg_run pg_basebackup -h 127.0.0.1 -p "${primary}" -U postgres -D "${datadir}" \
+    --write-recovery-conf --wal-method=stream --checkpoint=fast || return 1
+  ulticode_pg_start "${datadir}" "${port}" process
+}
+
+ulticode_pg_promote() {
+  local datadir="${1:?usage: ulticode_pg_promote <datadir>}"
+  datadir="$(realpath -m -- "${datadir}")"
+  _ulticode_pg_run pg_ctl promote -D "${datadir}" -w -t 60 >/dev/null
 }
 
 ulticode_pg_crash() {

@@ -22,6 +22,8 @@ Every rule names the object and what is wrong. The rules:
     mounts and in the volume;
   - a pod mounting Secrets sets an fsGroup; Redis has maxmemory at most 80 %
     of its memory limit;
+  - every CloudNativePG Cluster with standbys replicates synchronously (at
+    least one standby confirms each commit; docs/guarantees.md, "Topologies");
   - every Secret and ConfigMap a pod uses is rendered, or is in PROVIDED.txt
     (what deploy/k8s/README.md tells the deployer to create); the prod
     overlay renders no Secret at all.
@@ -326,6 +328,13 @@ for d in by_kind.get("Deployment", {}).values():
     keys = {t["topologyKey"] for t in pod_of(d)["spec"].get("topologySpreadConstraints", [])}
     if not {"topology.kubernetes.io/zone", "kubernetes.io/hostname"} <= keys:
         problem(d, "topologySpreadConstraints must cover zones and hosts")
+
+for c in by_kind.get("Cluster", {}).values():
+    if c.get("apiVersion", "").startswith("postgresql.cnpg.io/") and c["spec"].get("instances", 1) > 1:
+        sync = c["spec"].get("postgresql", {}).get("synchronous", {})
+        if sync.get("number", 0) < 1:
+            problem(c, "has standbys but no synchronous replication (spec.postgresql.synchronous."
+                       "number >= 1): a failover would lose acknowledged commits")
 
 policies = list(by_kind.get("NetworkPolicy", {}).values())
 for ns in by_kind.get("Namespace", {}).values():

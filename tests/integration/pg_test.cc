@@ -224,9 +224,9 @@ TEST(PgSyncCommitTest, ACommitWhoseStandbyWaitIsCancelledIsNotASuccess) {
   ASSERT_TRUE(admin.ok() && conn.ok());
   // A synchronous standby that never comes: every commit waits.
   // (ALTER SYSTEM cannot share a script's implicit transaction.)
-  for (const char* sql : {"CREATE TABLE items (id bigint PRIMARY KEY)",
-                          "ALTER SYSTEM SET synchronous_standby_names = 'nobody'",
-                          "SELECT pg_reload_conf()"}) {
+  for (const char* sql :
+       {"CREATE TABLE items (id bigint PRIMARY KEY)",
+        "ALTER SYSTEM SET synchronous_standby_names = 'nobody'", "SELECT pg_reload_conf()"}) {
     auto done = (*admin)->ExecuteScript("sync", sql, absl::Seconds(10));
     ASSERT_TRUE(done.ok()) << done;
   }
@@ -244,16 +244,15 @@ TEST(PgSyncCommitTest, ACommitWhoseStandbyWaitIsCancelledIsNotASuccess) {
   ASSERT_TRUE(::ulticode::testing::WaitFor(waiting, std::chrono::seconds(10)));
   absl::SleepFor(absl::Seconds(1));  // beyond the session's statement timeout, on purpose
   EXPECT_TRUE(waiting()) << "the statement timeout ended the wait for the standby";
-  ASSERT_TRUE(
-      (*admin)
-          ->Execute({"cancel", "SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
-                               " WHERE wait_event = 'SyncRep'"})
-          .ok());
+  ASSERT_TRUE((*admin)
+                  ->Execute({"cancel",
+                             "SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                             " WHERE wait_event = 'SyncRep'"})
+                  .ok());
   commit.join();
   EXPECT_FALSE(committed.ok()) << "a commit the standby never confirmed was reported as done";
   EXPECT_TRUE(IsCommitOutcomeUnknown(committed)) << committed;
-  EXPECT_NE(committed.message().find("synchronous standby"), absl::string_view::npos)
-      << committed;
+  EXPECT_NE(committed.message().find("synchronous standby"), absl::string_view::npos) << committed;
 }
 
 TEST_F(PgTest, PoolServesManyThreadsWithinItsBound) {

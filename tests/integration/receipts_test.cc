@@ -555,18 +555,16 @@ TEST_F(ReceiptsTest, AReceiptNamingNoOrAnUncommittedPublicationConfirmsNothing) 
   EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, none, Keys().admin()).value()).confirmed, 0);
   auto ahead = items;
   ahead[0].publication = 2;  // an XADD whose cycle rolled back
-  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, ahead, Keys().admin()).value()).confirmed,
-            0);
+  EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, ahead, Keys().admin()).value()).confirmed, 0);
   EXPECT_EQ(ReadReceipt(audit::EncodeReceipt(stream_, items, Keys().admin()).value()).confirmed, 1);
 }
 
 TEST(ReceiptContractTest, PublicationsRoundTripAndMalformedOnesAreRefused) {
   const auto& keys = ::ulticode::testing::SharedTestKeys();
   const std::string id = "01a22b29-6e56-75ff-86a6-5dfe3ebd9b79";
-  auto fields =
-      audit::EncodeReceipt("s", {{id, crypto::Sha256("x"), 7}, {id, crypto::Sha256("x"), 0}},
-                           keys.admin())
-          .value();
+  auto fields = audit::EncodeReceipt(
+                    "s", {{id, crypto::Sha256("x"), 7}, {id, crypto::Sha256("x"), 0}}, keys.admin())
+                    .value();
   auto decoded = audit::DecodeReceipt("s", fields, keys.directory());
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->size(), 2u);

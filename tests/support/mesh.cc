@@ -59,18 +59,12 @@ Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options
   if (!options_.least_privilege) {
     auth_db_ = CreateScratchDatabase(pg_, options_.prefix + "_auth");
     app_db_ = CreateScratchDatabase(pg_, options_.prefix + "_app");
-    admin_db_ = CreateScratchDatabase(pg_, options_.prefix + "_admin");
+    admin_db_ = CreateScratchDatabase(PgOf(Service::kAdmin), options_.prefix + "_admin");
     return;
   }
   auth_db_ = absl::StrCat(options_.prefix, "_", suffix, "_auth");
   app_db_ = absl::StrCat(options_.prefix, "_", suffix, "_app");
   admin_db_ = absl::StrCat(options_.prefix, "_", suffix, "_admin");
-  pg::ConnectOptions super;
-  super.conninfo = absl::StrCat("host=", pg_.host, " port=", pg_.port, " user=", pg_.user);
-  pg::ConnectOptions in_postgres = super;
-  in_postgres.conninfo += " dbname=postgres";
-  auto conn = pg::Connection::Connect(in_postgres);
-  EXPECT_TRUE(conn.ok()) << conn.status();
   redis::Options ro;
   ro.host = redis_.host;
   ro.user = redis_.user;
@@ -83,6 +77,12 @@ Mesh::Mesh(const PgEndpoint& pg, const RedisEndpoint& redis, MeshOptions options
     c = {bootstrap::NewPassword(), bootstrap::NewPassword(),
          absl::StrCat(options_.prefix, "-", suffix, "-", Binary(s)), bootstrap::NewPassword()};
     const std::string& db = DbName(s);
+    pg::ConnectOptions super;
+    super.conninfo = absl::StrCat(PgOf(s).Server(), " user=", PgOf(s).user);
+    pg::ConnectOptions in_postgres = super;
+    in_postgres.conninfo += " dbname=postgres";
+    auto conn = pg::Connection::Connect(in_postgres);
+    EXPECT_TRUE(conn.ok()) << conn.status();
     if (conn.ok()) {
       EXPECT_TRUE(bootstrap::BootstrapDatabase(**conn, super,
                                                {db, db + "_migrator", db + "_runtime"},
@@ -155,6 +155,10 @@ Mesh::Replica& Mesh::Get(Service service, int replica) {
   return list[replica];
 }
 
+const PgEndpoint& Mesh::PgOf(Service service) const {
+  return service == Service::kAdmin && options_.admin_pg ? *options_.admin_pg : pg_;
+}
+
 std::string Mesh::Dsn(Service service) const {
   switch (service) {
     case Service::kAuth:
@@ -162,7 +166,7 @@ std::string Mesh::Dsn(Service service) const {
     case Service::kApp:
       return pg_.ConnInfo(app_db_);
     case Service::kAdmin:
-      return pg_.ConnInfo(admin_db_);
+      return PgOf(service).ConnInfo(admin_db_);
   }
   return "";
 }
@@ -180,9 +184,9 @@ CommandResult Mesh::MigrateOnly(Service service) {
       " ULTICODE_TLS_CLIENT_CA_FILE=", missing, " ULTICODE_PUBLIC_KEYS_FILE=", missing,
       " ULTICODE_JWKS_FILE=", missing, " ULTICODE_AUDIT_SIGNING_KEY_FILE=", missing,
       " ULTICODE_RECEIPT_SIGNING_KEY_FILE=", missing, " ULTICODE_REDIS_USER=", c.redis_user, " ",
-      BinDir(), "/", BinaryPath(service), " --migrate=only --log-level=warn '--pg-dsn=host=",
-      pg_.host, " port=", pg_.port, " user=", db, "_runtime dbname=", db,
-      "' --pg-migrate-user=", db, "_migrator --pg-migrate-password-file=",
+      BinDir(), "/", BinaryPath(service),
+      " --migrate=only --log-level=warn '--pg-dsn=", PgOf(service).Server(), " user=", db,
+      "_runtime dbname=", db, "' --pg-migrate-user=", db, "_migrator --pg-migrate-password-file=",
       Secret(db + "_migrator.password", c.migrator_password)));
 }
 
@@ -221,8 +225,8 @@ bool Mesh::StartServer(Service service, int replica, std::string* error) {
   if (options_.least_privilege) {
     const Credentials& c = creds_[static_cast<int>(service)];
     const std::string& db = DbName(service);
-    argv.push_back(absl::StrCat("--pg-dsn=host=", pg_.host, " port=", pg_.port, " user=", db,
-                                "_runtime dbname=", db));
+    argv.push_back(
+        absl::StrCat("--pg-dsn=", PgOf(service).Server(), " user=", db, "_runtime dbname=", db));
     argv.push_back("--pg-password-file=" + Secret(db + "_runtime.password", c.runtime_password));
     if (options_.migrate_step) {
       argv.push_back("--migrate=verify");

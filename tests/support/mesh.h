@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct MeshOptions {
   // `--migrate=only` as the migration role, given nothing else, then the
   // server with `--migrate=verify` and no migration credentials at all.
   bool migrate_step = false;
+  // Admin's database on its own server (default: the one the owners use).
+  std::optional<PgEndpoint> admin_pg;
 };
 
 class Mesh {
@@ -84,6 +87,7 @@ class Mesh {
     std::unique_ptr<ChildProcess> process;
   };
   Replica& Get(Service service, int replica);
+  const PgEndpoint& PgOf(Service service) const;
 
   PgEndpoint pg_;
   RedisEndpoint redis_;

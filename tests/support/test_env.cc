@@ -21,9 +21,14 @@ std::optional<std::string> Env(const char* name) {
 
 }  // namespace
 
+std::string PgEndpoint::Server() const {
+  if (standby_port == 0) return absl::StrCat("host=", host, " port=", port);
+  return absl::StrCat("host=", host, ",", host, " port=", port, ",", standby_port,
+                      " target_session_attrs=read-write");
+}
+
 std::string PgEndpoint::ConnInfo(const std::string& dbname) const {
-  return absl::StrCat("host=", host, " port=", port, " user=", user, " dbname=", dbname,
-                      " connect_timeout=5");
+  return absl::StrCat(Server(), " user=", user, " dbname=", dbname, " connect_timeout=5");
 }
 
 std::optional<PgEndpoint> PgFromEnv() {

@@ -22,6 +22,11 @@ struct PgEndpoint {
   std::string host;
   int port = 0;
   std::string user;
+  // A streaming standby on `host` (0: none). Connections then list both
+  // servers and take whichever is the primary (target_session_attrs).
+  int standby_port = 0;
+  // "host=... port=..." (both servers when there is a standby).
+  std::string Server() const;
   // libpq conninfo for `dbname` on this server.
   std::string ConnInfo(const std::string& dbname) const;
 };

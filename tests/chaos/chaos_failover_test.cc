@@ -49,7 +49,7 @@ using ::ulticode::testing::PgCluster;
 using ::ulticode::testing::Service;
 
 struct Failover {
-  absl::Duration at;  // since the load started
+  absl::Duration at;   // since the load started
   bool admin = false;  // Admin's cluster, else the owners'
   absl::Duration lag;  // how long replication is frozen first
 };
@@ -81,10 +81,11 @@ TEST(ChaosFailoverTest, NoLossNoOrphansNoVoidOkAcrossDatabaseFailovers) {
   const int clients = static_cast<int>(EnvInt("ULTICODE_CHAOS_CLIENTS", 4));
   const PgCluster::Replication replication = ReplicationFromEnv();
   const char* mode = replication == PgCluster::Replication::kSynchronous ? "sync" : "async";
-  std::printf("[failover] seed=%llu load=%s clients=%d replication=%s (reproduce: "
-              "ULTICODE_CHAOS_SEED=%llu ULTICODE_CHAOS_REPLICATION=%s)\n",
-              static_cast<unsigned long long>(seed), absl::FormatDuration(load).c_str(), clients,
-              mode, static_cast<unsigned long long>(seed), mode);
+  std::printf(
+      "[failover] seed=%llu load=%s clients=%d replication=%s (reproduce: "
+      "ULTICODE_CHAOS_SEED=%llu ULTICODE_CHAOS_REPLICATION=%s)\n",
+      static_cast<unsigned long long>(seed), absl::FormatDuration(load).c_str(), clients, mode,
+      static_cast<unsigned long long>(seed), mode);
 
   PgCluster owners_db(replication), admin_db(replication);
   std::string error;
@@ -103,9 +104,9 @@ TEST(ChaosFailoverTest, NoLossNoOrphansNoVoidOkAcrossDatabaseFailovers) {
                        "--dispatch-backoff-max=1s", "--dispatch-poll-interval=500ms"};
   options.auth_args.insert(options.auth_args.end(), common.begin(), common.end());
   options.app_args = options.auth_args;
-  options.admin_args = {"--inbox-claim-idle=2s",    "--inbox-claim-interval=1s",
-                        "--consumer-lease=5s",      "--consumer-heartbeat=1s",
-                        "--consumer-retry-max=1s",  "--consumer-poll-interval=500ms"};
+  options.admin_args = {"--inbox-claim-idle=2s",   "--inbox-claim-interval=1s",
+                        "--consumer-lease=5s",     "--consumer-heartbeat=1s",
+                        "--consumer-retry-max=1s", "--consumer-poll-interval=500ms"};
   options.admin_args.insert(options.admin_args.end(), common.begin(), common.end());
   testing::RedisEndpoint redis_endpoint;
   redis_endpoint.host = "127.0.0.1";
@@ -143,12 +144,12 @@ TEST(ChaosFailoverTest, NoLossNoOrphansNoVoidOkAcrossDatabaseFailovers) {
     EXPECT_TRUE(cluster.Promote(&error)) << error;
     const absl::Duration promoted = absl::Now() - killed;
     EXPECT_TRUE(cluster.RebuildStandby(&error)) << error;
-    std::printf("[failover] %s failed over at t=%s: kill took %s, promoted %s after the kill, "
-                "new standby streaming %s after it\n",
-                f.admin ? "admin" : "owners", absl::FormatDuration(killed - start).c_str(),
-                absl::FormatDuration(kill_took).c_str(),
-                absl::FormatDuration(promoted).c_str(),
-                absl::FormatDuration(absl::Now() - killed).c_str());
+    std::printf(
+        "[failover] %s failed over at t=%s: kill took %s, promoted %s after the kill, "
+        "new standby streaming %s after it\n",
+        f.admin ? "admin" : "owners", absl::FormatDuration(killed - start).c_str(),
+        absl::FormatDuration(kill_took).c_str(), absl::FormatDuration(promoted).c_str(),
+        absl::FormatDuration(absl::Now() - killed).c_str());
     ++failovers;
   }
   absl::SleepFor(start + load - absl::Now());
@@ -170,8 +171,8 @@ TEST(ChaosFailoverTest, NoLossNoOrphansNoVoidOkAcrossDatabaseFailovers) {
       "gave_up=%lld longest_client_outage=%s %s\n",
       static_cast<unsigned long long>(seed), mode, failovers,
       static_cast<long long>(driver.operations()), static_cast<long long>(driver.attempts()),
-      static_cast<long long>(driver.gave_up()), absl::FormatDuration(driver.longest_outage()).c_str(),
-      v.Summary().c_str());
+      static_cast<long long>(driver.gave_up()),
+      absl::FormatDuration(driver.longest_outage()).c_str(), v.Summary().c_str());
 
   EXPECT_GE(failovers, 2) << "each cluster fails over at least once";
   v.ExpectClean();

@@ -208,5 +208,4 @@ void LoadDriver::Client(int c, std::atomic<bool>& stop) {
   }
 }
 
-
 }  // namespace ulticode::chaos

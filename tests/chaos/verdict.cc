@@ -174,8 +174,7 @@ void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time
   }
   v.duplicated +=
       QueryInt(*admin_db, "SELECT count(*) - count(DISTINCT event_id) FROM consumer_inbox");
-  v.dead =
-      QueryInt(*admin_db, "SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD'");
+  v.dead = QueryInt(*admin_db, "SELECT count(*) FROM consumer_inbox WHERE status = 'DEAD'");
   v.poison = QueryInt(*admin_db, "SELECT count(*) FROM poison_events");
   for (const OkCall& call : ok_calls) {
     if (call.event_id.empty()) continue;
@@ -202,7 +201,8 @@ void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time
                       << s.actor << ", entity " << s.entity_id << ", request " << s.request_id;
       }
     }
-  }  v.resends = QueryInt(*auth_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox") +
+  }
+  v.resends = QueryInt(*auth_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox") +
               QueryInt(*app_db, "SELECT coalesce(sum(resends), 0) FROM audit_outbox");
 }
 

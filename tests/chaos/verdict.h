@@ -30,12 +30,11 @@ struct OutboxRow {
 };
 
 struct Verdict {
-  bool quiet = false;       // quiescence reached within 180 s
-  double converge_s = 0;    // from the end of the load to quiescence
+  bool quiet = false;                       // quiescence reached within 180 s
+  double converge_s = 0;                    // from the end of the load to quiescence
   std::map<std::string, OutboxRow> outbox;  // event id -> the owners' outbox rows
   std::set<std::string> logged;             // event ids in audit_logs
-  int64_t lost = 0, duplicated = 0, orphaned = 0, wrong = 0, unconfirmed = 0, dead = 0,
-          poison = 0;
+  int64_t lost = 0, duplicated = 0, orphaned = 0, wrong = 0, unconfirmed = 0, dead = 0, poison = 0;
   int64_t ok_with_event = 0;  // OK calls that changed something
   int64_t ok_missing = 0;     // ... whose audit row is missing
   int64_t ok_vanished = 0;    // ... whose business change (outbox row) is gone

@@ -29,10 +29,10 @@ bool IsLowerHex(absl::string_view s) {
   return true;
 }
 
-// A canonical positive decimal int64 ("1", never "01" or "+1").
+// A canonical positive decimal int64 ("1", never "01", "+1" or " 1": the
+// round trip refuses every other spelling).
 bool ParsePublication(absl::string_view s, int64_t* out) {
-  return !s.empty() && s.size() <= 19 && s[0] != '0' && absl::ascii_isdigit(s[0]) &&
-         absl::SimpleAtoi(s, out) && *out > 0 && absl::StrCat(*out) == s;
+  return absl::SimpleAtoi(s, out) && *out > 0 && absl::StrCat(*out) == s;
 }
 
 }  // namespace

@@ -40,23 +40,17 @@ bool IsCancelledStandbyWait(const PGresult* notice) {
          absl::StartsWith(m, "canceling the wait for synchronous replication");
 }
 
-}  // namespace
-
-void Connection::OnNotice(void* self, const PGresult* notice) {
-  if (IsCancelledStandbyWait(notice))
-    static_cast<Connection*>(self)->standby_wait_cancelled_ = true;
-  log::Debug(
-      "pg", "server notice",
-      {{"notice", std::string(absl::StripTrailingAsciiWhitespace(PQresultErrorMessage(notice)))}});
-}
-
-namespace {
-
 std::string Trimmed(const char* msg) {
   return std::string(absl::StripTrailingAsciiWhitespace(msg == nullptr ? "" : msg));
 }
 
 }  // namespace
+
+void Connection::OnNotice(void* self, const PGresult* notice) {
+  if (IsCancelledStandbyWait(notice))
+    static_cast<Connection*>(self)->standby_wait_cancelled_ = true;
+  log::Debug("pg", "server notice", {{"notice", Trimmed(PQresultErrorMessage(notice))}});
+}
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOptions& options) {
   const std::string timeout =

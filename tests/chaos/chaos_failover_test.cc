@@ -94,29 +94,9 @@ TEST(ChaosFailoverTest, NoLossNoOrphansNoVoidOkAcrossDatabaseFailovers) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
 
-  testing::MeshOptions options;
-  options.prefix = "failover";
-  options.redis_addr = absl::StrCat("127.0.0.1:", redis.port());
+  testing::MeshOptions options = chaos::ChaosMeshOptions("failover", redis.port());
   options.admin_pg = admin_db.endpoint();
-  const std::vector<std::string> common = {"--pg-pool-size=4", "--startup-timeout=120s",
-                                           "--shutdown-timeout=2s"};
-  options.auth_args = {"--dispatch-resend-timeout=3s", "--dispatch-claim-lease=5s",
-                       "--dispatch-backoff-max=1s", "--dispatch-poll-interval=500ms"};
-  options.auth_args.insert(options.auth_args.end(), common.begin(), common.end());
-  options.app_args = options.auth_args;
-  options.admin_args = {"--inbox-claim-idle=2s",   "--inbox-claim-interval=1s",
-                        "--consumer-lease=5s",     "--consumer-heartbeat=1s",
-                        "--consumer-retry-max=1s", "--consumer-poll-interval=500ms"};
-  options.admin_args.insert(options.admin_args.end(), common.begin(), common.end());
-  testing::RedisEndpoint redis_endpoint;
-  redis_endpoint.host = "127.0.0.1";
-  redis_endpoint.port = redis.port();
-  if (auto shared = testing::RedisFromEnv()) {
-    redis_endpoint.user = shared->user;
-    redis_endpoint.password = shared->password;
-    redis_endpoint.password_file = shared->password_file;
-  }
-  Mesh mesh(owners_db.endpoint(), redis_endpoint, options);
+  Mesh mesh(owners_db.endpoint(), chaos::ChaosRedis(redis.port()), options);
   for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
     for (int r = 0; r < kReplicas; ++r) ASSERT_TRUE(mesh.Start(s, r, &error)) << error;
   }

@@ -150,34 +150,8 @@ TEST(ChaosTest, NoLossNoDuplicatesNoOrphansUnderKillsRedisWipesAndDatabaseCrashe
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
 
-  testing::MeshOptions options;
-  options.prefix = "chaos";
-  options.redis_addr = absl::StrCat("127.0.0.1:", redis.port());
-  const std::vector<std::string> owner_args = {
-      "--pg-pool-size=4",          "--dispatch-resend-timeout=3s",   "--dispatch-claim-lease=5s",
-      "--dispatch-backoff-max=1s", "--dispatch-poll-interval=500ms", "--startup-timeout=120s",
-      "--shutdown-timeout=2s"};
-  options.auth_args = owner_args;
-  options.app_args = owner_args;
-  options.admin_args = {"--pg-pool-size=4",
-                        "--inbox-claim-idle=2s",
-                        "--inbox-claim-interval=1s",
-                        "--consumer-lease=5s",
-                        "--consumer-heartbeat=1s",
-                        "--consumer-retry-max=1s",
-                        "--consumer-poll-interval=500ms",
-                        "--startup-timeout=120s",
-                        "--shutdown-timeout=2s"};
-  // The harness's Redis user (the default user is off under scripts/test.sh).
-  testing::RedisEndpoint redis_endpoint;
-  redis_endpoint.host = "127.0.0.1";
-  redis_endpoint.port = redis.port();
-  if (auto shared = testing::RedisFromEnv()) {
-    redis_endpoint.user = shared->user;
-    redis_endpoint.password = shared->password;
-    redis_endpoint.password_file = shared->password_file;
-  }
-  Mesh mesh(pg.endpoint(), redis_endpoint, options);
+  const testing::MeshOptions options = chaos::ChaosMeshOptions("chaos", redis.port());
+  Mesh mesh(pg.endpoint(), chaos::ChaosRedis(redis.port()), options);
   for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
     for (int r = 0; r < kReplicas; ++r) ASSERT_TRUE(mesh.Start(s, r, &error)) << error;
   }

@@ -44,6 +44,36 @@ int64_t EnvInt(const char* name, int64_t fallback) {
   return v != nullptr && absl::SimpleAtoi(v, &out) ? out : fallback;
 }
 
+testing::MeshOptions ChaosMeshOptions(const std::string& prefix, int redis_port) {
+  testing::MeshOptions options;
+  options.prefix = prefix;
+  options.redis_addr = absl::StrCat("127.0.0.1:", redis_port);
+  const std::vector<std::string> common = {"--pg-pool-size=4", "--startup-timeout=120s",
+                                           "--shutdown-timeout=2s"};
+  options.auth_args = {"--dispatch-resend-timeout=3s", "--dispatch-claim-lease=5s",
+                       "--dispatch-backoff-max=1s", "--dispatch-poll-interval=500ms"};
+  options.auth_args.insert(options.auth_args.end(), common.begin(), common.end());
+  options.app_args = options.auth_args;
+  options.admin_args = {"--inbox-claim-idle=2s",   "--inbox-claim-interval=1s",
+                        "--consumer-lease=5s",     "--consumer-heartbeat=1s",
+                        "--consumer-retry-max=1s", "--consumer-poll-interval=500ms"};
+  options.admin_args.insert(options.admin_args.end(), common.begin(), common.end());
+  return options;
+}
+
+testing::RedisEndpoint ChaosRedis(int redis_port) {
+  testing::RedisEndpoint endpoint;
+  endpoint.host = "127.0.0.1";
+  endpoint.port = redis_port;
+  // The harness's Redis user (the default user is off under scripts/test.sh).
+  if (auto shared = testing::RedisFromEnv()) {
+    endpoint.user = shared->user;
+    endpoint.password = shared->password;
+    endpoint.password_file = shared->password_file;
+  }
+  return endpoint;
+}
+
 LoadDriver::LoadDriver(testing::Mesh& mesh, uint64_t seed, int clients)
     : seed_(seed), clients_(clients) {
   for (int r = 0; r < kReplicas; ++r) {

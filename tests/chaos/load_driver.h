@@ -25,6 +25,12 @@ int64_t EnvInt(const char* name, int64_t fallback);
 // Replicas of each service the chaos tests run.
 inline constexpr int kReplicas = 2;
 
+// The mesh both chaos tests run: short intervals (re-sends after 3 s, leases
+// of 5 s) so that faults heal within the run, services on the Redis at
+// `redis_port` as the harness's Redis user.
+testing::MeshOptions ChaosMeshOptions(const std::string& prefix, int redis_port);
+testing::RedisEndpoint ChaosRedis(int redis_port);
+
 struct OkCall {
   audit::Owner owner;
   std::string event_id;  // empty when the call changed nothing

@@ -137,6 +137,35 @@ class ReceiptsTest : public ::testing::Test {
     ASSERT_TRUE(dispatcher.RunOnce(*owner_, client).ok());
   }
 
+  admin::inbox::StreamCursor Cursor() const {
+    admin::inbox::StreamCursor cursor;
+    cursor.owner = audit::v1::OWNER_AUTH;
+    cursor.stream = stream_;
+    return cursor;
+  }
+
+  // Runs `bridge` until one batch sent a receipt for `events` events.
+  void TakeOver(admin::inbox::InboxBridge& bridge, admin::inbox::StreamCursor& cursor, int events) {
+    redis::Client client(redis_);
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          auto c = bridge.RunOnce(*admin_, client, cursor);
+          return c.ok() && c->receipted == events;
+        },
+        std::chrono::seconds(10)));
+  }
+
+  // OutboxOperations/Replay of every CONFIRMED row (Admin lost them).
+  void ReplayAll() {
+    auto tx = owner_->Begin();
+    ASSERT_TRUE(tx.ok());
+    auto replayed =
+        outbox::ReplayConfirmed(*tx, absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(1));
+    ASSERT_TRUE(replayed.ok()) << replayed.status();
+    ASSERT_GT(*replayed, 0);
+    ASSERT_TRUE(tx->Commit().ok());
+  }
+
   int64_t OwnerScalar(const std::string& sql) {
     return ::ulticode::testing::QueryInt(*owner_, sql);
   }
@@ -160,15 +189,8 @@ TEST_F(ReceiptsTest, ReceiptsListWhatTheInboxHoldsAndConfirmTheOutboxRows) {
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED'"), 3);
 
   admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
-  admin::inbox::StreamCursor cursor;
-  cursor.owner = audit::v1::OWNER_AUTH;
-  cursor.stream = stream_;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto c = bridge.RunOnce(*admin_, client, cursor);
-        return c.ok() && c->receipted == 3;
-      },
-      std::chrono::seconds(10)));
+  admin::inbox::StreamCursor cursor = Cursor();
+  TakeOver(bridge, cursor, 3);
   // One receipt entry for the batch, listing exactly the ids taken over.
   auto receipts = client.XRead(audit::ReceiptStreamFor(stream_), 10, absl::ZeroDuration(), "0");
   ASSERT_TRUE(receipts.ok()) << receipts.status();
@@ -452,29 +474,13 @@ TEST_F(ReceiptsTest, AReceiptFromBeforeAReplayDoesNotConfirmAfterAFailedPublicat
   PublishAll();
   redis::Client client(redis_);
   admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
-  admin::inbox::StreamCursor cursor;
-  cursor.owner = audit::v1::OWNER_AUTH;
-  cursor.stream = stream_;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto c = bridge.RunOnce(*admin_, client, cursor);
-        return c.ok() && c->receipted == 1;
-      },
-      std::chrono::seconds(10)));
+  admin::inbox::StreamCursor cursor = Cursor();
+  TakeOver(bridge, cursor, 1);
   outbox::ReceiptReader reader(ReaderOptions(redis_), metrics_->registry());
   std::string live = "0-0";
   ASSERT_EQ(reader.RunOnce(*owner_, client, &live)->confirmed, 1);
 
-  // Admin lost the event; the operator replays it.
-  {
-    auto tx = owner_->Begin();
-    ASSERT_TRUE(tx.ok());
-    auto replayed =
-        outbox::ReplayConfirmed(*tx, absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(1));
-    ASSERT_TRUE(replayed.ok()) << replayed.status();
-    ASSERT_EQ(*replayed, 1);
-    ASSERT_TRUE(tx->Commit().ok());
-  }
+  ReplayAll();  // Admin lost the event
   // Its next publication fails (Redis refuses: no entry is written).
   redis::Options down = redis_;
   down.port = ::ulticode::testing::FreePort();
@@ -499,15 +505,8 @@ TEST_F(ReceiptsTest, AGenuineReceiptRepostedAfterAReplayConfirmsNothing) {
   PublishAll();
   redis::Client client(redis_);
   admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
-  admin::inbox::StreamCursor cursor;
-  cursor.owner = audit::v1::OWNER_AUTH;
-  cursor.stream = stream_;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto c = bridge.RunOnce(*admin_, client, cursor);
-        return c.ok() && c->receipted == 1;
-      },
-      std::chrono::seconds(10)));
+  admin::inbox::StreamCursor cursor = Cursor();
+  TakeOver(bridge, cursor, 1);
   auto first = client.XRead(audit::ReceiptStreamFor(stream_), 10, absl::ZeroDuration(), "0");
   ASSERT_TRUE(first.ok() && first->size() == 1u);
   const redis::StreamFields old_receipt = (*first)[0].fields;
@@ -516,14 +515,7 @@ TEST_F(ReceiptsTest, AGenuineReceiptRepostedAfterAReplayConfirmsNothing) {
   ASSERT_EQ(reader.RunOnce(*owner_, client, &at)->confirmed, 1);
 
   // Admin lost the event; replayed and published again, not yet receipted.
-  {
-    auto tx = owner_->Begin();
-    ASSERT_TRUE(tx.ok());
-    ASSERT_EQ(
-        *outbox::ReplayConfirmed(*tx, absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(1)),
-        1);
-    ASSERT_TRUE(tx->Commit().ok());
-  }
+  ReplayAll();
   PublishAll();
   ASSERT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'PUBLISHED'"), 1);
 
@@ -535,12 +527,7 @@ TEST_F(ReceiptsTest, AGenuineReceiptRepostedAfterAReplayConfirmsNothing) {
   EXPECT_EQ(reposted->confirmed, 0) << "the old receipt confirmed the new publication";
 
   // The receipt of the new publication does.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto c = bridge.RunOnce(*admin_, client, cursor);
-        return c.ok() && c->receipted == 1;
-      },
-      std::chrono::seconds(10)));
+  TakeOver(bridge, cursor, 1);
   EXPECT_EQ(reader.RunOnce(*owner_, client, &at)->confirmed, 1);
 }
 

@@ -116,14 +116,21 @@ absl::StatusOr<std::vector<redis::StreamEntry>> InboxBridge::Read(redis::Client&
                 {{"stream", cursor.stream}, {"group", options_.group}});
     }
   }
-  if (cursor.read_own_pending) {
+  if (cursor.read_own_pending && !cursor.new_entries_next) {
     ASSIGN_OR_RETURN(auto reads, redis.XReadGroup(options_.group, consumer_name_, {cursor.stream},
                                                   options_.batch_size, absl::ZeroDuration(), "0"));
-    if (!reads.empty() && !reads[0].entries.empty()) return std::move(reads[0].entries);
+    if (!reads.empty() && !reads[0].entries.empty()) {
+      cursor.new_entries_next = true;
+      return std::move(reads[0].entries);
+    }
     cursor.read_own_pending = false;
   }
+  const bool new_entries_turn = cursor.new_entries_next;
+  cursor.new_entries_next = false;
   const absl::Time now = absl::Now();
-  if (now >= cursor.next_autoclaim) {
+  // (Not on the new entries' turn: the batch just retried may be idle long
+  // enough to be taken over again, by this very consumer.)
+  if (!new_entries_turn && now >= cursor.next_autoclaim) {
     ASSIGN_OR_RETURN(
         redis::AutoClaimResult claimed,
         redis.XAutoClaim(cursor.stream, options_.group, consumer_name_, options_.claim_idle,
@@ -220,6 +227,7 @@ absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
     out.poison.push_back(Poison{stream, e.id, r.event_id, r.reason, r.detail, e.fields});
   }
   RETURN_IF_ERROR(StorePoison(tx, options_.inbox_consumer, out.poison).status());
+  if (hooks_.before_commit) RETURN_IF_ERROR(hooks_.before_commit(entries));
   RETURN_IF_ERROR(tx.Commit());
   return out;
 }

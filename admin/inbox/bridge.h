@@ -85,6 +85,9 @@ struct BridgeOptions {
 struct BridgeHooks {
   // After validation, before the inbox transaction.
   std::function<absl::Status(const std::vector<redis::StreamEntry>&)> before_insert;
+  // Inside the inbox transaction, after its inserts, before COMMIT (a replica
+  // frozen here holds the batch's rows uncommitted).
+  std::function<absl::Status(const std::vector<redis::StreamEntry>&)> before_commit;
   // After COMMIT, before XACK.
   std::function<absl::Status(const std::vector<redis::StreamEntry>&)> after_commit;
 };
@@ -108,6 +111,11 @@ struct StreamCursor {
   // Re-read this consumer's own pending entries before new ones (at start and
   // after a failed batch).
   bool read_own_pending = true;
+  // The last cycle read own pending entries: this one reads new entries (and
+  // takes over idle ones) first. A batch that cannot settle (another replica
+  // froze with the same events uncommitted) is retried every other cycle and
+  // never keeps the stream's new entries waiting.
+  bool new_entries_next = false;
   absl::Time next_autoclaim = absl::InfinitePast();
   std::string autoclaim_start = "0-0";
   // Pending ids whose entries vanished (XAUTOCLAIM already dropped them from

@@ -62,6 +62,10 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const ConnectOpt
         &session, " -c idle_in_transaction_session_timeout=",
         std::max<int64_t>(1, absl::ToInt64Milliseconds(options.idle_in_transaction_timeout)));
   }
+  if (options.lock_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&session, " -c lock_timeout=",
+                    std::max<int64_t>(1, absl::ToInt64Milliseconds(options.lock_timeout)));
+  }
   // Later keys override what the expanded conninfo set.
   std::vector<const char*> keys = {
       "dbname",          "application_name",    "connect_timeout",  "options",         "keepalives",

@@ -45,6 +45,10 @@ struct ConnectOptions {
   // session that holds a transaction open, idle, this long, releasing its
   // locks (a dispatcher that froze while holding rows).
   absl::Duration idle_in_transaction_timeout = absl::ZeroDuration();
+  // lock_timeout (0: the server's): a statement that waits this long for a
+  // row lock or for another session's uncommitted unique entry fails
+  // (ABORTED, retryable) instead of waiting as long as that session lives.
+  absl::Duration lock_timeout = absl::ZeroDuration();
   absl::Duration connect_timeout = absl::Seconds(5);
   // Extra time the client waits beyond a statement's timeout before it gives
   // up on the socket and marks the connection broken.

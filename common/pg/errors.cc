@@ -10,7 +10,7 @@ absl::Status StatusFromSqlState(absl::string_view sqlstate, absl::string_view me
   absl::StatusCode code = absl::StatusCode::kInternal;
   if (sqlstate == "23505") {
     code = absl::StatusCode::kAlreadyExists;
-  } else if (sqlstate == "40001" || sqlstate == "40P01") {
+  } else if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03") {
     code = absl::StatusCode::kAborted;
   } else if (sqlstate == "57014") {
     code = absl::StatusCode::kDeadlineExceeded;

@@ -2,7 +2,8 @@
 //
 //   23505 unique_violation            -> ALREADY_EXISTS   (retryable: re-read finds the row)
 //   40001 serialization_failure,
-//   40P01 deadlock_detected           -> ABORTED          (retry the whole transaction)
+//   40P01 deadlock_detected,
+//   55P03 lock_not_available          -> ABORTED          (retry the whole transaction)
 //   57014 query_canceled (timeout)    -> DEADLINE_EXCEEDED
 //   08xxx, 57P01..57P03, lost socket  -> UNAVAILABLE      (connection dropped; redial)
 //   23xxx other integrity violations  -> FAILED_PRECONDITION

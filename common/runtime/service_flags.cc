@@ -88,6 +88,14 @@ void ServiceFlags::RegisterDatabase(config::Flags& flags) {
                });
   flags.Int("pg-pool-size", &pg_pool_size, "maximum PostgreSQL connections for RPC handlers", 1,
             512);
+  flags.Duration("pg-idle-in-transaction-timeout", &pg_idle_in_transaction_timeout,
+                 "PostgreSQL ends a session of this process that holds a transaction open and idle "
+                 "this long (a frozen replica), releasing its locks and uncommitted rows",
+                 absl::Seconds(1), absl::Hours(1));
+  flags.Duration("pg-lock-timeout", &pg_lock_timeout,
+                 "a statement waiting this long for a row lock or another session's uncommitted "
+                 "row fails and is retried, instead of waiting as long as that session lives",
+                 absl::Milliseconds(100), absl::Hours(1));
   flags.AddCheck([this]() -> absl::Status {
     if (pg_migrate_user.empty()) return absl::OkStatus();
     if (migrate == "verify") {
@@ -206,12 +214,18 @@ pg::PoolOptions ServiceFlags::PoolOptions(const std::string& application_name) c
   options.connect.conninfo = pg_dsn;
   options.connect.password = pg_password_;
   options.connect.application_name = application_name;
+  options.connect.idle_in_transaction_timeout = pg_idle_in_transaction_timeout;
+  options.connect.lock_timeout = pg_lock_timeout;
   options.max_size = pg_pool_size;
   return options;
 }
 
 pg::ConnectOptions ServiceFlags::MigrateOptions(const std::string& application_name) const {
   pg::ConnectOptions options = PoolOptions(application_name).connect;
+  // A migration waits for its locks as long as it takes (MigrateWithRetry
+  // bounds the whole step).
+  options.idle_in_transaction_timeout = absl::ZeroDuration();
+  options.lock_timeout = absl::ZeroDuration();
   if (!pg_migrate_user.empty()) {
     options.user = pg_migrate_user;
     options.password = pg_migrate_password_;

@@ -19,6 +19,12 @@ struct ServiceFlags {
   std::string metrics_listen;
   std::string pg_dsn;
   int pg_pool_size = 16;
+  // Every connection's bounds on a transaction left open and on a lock wait:
+  // no replica that freezes inside a transaction stalls another for longer
+  // (docs/guarantees.md, "Topologies"). Components with a tighter bound of
+  // their own (the dispatcher's claim lease) keep it.
+  absl::Duration pg_idle_in_transaction_timeout = absl::Seconds(15);
+  absl::Duration pg_lock_timeout = absl::Seconds(5);
   std::string redis_addr = "127.0.0.1:6379";
   std::string pg_password_file;
   std::string pg_migrate_user;

@@ -74,6 +74,15 @@ class InboxBridgeTest : public ::testing::Test {
     return p.ok() ? p->count : -1;
   }
 
+  // Entries pending with `consumer`.
+  int64_t HeldBy(const std::string& consumer) {
+    auto p = redis_->XPendingSummary(stream_, options_.group);
+    if (!p.ok()) return -1;
+    for (const auto& [name, n] : p->consumers)
+      if (name == consumer) return n;
+    return 0;
+  }
+
   // Runs cycles until `done` holds (each cycle blocks at most options_.block).
   bool RunUntil(InboxBridge& bridge, StreamCursor& cursor, const std::function<bool()>& done) {
     return WaitFor(
@@ -227,6 +236,145 @@ TEST_F(InboxBridgeTest, CrashBeforeTheInboxInsertLeavesEntriesPendingForAnotherB
   ASSERT_TRUE(
       RunUntil(survivor, b, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 4; }));
   ASSERT_TRUE(WaitFor([&] { return Pending() == 0; }, std::chrono::seconds(5)));
+}
+
+// --- a replica frozen inside its inbox transaction ---
+
+// Replica A reads `events` entries and freezes inside its inbox transaction
+// (rows inserted, uncommitted) until `thaw`; its session uses `a_pg`.
+class FrozenReplica {
+ public:
+  FrozenReplica(const BridgeOptions& options, const pg::ConnectOptions& a_pg,
+                prometheus::Registry& registry)
+      : bridge_(options, registry, Hooks()), redis_(options.redis), options_(options) {
+    auto c = pg::Connection::Connect(a_pg);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) conn_ = std::move(c).value();
+  }
+  ~FrozenReplica() { (void)Thaw(); }
+
+  // Starts A's cycle; true once A is frozen holding its batch.
+  bool Freeze() {
+    thread_ = std::thread([this] {
+      StreamCursor cursor;
+      cursor.owner = audit::v1::OWNER_AUTH;
+      cursor.stream = options_.streams[0].second;
+      late_ = bridge_.RunOnce(*conn_, redis_, cursor).status();
+    });
+    return WaitFor([&] { return frozen_.load(); }, std::chrono::seconds(10));
+  }
+  // Wakes A up; returns how its cycle ended.
+  absl::Status Thaw() {
+    thawed_ = true;
+    if (thread_.joinable()) thread_.join();
+    return late_;
+  }
+
+ private:
+  BridgeHooks Hooks() {
+    BridgeHooks h;
+    h.before_commit = [this](const auto&) {
+      frozen_ = true;
+      while (!thawed_.load()) absl::SleepFor(absl::Milliseconds(10));
+      return absl::OkStatus();
+    };
+    return h;
+  }
+
+  InboxBridge bridge_;
+  redis::Client redis_;
+  BridgeOptions options_;
+  std::unique_ptr<pg::Connection> conn_;
+  std::thread thread_;
+  std::atomic<bool> frozen_{false}, thawed_{false};
+  absl::Status late_;
+};
+
+TEST_F(InboxBridgeTest, AReplicaFrozenInItsInboxTransactionNeverKeepsNewEntriesWaiting) {
+  options_.write_audit_logs = true;  // the common path: audit rows in the inbox transaction
+  for (int i = 0; i < 4; ++i)
+    Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("held", i))));
+  FrozenReplica a(options_, options_.pg, metrics_->registry());  // no idle limit: frozen for good
+  ASSERT_TRUE(a.Freeze());
+
+  // Replica B takes A's entries over; its inserts wait on A's uncommitted
+  // rows until its lock timeout, every time.
+  auto metrics_b = metrics::Metrics::Unexposed("b");
+  BridgeOptions b_options = options_;
+  b_options.consumer_name = "bridge-b";
+  b_options.claim_idle = absl::Milliseconds(200);
+  b_options.claim_interval = absl::Milliseconds(50);
+  pg::ConnectOptions b_pg = options_.pg;
+  b_pg.lock_timeout = absl::Milliseconds(300);
+  auto b_conn = pg::Connection::Connect(b_pg);
+  ASSERT_TRUE(b_conn.ok()) << b_conn.status();
+  InboxBridge b(b_options, metrics_b->registry());
+  StreamCursor cursor = Cursor();
+  redis::Client b_redis(options_.redis);
+  auto b_until = [&](const std::function<bool()>& done) {
+    return WaitFor(
+        [&] {
+          if ((*b_conn)->broken()) *b_conn = std::move(pg::Connection::Connect(b_pg).value());
+          (void)b.RunOnce(**b_conn, b_redis, cursor);
+          return done();
+        },
+        std::chrono::seconds(15));
+  };
+  ASSERT_TRUE(b_until([&] { return HeldBy("bridge-b") == 4; })) << "B took A's entries over";
+  for (int i = 0; i < 3; ++i)
+    Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("new", i))));
+  EXPECT_TRUE(b_until([&] { return Scalar("SELECT count(*) FROM audit_logs") == 3; }))
+      << "the new entries waited behind a batch that cannot settle";
+
+  // A wakes up and commits; B then settles the rest as duplicates.
+  EXPECT_TRUE(a.Thaw().ok());
+  EXPECT_TRUE(b_until([&] { return Pending() == 0; }));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 7);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 7);
+}
+
+TEST_F(InboxBridgeTest, AFrozenReplicaStallsTheOtherOnlyUntilItsIdleInTransactionTimeout) {
+  options_.write_audit_logs = true;  // the common path: audit rows in the inbox transaction
+  for (int i = 0; i < 4; ++i)
+    Add(EntryFields(SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("held", i))));
+  pg::ConnectOptions a_pg = options_.pg;
+  a_pg.idle_in_transaction_timeout = absl::Seconds(1);
+  FrozenReplica a(options_, a_pg, metrics_->registry());
+  ASSERT_TRUE(a.Freeze());
+  const absl::Time frozen = absl::Now();
+
+  auto metrics_b = metrics::Metrics::Unexposed("b");
+  BridgeOptions b_options = options_;
+  b_options.consumer_name = "bridge-b";
+  b_options.claim_idle = absl::Milliseconds(200);
+  b_options.claim_interval = absl::Milliseconds(50);
+  pg::ConnectOptions b_pg = options_.pg;
+  b_pg.lock_timeout = absl::Milliseconds(300);
+  auto b_conn = pg::Connection::Connect(b_pg);
+  ASSERT_TRUE(b_conn.ok());
+  InboxBridge b(b_options, metrics_b->registry());
+  StreamCursor cursor = Cursor();
+  redis::Client b_redis(options_.redis);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        (void)b.RunOnce(**b_conn, b_redis, cursor);
+        return Scalar("SELECT count(*) FROM audit_logs") == 4 && Pending() == 0;
+      },
+      std::chrono::seconds(15)))
+      << "the frozen replica's rows were never released";
+  const absl::Duration stall = absl::Now() - frozen;
+  std::printf(
+      "[frozen replica] idle_in_transaction_timeout=1s claim_idle=200ms "
+      "lock_timeout=300ms: the other replica drained after %s\n",
+      absl::FormatDuration(stall).c_str());
+  EXPECT_LT(stall, absl::Seconds(5));
+
+  // The late wake-up changes nothing: its session is gone, its commit fails.
+  const absl::Status late = a.Thaw();
+  EXPECT_FALSE(late.ok()) << "the frozen replica committed after PostgreSQL ended its session";
+  EXPECT_EQ(Scalar("SELECT count(*) FROM audit_logs"), 4);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM consumer_inbox"), 4);
+  EXPECT_EQ(Pending(), 0);
 }
 
 TEST_F(InboxBridgeTest, CrashAfterCommitBeforeAckIsADuplicateOnRedeliveryAndOneAuditRow) {

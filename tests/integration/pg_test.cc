@@ -192,6 +192,22 @@ TEST_F(PgTest, TerminatedBackendIsUnavailableAndPoolRedials) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
+TEST_F(PgTest, ALockWaitEndsAtTheLockTimeoutAsARetryableAbort) {
+  ASSERT_TRUE(conn_->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
+  auto holder = conn_->Begin();  // holds the row, as a frozen replica would
+  ASSERT_TRUE(holder.ok());
+  ASSERT_TRUE(holder->Execute({"hold", "SELECT 1 FROM items WHERE id = 1 FOR UPDATE"}).ok());
+  ConnectOptions o = options_;
+  o.lock_timeout = absl::Milliseconds(200);
+  auto waiter = Connection::Connect(o);
+  ASSERT_TRUE(waiter.ok());
+  const absl::Time start = absl::Now();
+  auto r = (*waiter)->Execute({"wait", "UPDATE items SET name = 'b' WHERE id = 1"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+  EXPECT_TRUE(IsRetryable(r.status()));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "waited beyond the lock timeout";
+}
+
 TEST_F(PgTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
   auto tx = conn_->Begin();
   ASSERT_TRUE(tx.ok());
@@ -230,6 +246,13 @@ TEST(PgSyncCommitTest, ACommitWhoseStandbyWaitIsCancelledIsNotASuccess) {
     auto done = (*admin)->ExecuteScript("sync", sql, absl::Seconds(10));
     ASSERT_TRUE(done.ok()) << done;
   }
+  // pg_reload_conf() only signals: wait until this session runs with it.
+  ASSERT_TRUE(::ulticode::testing::WaitFor(
+      [&] {
+        auto r = (*conn)->Execute({"show", "SELECT current_setting('synchronous_standby_names')"});
+        return r.ok() && r->GetString(0, 0) == "nobody";
+      },
+      std::chrono::seconds(10)));
   const Statement short_insert{"insert", "INSERT INTO items VALUES (1)", absl::Milliseconds(300)};
   auto tx = (*conn)->Begin();
   ASSERT_TRUE(tx.ok());
@@ -241,7 +264,7 @@ TEST(PgSyncCommitTest, ACommitWhoseStandbyWaitIsCancelledIsNotASuccess) {
         {"waiting", "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"});
     return r.ok() && r->GetInt64(0, 0) == 1;
   };
-  ASSERT_TRUE(::ulticode::testing::WaitFor(waiting, std::chrono::seconds(10)));
+  EXPECT_TRUE(::ulticode::testing::WaitFor(waiting, std::chrono::seconds(10)));
   absl::SleepFor(absl::Seconds(1));  // beyond the session's statement timeout, on purpose
   EXPECT_TRUE(waiting()) << "the statement timeout ended the wait for the standby";
   ASSERT_TRUE((*admin)

@@ -23,8 +23,15 @@ shape (bench/reference_*.sql). Phases:
              long: Redis used memory, stream lengths and every table's size
              sampled every 30 s
 
+  replication (ULTICODE_BENCH_PHASES=replication) a streaming standby of
+             the mesh's PostgreSQL (pg_basebackup), then the closed loop
+             again with it asynchronous and with it synchronous: throughput,
+             CPU and commit -> audit row lag, what synchronous replication
+             costs
+
 ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
-the soak.
+the soak; ULTICODE_BENCH_PHASES=replication the closed loop and the
+replication phase.
 
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
@@ -233,12 +240,12 @@ class Suite:
         self.result["reference"] = {"tps": tps, "transactions": txns,
                                     "cpu_ms_per_txn": round((b1 - b0) * 1000 / HZ / txns, 3)}
 
-    def closed(self):
-        log(f"closed loop: {self.clients} in flight, {self.seconds}s")
+    def closed(self, tag="closed"):
+        log(f"closed loop ({tag}): {self.clients} in flight, {self.seconds}s")
         c0, s0, b0 = cpu_by_comm(), self.pg_stats(), busy_jiffies()
-        run = self.loadgen("closed", "closed", clients=self.clients)
+        run = self.loadgen(tag, "closed", clients=self.clients)
         ok = run["ok"]
-        all_in = self.wait_landed("closed", ok)
+        all_in = self.wait_landed(tag, ok)
         b1, s1, c1 = busy_jiffies(), self.pg_stats(), cpu_by_comm()
         by_process = {n: round((c1[n] - c0.get(n, 0)) * 1000 / HZ / ok, 3)
                       for n in c1 if c1[n] - c0.get(n, 0) > 0}
@@ -249,14 +256,14 @@ class Suite:
             d_reads = reads - s0["idx"].get(k, (0, 0))[1]
             per_claim[k] = round(d_reads / d_scans, 1) if d_scans else 0
         self.result["closed"] = {
-            "loadgen": run, "audit_rows": self.landed("closed"), "all_landed": all_in,
+            "loadgen": run, "audit_rows": self.landed(tag), "all_landed": all_in,
             "cpu_ms_per_mutation": round((b1 - b0) * 1000 / HZ / ok, 3),
             "cpu_ms_per_mutation_by_process": top,
             "commits_per_event": round((s1["commits"] - s0["commits"]) / ok, 2),
             "wal_bytes_per_event": round((s1["wal"] - s0["wal"]) / ok),
             "index_entries_read_per_scan": per_claim,
             "peak_rss_mib": peak_rss_mib(),
-            "commit_to_audit_row_ms": self.lag_ms("closed")}
+            "commit_to_audit_row_ms": self.lag_ms(tag)}
         return run["ok_per_second"]
 
     def open_loop(self, max_rate, fractions=(0.25, 0.5, 0.75, 1.0), tag="open"):
@@ -319,6 +326,32 @@ class Suite:
                      .read().strip()),
             check=True, capture_output=True, text=True).stdout.strip()
 
+    def servers_sh(self, body):
+        subprocess.run(["bash", "-c", f'source "{REPO}/scripts/lib/servers.sh" && {body}'],
+                       check=True, capture_output=True, text=True)
+
+    def replication(self):
+        standby = os.path.join(self.state, "standby", "pg")
+        os.makedirs(os.path.dirname(standby), mode=0o755)
+        log("replication: a streaming standby (pg_basebackup)")
+        self.servers_sh(f"ulticode_pg_standby {PG_PORT} {standby} {PG_PORT + 1}")
+        out = {}
+        try:
+            for mode, names in (("async", ""), ("sync", "*")):
+                self.psql("postgres", f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+                self.psql("postgres", "SELECT pg_reload_conf()")
+                self.closed(tag=f"repl{mode}")
+                out[mode] = self.result.pop("closed")
+        finally:
+            self.psql("postgres", "ALTER SYSTEM RESET synchronous_standby_names")
+            self.psql("postgres", "SELECT pg_reload_conf()")
+            self.servers_sh(f"ulticode_pg_kill9 {standby}")
+        a, y = out["async"], out["sync"]
+        out["sync_vs_async"] = {
+            "throughput": round(y["loadgen"]["ok_per_second"] / a["loadgen"]["ok_per_second"], 3),
+            "cpu_per_mutation": round(y["cpu_ms_per_mutation"] / a["cpu_ms_per_mutation"], 2)}
+        return out
+
     def soak(self, rate):
         log(f"soak: {rate}/s for {self.soak_seconds}s, sampling every 30 s")
         args = [os.path.join(self.build_dir, "bench/ulticode-loadgen"),
@@ -357,6 +390,10 @@ class Suite:
             if self.phases == "all":
                 self.reference()
             max_rate = self.closed()
+            if self.phases == "replication":
+                baseline = self.result["closed"]
+                self.result["replication"] = self.replication()
+                self.result["closed"] = baseline
             if self.phases == "all":
                 self.result["open"] = self.open_loop(max_rate)
                 self.result["drain"] = self.drain(max(1, int(max_rate * 0.8)))

@@ -40,6 +40,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -327,24 +328,30 @@ class Suite:
             check=True, capture_output=True, text=True).stdout.strip()
 
     def servers_sh(self, body):
-        subprocess.run(["bash", "-c", f'source "{REPO}/scripts/lib/servers.sh" && {body}'],
-                       check=True, capture_output=True, text=True)
+        r = subprocess.run(["bash", "-c", f'source "{REPO}/scripts/lib/servers.sh" && {body}'],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"[bench] {body} failed:\n{r.stdout}{r.stderr}")
 
     def replication(self):
         standby = os.path.join(self.state, "standby", "pg")
         os.makedirs(os.path.dirname(standby), mode=0o755)
         log("replication: a streaming standby (pg_basebackup)")
-        self.servers_sh(f"ulticode_pg_standby {PG_PORT} {standby} {PG_PORT + 1}")
+        primary = os.path.join(self.state, "pg")
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        self.servers_sh(f"ulticode_pg_standby {primary} {PG_PORT} {standby} {port}")
         out = {}
         try:
             for mode, names in (("async", ""), ("sync", "*")):
-                self.psql("postgres", f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
-                self.psql("postgres", "SELECT pg_reload_conf()")
+                self.mesh.psql("postgres", f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+                self.mesh.psql("postgres", "SELECT pg_reload_conf()")
                 self.closed(tag=f"repl{mode}")
                 out[mode] = self.result.pop("closed")
         finally:
-            self.psql("postgres", "ALTER SYSTEM RESET synchronous_standby_names")
-            self.psql("postgres", "SELECT pg_reload_conf()")
+            self.mesh.psql("postgres", "ALTER SYSTEM RESET synchronous_standby_names")
+            self.mesh.psql("postgres", "SELECT pg_reload_conf()")
             self.servers_sh(f"ulticode_pg_kill9 {standby}")
         a, y = out["async"], out["sync"]
         out["sync_vs_async"] = {

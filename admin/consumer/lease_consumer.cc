@@ -113,9 +113,14 @@ absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& c
 absl::StatusOr<ConsumerCycle> LeaseConsumer::RunOnce(pg::Connection& conn,
                                                      const std::string& lease_owner) {
   ConsumerCycle cycle;
+  std::vector<int64_t> skip;
+  {
+    absl::MutexLock lock(&held_mu_);
+    skip = left_for_newer_;
+  }
   ASSIGN_OR_RETURN(std::vector<LeasedRow> rows,
                    Claim(conn, options_.consumer, lease_owner, options_.lease, options_.batch_size,
-                         options_.max_attempts));
+                         options_.max_attempts, skip));
   cycle.claimed = static_cast<int>(rows.size());
   if (rows.empty()) return cycle;
   claimed_->Increment(static_cast<double>(rows.size()));
@@ -146,7 +151,7 @@ absl::Status LeaseConsumer::Triage(pg::Connection& conn, const std::vector<Lease
   for (const LeasedRow& row : rows) {
     Work w{&row, {}};
     absl::Status valid = w.event.ParseFromString(row.payload)
-                             ? audit::Validate(w.event)
+                             ? audit::Validate(w.event, options_.known_event_types)
                              : absl::InvalidArgumentError("payload is not a serialized AuditEvent");
     if (valid.ok() && w.event.event_id() != row.event_id) {
       valid = absl::InvalidArgumentError("payload event_id differs from the inbox row's");
@@ -156,6 +161,10 @@ absl::Status LeaseConsumer::Triage(pg::Connection& conn, const std::vector<Lease
       ASSIGN_OR_RETURN(int64_t n,
                        Postpone(conn, Held(row), kNewerEventDelay, std::string(valid.message())));
       cycle.postponed += static_cast<int>(n);
+      {
+        absl::MutexLock lock(&held_mu_);
+        if (left_for_newer_.size() < kMaxLeftForNewer) left_for_newer_.push_back(row.id);
+      }
       log::Warn(kComponent, "event newer than this binary; left for a newer consumer",
                 {{"event_id", row.event_id}, {"reason", std::string(valid.message())}});
       continue;

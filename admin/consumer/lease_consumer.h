@@ -42,6 +42,8 @@ namespace ulticode::admin::consumer {
 struct ConsumerOptions {
   // consumer_inbox.consumer this worker group serves.
   std::string consumer = "audit_logs";
+  // Rows of other types were written by a newer release: postponed, not DEAD.
+  audit::KnownEventTypes known_event_types = audit::IsKnownEventType;
   // Lease owner prefix; unique per process. Empty: host-pid.
   std::string instance_id;
   int threads = 2;
@@ -78,8 +80,10 @@ struct ConsumerCycle {
 };
 
 // How long an event newer than this binary waits before a consumer claims it
-// again (a newer replica usually takes it first).
-inline constexpr absl::Duration kNewerEventDelay = absl::Seconds(30);
+// again. The consumer that postponed it never claims it again (it remembers
+// up to kMaxLeftForNewer such rows), so the next claim is a newer replica's.
+inline constexpr absl::Duration kNewerEventDelay = absl::Seconds(2);
+inline constexpr size_t kMaxLeftForNewer = 10000;
 
 class LeaseConsumer {
  public:
@@ -129,6 +133,8 @@ class LeaseConsumer {
 
   absl::Mutex held_mu_;
   absl::flat_hash_map<int64_t, int64_t> held_ ABSL_GUARDED_BY(held_mu_);  // id -> token
+  // Rows this process postponed as newer than it knows: never claimed again.
+  std::vector<int64_t> left_for_newer_ ABSL_GUARDED_BY(held_mu_);
 
   prometheus::Counter* claimed_;
   prometheus::Counter* processed_;

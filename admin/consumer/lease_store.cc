@@ -11,11 +11,12 @@ constexpr pg::Statement kClaim{
     "WITH pending AS ("
     "  SELECT id FROM consumer_inbox"
     "  WHERE consumer = $1 AND status = 'PENDING' AND next_retry_at <= now()"
+    "    AND id <> ALL($6::int8[])"
     "  ORDER BY next_retry_at LIMIT $4 FOR UPDATE SKIP LOCKED),"
     " expired AS ("
     "  SELECT id FROM consumer_inbox"
     "  WHERE consumer = $1 AND status = 'PROCESSING' AND lease_expires_at <= now()"
-    "    AND attempts < $5"
+    "    AND attempts < $5 AND id <> ALL($6::int8[])"
     "  ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED)"
     " UPDATE consumer_inbox c SET status = 'PROCESSING', lease_owner = $2,"
     "   lease_expires_at = now() + $3::float8 * interval '1 second', leased_at = now(),"
@@ -92,12 +93,17 @@ std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.su
 
 absl::StatusOr<std::vector<LeasedRow>> Claim(pg::Connection& conn, const std::string& consumer,
                                              const std::string& lease_owner, absl::Duration lease,
-                                             int limit, int max_attempts) {
+                                             int limit, int max_attempts,
+                                             const std::vector<int64_t>& skip) {
+  std::vector<std::string> skipped;
+  skipped.reserve(skip.size());
+  for (int64_t id : skip) skipped.push_back(absl::StrCat(id));
   RETURN_IF_ERROR(
       conn.Execute(kExpireAtLimit, {pg::Text(consumer), pg::Int(max_attempts)}).status());
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kClaim, {pg::Text(consumer), pg::Text(lease_owner),
-                                                       pg::Seconds(lease), pg::Int(limit),
-                                                       pg::Int(max_attempts)}));
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Execute(kClaim, {pg::Text(consumer), pg::Text(lease_owner), pg::Seconds(lease),
+                            pg::Int(limit), pg::Int(max_attempts), pg::TextArray(skipped)}));
   std::vector<LeasedRow> rows;
   rows.reserve(r.rows());
   const int id = r.Column("id"), event_id = r.Column("event_id"), payload = r.Column("payload"),

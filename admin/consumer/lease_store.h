@@ -34,10 +34,12 @@ struct HeldRow {
 // FOR UPDATE SKIP LOCKED: PROCESSING, lease owner and expiry set, a new
 // fencing token, attempts + 1. An expired row that already had
 // `max_attempts` claims goes DEAD instead (a row that keeps killing its
-// worker must not crash-loop the consumer forever).
+// worker must not crash-loop the consumer forever). Rows whose id is in
+// `skip` are left to other consumers.
 absl::StatusOr<std::vector<LeasedRow>> Claim(pg::Connection& conn, const std::string& consumer,
                                              const std::string& lease_owner, absl::Duration lease,
-                                             int limit, int max_attempts);
+                                             int limit, int max_attempts,
+                                             const std::vector<int64_t>& skip = {});
 
 // Pushes the lease of rows still held with their token `lease` ahead. Rows
 // locked by their worker's completing transaction are skipped (they are

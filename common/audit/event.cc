@@ -159,7 +159,7 @@ AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& acto
   return event;
 }
 
-absl::Status Validate(const AuditEvent& event) {
+absl::Status Validate(const AuditEvent& event, const KnownEventTypes& known) {
   if (!ids::IsValidUuid(event.event_id())) {
     return absl::InvalidArgumentError(
         absl::StrCat("event_id \"", event.event_id().substr(0, 64), "\" is not a UUID"));
@@ -176,7 +176,7 @@ absl::Status Validate(const AuditEvent& event) {
     return absl::InvalidArgumentError(
         absl::StrCat("schema_version ", event.schema_version(), " is not supported"));
   }
-  if (!IsKnownEventType(event.owner(), event.event_type())) {
+  if (!known(event.owner(), event.event_type())) {
     if (event.event_type().empty()) return absl::InvalidArgumentError("event_type is empty");
     return absl::UnimplementedError(absl::StrCat("event_type \"", event.event_type().substr(0, 64),
                                                  "\" is not known to this binary for owner ",

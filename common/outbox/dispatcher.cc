@@ -88,7 +88,8 @@ absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) 
   // A type or schema version newer than this binary knows was written by a
   // newer release of this owner (a rolling upgrade): its signed bytes are
   // passed on untouched, and Admin decides.
-  if (absl::Status valid = audit::Validate(event); !valid.ok() && !audit::IsNewerThanKnown(valid)) {
+  if (absl::Status valid = audit::Validate(event, options_.known_event_types);
+      !valid.ok() && !audit::IsNewerThanKnown(valid)) {
     return valid;
   }
   if (event.owner() != options_.owner) {

@@ -51,6 +51,8 @@ namespace ulticode::outbox {
 
 struct DispatcherOptions {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
+  // Rows of other types were written by a newer release: published untouched.
+  audit::KnownEventTypes known_event_types = audit::IsKnownEventType;
   // Stream to publish to; empty means audit::StreamFor(owner).
   std::string stream;
   int threads = 2;

@@ -15,10 +15,10 @@
 #   ulticode_pg_stop <datadir>                  pg_ctl stop -m fast (no-op if not running)
 #   ulticode_pg_crash <datadir>                 pg_ctl stop -m immediate: a crash, for fault tests
 #   ulticode_pg_kill9 <datadir>                 SIGKILL the postmaster and every process of it
-#   ulticode_pg_standby <primary port> <datadir> <port>
-#                                               pg_basebackup from the primary on 127.0.0.1 (any
-#                                               old <datadir> is removed), then start it as a
-#                                               streaming standby
+#   ulticode_pg_standby <primary datadir> <primary port> <datadir> <port>
+#                                               pg_basebackup from the primary over its unix
+#                                               socket (any old <datadir> is removed), then start
+#                                               it as a streaming standby
 #   ulticode_pg_promote <datadir>               pg_ctl promote, wait until it accepts writes
 #   ulticode_pg_wait <port> [timeout_s]         wait until pg_isready succeeds
 #   ulticode_pg_createdb <port> <name...>       create databases that do not exist yet
@@ -332,16 +332,20 @@ ulticode_pg_kill9() {
 }
 
 ulticode_pg_standby() {
-  local usage="usage: ulticode_pg_standby <primary port> <datadir> <port>"
-  local primary="${1:?${usage}}" datadir="${2:?${usage}}" port="${3:?${usage}}"
+  local usage="usage: ulticode_pg_standby <primary datadir> <primary port> <datadir> <port>"
+  local primary="${1:?${usage}}" primary_port="${2:?${usage}}" datadir="${3:?${usage}}"
+  local port="${4:?${usage}}"
+  primary="$(realpath -m -- "${primary}")"
   datadir="$(realpath -m -- "${datadir}")"
   ulticode_pg_kill9 "${datadir}"
   rm -rf -- "${datadir}" && mkdir -p -- "${datadir}" || return 1
   ((EUID == 0)) && chown postgres:postgres -- "${datadir}"
   chmod 700 -- "${datadir}" || return 1
-  _ulticode_log "pg_basebackup from 127.0.0.1:${primary} into ${datadir}"
-  _ulticode_pg_run pg_basebackup -h 127.0.0.1 -p "${primary}" -U postgres -D "${datadir}" \
-    --write-recovery-conf --wal-method=stream --checkpoint=fast || return 1
+  _ulticode_log "pg_basebackup from ${primary} into ${datadir}"
+  # Over the primary's private unix socket (pg_hba: local replication trust).
+  _ulticode_pg_run pg_basebackup -h "$(dirname -- "${primary}")/pg-socket" -p "${primary_port}" \
+    -U postgres -D "${datadir}" --write-recovery-conf --wal-method=stream --checkpoint=fast ||
+    return 1
   ulticode_pg_start "${datadir}" "${port}" process
 }
 
@@ -392,6 +396,7 @@ ulticode_pg_hba() {
   cat >"${datadir}/pg_hba.conf.new" <<HBA || return 1
 # Written by ulticode_pg_hba (scripts/lib/servers.sh).
 local all all trust
+local replication postgres trust
 host  all postgres 127.0.0.1/32 ${superuser}
 host  all all      127.0.0.1/32 scram-sha-256
 HBA

@@ -57,8 +57,9 @@ bool PgCluster::Start(std::string* error) {
 bool PgCluster::RebuildStandby(std::string* error) {
   const int standby = 1 - primary_;
   auto r = RunServersSh(absl::StrCat("mkdir -p ", dir_, "/node", standby, " && chmod 755 ", dir_,
-                                     "/node", standby, " && ulticode_pg_standby ", ports_[primary_],
-                                     " ", DataDir(standby), " ", ports_[standby]));
+                                     "/node", standby, " && ulticode_pg_standby ",
+                                     DataDir(primary_), " ", ports_[primary_], " ",
+                                     DataDir(standby), " ", ports_[standby]));
   if (r.exit_code != 0) {
     *error = r.output;
     return false;

@@ -37,7 +37,8 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
   auto& inbox_gauges = context.Keep(std::make_unique<maintenance::InboxGauges>(
       options.bridge.inbox_consumer, context.registry()));
   auto& streams = context.Keep(std::make_unique<maintenance::StreamMaintenance>(
-      options.bridge.streams, context.Redis(), context.registry()));
+      options.bridge.streams, inbox::ReceiptMaxLen(options.bridge), context.Redis(),
+      context.registry()));
   using worker::Stopping;
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("housekeeping"),

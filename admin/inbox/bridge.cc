@@ -1,5 +1,6 @@
 #include "admin/inbox/bridge.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,11 @@ namespace {
 constexpr char kComponent[] = "admin.inbox_bridge";
 
 }  // namespace
+
+int64_t ReceiptMaxLen(const BridgeOptions& options) {
+  const auto full = static_cast<int64_t>(audit::MaxReceiptBytes(options.batch_size));
+  return std::max<int64_t>(16, options.receipt_stream_bytes / full);
+}
 
 InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, BridgeHooks hooks)
     : options_(std::move(options)),
@@ -107,9 +113,13 @@ absl::StatusOr<std::vector<redis::StreamEntry>> InboxBridge::Read(redis::Client&
                                                                   BridgeCycle& cycle) {
   const prometheus::Labels labels{{"stream", cursor.stream}};
   if (!cursor.group_ready) {
-    ASSIGN_OR_RETURN(bool created, redis.XGroupCreate(cursor.stream, options_.group, "0", true));
-    cursor.group_ready = true;
-    if (created) {
+    absl::StatusOr<bool> created = redis.XGroupCreate(cursor.stream, options_.group, "0", true);
+    // A Redis at its memory limit refuses XGROUP CREATE even for a group that
+    // exists, but serves reads, XACK and XTRIM, which free memory: read on
+    // (a group that is really missing fails the read; creation is retried).
+    if (!created.ok() && !absl::IsResourceExhausted(created.status())) return created.status();
+    cursor.group_ready = created.ok();
+    if (created.ok() && *created) {
       cycle.group_created = 1;
       group_created_->Add(labels).Increment();
       log::Warn(kComponent, "consumer group created; reading the stream from its start",
@@ -257,7 +267,7 @@ absl::StatusOr<int64_t> InboxBridge::ReceiptAndAck(redis::Client& redis, const S
   for (const redis::StreamEntry& e : entries) ack_ids.push_back(e.id);
   ASSIGN_OR_RETURN(
       const redis::Client::AddThenAck done,
-      redis.XAddThenAck(audit::ReceiptStreamFor(cursor.stream), receipt, options_.receipt_max_len,
+      redis.XAddThenAck(audit::ReceiptStreamFor(cursor.stream), receipt, ReceiptMaxLen(options_),
                         cursor.stream, options_.group, ack_ids));
   if (done.added.has_value()) {
     CountReceipt(cursor, receipted.size(), done.added->status());

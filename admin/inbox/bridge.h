@@ -67,10 +67,12 @@ struct BridgeOptions {
   // How often to scan the group's pending list for such entries.
   absl::Duration claim_interval = absl::Seconds(5);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
-  // Receipt streams (`<stream>:receipts`) are trimmed to about this many
-  // entries (XADD MAXLEN ~); a receipt trimmed before its owner read it only
-  // causes a re-send.
-  int64_t receipt_max_len = 100000;
+  // Each receipt stream (`<stream>:receipts`) holds at most this many bytes
+  // of receipts: it is trimmed (XADD MAXLEN ~, and XTRIM by the stream
+  // maintenance, which Redis runs even when it refuses writes) to as many
+  // receipts of full batches as fit (ReceiptMaxLen). A receipt trimmed
+  // before its owner read it only causes a re-send.
+  int64_t receipt_stream_bytes = int64_t{64} << 20;
   ValidationLimits limits;
   // The owners' public keys (entries of "auth" and "app"); required.
   const crypto::KeyDirectoryFile* keys = nullptr;
@@ -123,6 +125,10 @@ struct StreamCursor {
   // `deleted` poison rows cannot be lost with a failed batch.
   std::vector<std::string> vanished;
 };
+
+// The receipt streams' MAXLEN: receipts of full batches within the budget
+// (at least 16).
+int64_t ReceiptMaxLen(const BridgeOptions& options);
 
 class InboxBridge {
  public:

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "admin/maintenance/stream_trimmer.h"
+#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 
@@ -119,8 +120,12 @@ absl::Status InboxGauges::Sample(pg::Connection& conn) {
 }
 
 StreamMaintenance::StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams,
-                                     redis::Options redis, prometheus::Registry& registry)
-    : streams_(std::move(streams)), sampler_(redis), trimmer_(redis) {
+                                     int64_t receipt_max_len, redis::Options redis,
+                                     prometheus::Registry& registry)
+    : streams_(std::move(streams)),
+      receipt_max_len_(receipt_max_len),
+      sampler_(redis),
+      trimmer_(redis) {
   length_ = &prometheus::BuildGauge()
                  .Name("ulticode_stream_length")
                  .Help("Entries in the owner stream (sampled)")
@@ -139,7 +144,9 @@ StreamMaintenance::StreamMaintenance(std::vector<std::pair<audit::Owner, std::st
                               .Register(registry);
   trimmed_ = &prometheus::BuildCounter()
                   .Name("ulticode_stream_trimmed_entries_total")
-                  .Help("Acknowledged entries removed from the owner stream by XTRIM MINID")
+                  .Help(
+                      "Entries removed by XTRIM: acknowledged ones from an owner stream "
+                      "(MINID), the oldest receipts from a receipt stream (MAXLEN)")
                   .Register(registry);
 }
 
@@ -173,6 +180,12 @@ absl::Status StreamMaintenance::Trim() {
   for (const auto& [owner, stream] : streams_) {
     ASSIGN_OR_RETURN(TrimResult r, TrimStream(trimmer_, stream));
     trimmed_->Add({{"stream", stream}}).Increment(static_cast<double>(r.removed));
+    // Also when Redis refuses writes (maxmemory): XTRIM is not refused, and
+    // frees what the bridge's XADD ... MAXLEN no longer can.
+    const std::string receipts = audit::ReceiptStreamFor(stream);
+    ASSIGN_OR_RETURN(redis::Reply removed, trimmer_.Command({"XTRIM", receipts, "MAXLEN", "~",
+                                                             absl::StrCat(receipt_max_len_)}));
+    trimmed_->Add({{"stream", receipts}}).Increment(static_cast<double>(removed.integer()));
   }
   return absl::OkStatus();
 }

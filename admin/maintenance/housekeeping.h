@@ -75,13 +75,15 @@ class InboxGauges {
 // Every owner stream and its consumer groups; also trims them.
 class StreamMaintenance {
  public:
-  StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams, redis::Options redis,
-                    prometheus::Registry& registry);
+  // `receipt_max_len`: the receipt streams' MAXLEN (inbox::ReceiptMaxLen).
+  StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams,
+                    int64_t receipt_max_len, redis::Options redis, prometheus::Registry& registry);
   absl::Status Sample();
   absl::Status Trim();
 
  private:
   const std::vector<std::pair<audit::Owner, std::string>> streams_;
+  const int64_t receipt_max_len_;
   redis::Client sampler_, trimmer_;  // one per job thread
   prometheus::Family<prometheus::Gauge>* length_;
   prometheus::Family<prometheus::Gauge>* lag_;

@@ -1,5 +1,6 @@
 #include "common/audit/receipt.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -45,6 +46,14 @@ int64_t PublicationOf(const redis::StreamFields& fields) {
     if (++seen > 1 || !ParsePublication(value, &publication)) return 0;
   }
   return publication;
+}
+
+size_t MaxReceiptBytes(int events) {
+  // "<36-char id>:<64 hex>:<up to 19 digits>," per item; the field names, a
+  // key id (43 base64url characters) and a 64-byte signature.
+  constexpr size_t kItem = 36 + 1 + 64 + 1 + 19 + 1;
+  constexpr size_t kFixed = 6 + 6 + 9 + 64 + 64;
+  return kFixed + kItem * static_cast<size_t>(std::max(events, 0));
 }
 
 std::string ReceiptStreamFor(absl::string_view audit_stream) {

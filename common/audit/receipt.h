@@ -44,6 +44,11 @@ inline constexpr char kPublicationField[] = "publication";
 // nothing, and the owner publishes again).
 int64_t PublicationOf(const redis::StreamFields& fields);
 
+// The largest receipt entry for a batch of `events` stream entries, in bytes
+// of field names and values: what a byte budget for a receipt stream is
+// divided by.
+size_t MaxReceiptBytes(int events);
+
 // The key directory party whose keys sign receipts.
 inline constexpr char kReceiptSigner[] = "admin";
 

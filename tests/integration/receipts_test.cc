@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/bridge.h"
+#include "admin/maintenance/housekeeping.h"
 #include "admin/migrations.h"
 #include "common/audit/receipt.h"
 #include "common/metrics/metrics.h"
@@ -337,6 +338,124 @@ TEST_F(ReceiptsTest, RedisLosingEverythingLosesNoEventEndToEnd) {
   consumer.Stop();
   reader.Stop();
   dispatcher.Stop();
+}
+
+// --- Redis memory: a byte bound, and recovery from maxmemory ---
+
+TEST_F(ReceiptsTest, AReceiptStreamStaysWithinItsByteBudgetDrainingFullBatches) {
+  ::ulticode::testing::RedisServer own;
+  ASSERT_TRUE(own.Start());
+  redis::Options ro = redis_;
+  ro.port = own.port();
+  constexpr int kBatches = 25;
+  auto dispatch = DispatchOptions(ro);
+  dispatch.batch_size = 256;
+  Append(256 * kBatches);
+  outbox::Dispatcher dispatcher(dispatch, metrics_->registry());
+  redis::Client client(ro);
+  for (int published = 0; published < 256 * kBatches;) {
+    auto cycle = dispatcher.RunOnce(*owner_, client);
+    ASSERT_TRUE(cycle.ok()) << cycle.status();
+    ASSERT_GT(cycle->published, 0);
+    published += cycle->published;
+  }
+  // Admin drains the backlog in full batches of 256.
+  auto bridge_options = BridgeOptions(ro);
+  bridge_options.batch_size = 256;
+  bridge_options.write_audit_logs = true;
+  bridge_options.receipt_stream_bytes = 512 << 10;
+  const int64_t max_len = admin::inbox::ReceiptMaxLen(bridge_options);
+  ASSERT_LT(max_len, kBatches) << "the backlog must outgrow the budget";
+  admin::inbox::InboxBridge bridge(bridge_options, metrics_->registry());
+  admin::inbox::StreamCursor cursor = Cursor();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        (void)bridge.RunOnce(*admin_, client, cursor);
+        return AdminScalar("SELECT count(*) FROM audit_logs") == 256 * kBatches;
+      },
+      std::chrono::seconds(60)));
+  const std::string receipts = audit::ReceiptStreamFor(stream_);
+  auto len = client.XInfoStream(receipts);
+  ASSERT_TRUE(len.ok()) << len.status();
+  auto bytes = client.Command({"MEMORY", "USAGE", receipts, "SAMPLES", "0"});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::printf(
+      "[receipts] %d full batches, budget %lld bytes (MAXLEN %lld): %lld receipts kept, "
+      "%lld bytes in Redis\n",
+      kBatches, static_cast<long long>(bridge_options.receipt_stream_bytes),
+      static_cast<long long>(max_len), static_cast<long long>(len->length),
+      static_cast<long long>(bytes->integer()));
+  EXPECT_LE(len->length, max_len);
+  EXPECT_LE(bytes->integer(), bridge_options.receipt_stream_bytes * 11 / 10)
+      << "Redis holds more than the budget (plus 10 % for its own structures)";
+}
+
+TEST_F(ReceiptsTest, ARedisAtItsMemoryLimitLosesNothingAndThePipelineRecoversByItself) {
+  ::ulticode::testing::RedisServer own;
+  ASSERT_TRUE(own.Start());
+  redis::Options ro = redis_;
+  ro.port = own.port();
+  redis::Client client(ro);
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "maxmemory", "3mb"}).ok());
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).ok());
+  auto dispatch = DispatchOptions(ro);
+  dispatch.resend_timeout = absl::Seconds(1);
+  outbox::Dispatcher dispatcher(dispatch, metrics_->registry());
+  outbox::ReceiptReader reader(ReaderOptions(ro), metrics_->registry());
+  // Admin ran once (its consumer group exists: Redis refuses XGROUP CREATE
+  // at its limit, docs/operating.md), then went down.
+  auto admin_metrics = metrics::Metrics::Unexposed("admin");
+  auto bridge_options = BridgeOptions(ro);
+  bridge_options.write_audit_logs = true;
+  admin::inbox::InboxBridge bridge(bridge_options, admin_metrics->registry());
+  admin::inbox::StreamCursor cursor = Cursor();
+  ASSERT_TRUE(bridge.RunOnce(*admin_, client, cursor).ok());
+  dispatcher.Start();
+  reader.Start();
+
+  // Admin is down; owners publish until Redis refuses (OOM).
+  int64_t appended = 0;
+  const bool refused = WaitFor(
+      [&] {
+        Append(200);
+        appended += 200;
+        return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%OOM%'") > 0;
+      },
+      std::chrono::seconds(60));
+  ASSERT_TRUE(refused) << "Redis never refused a write";
+  Append(100);  // and business goes on
+  appended += 100;
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox"), appended) << "rows kept";
+  EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'DEAD'"), 0);
+
+  // Admin comes up: reads, acknowledges and trims (none of it refused), so
+  // memory frees and the refused rows go through.
+  admin::maintenance::StreamMaintenance streams({{audit::v1::OWNER_AUTH, stream_}},
+                                                admin::inbox::ReceiptMaxLen(bridge_options), ro,
+                                                admin_metrics->registry());
+  bridge.Start();
+  std::atomic<bool> stop{false};
+  std::thread trimmer([&] {
+    while (!stop) {
+      (void)streams.Trim();
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  });
+  const bool recovered = WaitFor(
+      [&] {
+        return AdminScalar("SELECT count(*) FROM audit_logs") == appended &&
+               OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'") ==
+                   appended;
+      },
+      std::chrono::seconds(90));
+  stop = true;
+  trimmer.join();
+  bridge.Stop();
+  reader.Stop();
+  dispatcher.Stop();
+  EXPECT_TRUE(recovered) << "audit rows " << AdminScalar("SELECT count(*) FROM audit_logs")
+                         << " of " << appended;
+  EXPECT_EQ(AdminScalar("SELECT count(DISTINCT event_id) FROM audit_logs"), appended);
 }
 
 TEST_F(ReceiptsTest, AReceiptThatOvertakesThePublishingCycleConfirmsOnceItCommits) {

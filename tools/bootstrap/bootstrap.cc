@@ -162,7 +162,7 @@ std::vector<std::string> AclRules(const RedisUser& user) {
       }
       add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xinfo|stream", "+xtrim",
            "+xinfo|groups", "+xpending",
-           absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd)")});
+           absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd +xtrim)")});
       break;
     }
     case RedisRole::kOps:

@@ -95,8 +95,11 @@ absl::StatusOr<Key> KeyFromJwk(const Struct& jwk) {
     k.alg = "RS256";
     ASSIGN_OR_RETURN(const std::string n, B64(jwk, "n"));
     ASSIGN_OR_RETURN(const std::string e, B64(jwk, "e"));
-    if (e.size() > 8 || (static_cast<unsigned char>(e.back()) & 1) == 0) {
-      return absl::InvalidArgumentError("RSA exponent must be odd and at most 64 bits");
+    uint64_t exponent = 0;
+    for (char c : e) exponent = (exponent << 8) | static_cast<unsigned char>(c);
+    if (e.empty() || e.size() > 8 || exponent < 3 || exponent % 2 == 0) {
+      return absl::InvalidArgumentError(
+          "RSA exponent must be odd, at least 3 and at most 64 bits (e = 1 verifies anything)");
     }
     crypto::BignumPtr bn_n(
         BN_bin2bn(reinterpret_cast<const unsigned char*>(n.data()), n.size(), nullptr));

@@ -66,5 +66,31 @@ TEST(JwtTest, JwksRefusesKeysOpenSslCannotBuild) {
       << jwks.status();
 }
 
+// A placeholder line in the JWKS must never let anyone mint tokens.
+TEST(JwtTest, JwksRefusesWeakKeys) {
+  std::string identity(32, '\0');
+  identity[0] = 1;  // the Ed25519 identity point: (R = identity, s = 0) verifies anything
+  std::string x;
+  absl::WebSafeBase64Escape(identity, &x);
+  auto ed = Jwks::Parse(
+      absl::StrCat(R"({"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k","x":")", x, R"("}]})"));
+  EXPECT_EQ(ed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ed.status().message().find("small order"), std::string::npos) << ed.status();
+
+  // RSA with e = 1: every "signature" s verifies as s itself.
+  std::string n(256, '\xff'), n64;
+  absl::WebSafeBase64Escape(n, &n64);
+  // 1, 2 and 65536: not odd and at least 3.
+  for (const std::string& e :
+       {std::string("\x01", 1), std::string("\x02", 1), std::string("\x01\x00\x00", 3)}) {
+    std::string exponent;
+    absl::WebSafeBase64Escape(e, &exponent);
+    auto rsa = Jwks::Parse(absl::StrCat(R"({"keys":[{"kty":"RSA","kid":"k","n":")", n64,
+                                        R"(","e":")", exponent, R"("}]})"));
+    EXPECT_EQ(rsa.status().code(), absl::StatusCode::kInvalidArgument) << exponent;
+    EXPECT_NE(rsa.status().message().find("exponent"), std::string::npos) << rsa.status();
+  }
+}
+
 }  // namespace
 }  // namespace ulticode::jwt

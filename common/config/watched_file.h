@@ -3,7 +3,8 @@
 // `static absl::StatusOr<T> FromFile(const std::string&)` and
 // `std::string Describe() const` (for the reload log). The file is checked at
 // most once per `check_every`; one that no longer loads keeps the last good
-// value and is logged. Thread-safe.
+// value, is logged once per change and is reported (file_health.h).
+// Thread-safe.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/config/file_health.h"
 #include "common/log/log.h"
 
 namespace ulticode::config {
@@ -29,6 +31,7 @@ class WatchedFile {
     const std::string stamp = FileStamp(path);
     absl::StatusOr<T> first = T::FromFile(path);
     if (!first.ok()) return first.status();
+    RecordReload(path, true);  // its series exist, at 0, from the start
     return std::unique_ptr<WatchedFile>(
         new WatchedFile(std::move(path), check_every, *std::move(first), stamp));
   }
@@ -39,14 +42,18 @@ class WatchedFile {
     if (now < next_check_) return current_;
     next_check_ = now + check_every_;
     const std::string stamp = FileStamp(path_);
-    if (stamp == stamp_) return current_;
+    if (stamp == stamp_ || stamp == failed_stamp_) return current_;
     absl::StatusOr<T> next = T::FromFile(path_);
     if (!next.ok()) {
+      failed_stamp_ = stamp;
+      RecordReload(path_, false);
       log::Error("config", "file changed but does not load; keeping the previous version",
                  {{"path", path_}, {"error", next.status().ToString()}});
       return current_;
     }
     stamp_ = stamp;
+    failed_stamp_.clear();
+    RecordReload(path_, true);
     current_ = std::make_shared<const T>(*std::move(next));
     log::Info("config", "file reloaded", {{"path", path_}, {"content", current_->Describe()}});
     return current_;
@@ -65,6 +72,7 @@ class WatchedFile {
   mutable absl::Mutex mu_;
   mutable std::shared_ptr<const T> current_ ABSL_GUARDED_BY(mu_);
   mutable std::string stamp_ ABSL_GUARDED_BY(mu_);
+  mutable std::string failed_stamp_ ABSL_GUARDED_BY(mu_);  // the version that did not load
   mutable absl::Time next_check_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics/config_file_collector.h"
 #include "common/metrics/process_collector.h"
 #include "prometheus/gauge.h"
 
@@ -35,6 +36,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& liste
   metrics->exposer_->RegisterCollectable(metrics->registry_);
   metrics->process_ = std::make_shared<ProcessCollector>();
   metrics->exposer_->RegisterCollectable(metrics->process_);
+  metrics->config_files_ = std::make_shared<ConfigFileCollector>();
+  metrics->exposer_->RegisterCollectable(metrics->config_files_);
   return metrics;
 }
 

@@ -33,6 +33,7 @@ class Metrics {
   std::unique_ptr<prometheus::Exposer> exposer_;
   // The exposer holds collectables weakly: this keeps the process metrics.
   std::shared_ptr<prometheus::Collectable> process_;
+  std::shared_ptr<prometheus::Collectable> config_files_;
 };
 
 // Registers (or finds) counter family `name` and returns its child with

@@ -1,6 +1,12 @@
-#include <cstdlib>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
+
+#include "common/config/file_health.h"
 #include "common/config/flags.h"
+#include "common/config/watched_file.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::config {
@@ -120,6 +126,61 @@ TEST(FlagsTest, RequiredUnlessIsDecidedAfterEveryValueIsSet) {
   Flags g = Make(t);
   g.Require("key-file", [&] { return t.threads == 1; });
   EXPECT_EQ(ParseArgs(g, {"--threads=2"}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ulticode::config
+
+// --- watched files: a change that does not load is kept out, and seen ---
+
+namespace ulticode::config {
+namespace {
+
+// A file of one non-empty line.
+struct Line {
+  std::string text;
+  static absl::StatusOr<Line> FromFile(const std::string& path) {
+    std::ifstream in(path);
+    std::string text;
+    std::getline(in, text);
+    if (text.empty() || text == "broken") return absl::InvalidArgumentError("not a line");
+    return Line{text};
+  }
+  std::string Describe() const { return text; }
+};
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text << "\n";
+}
+
+FileHealth HealthOf(const std::string& path) {
+  for (const FileHealth& f : FileHealthSnapshot())
+    if (f.path == path) return f;
+  return FileHealth{};
+}
+
+TEST(WatchedFileTest, AChangeThatDoesNotLoadKeepsTheLastGoodVersionAndIsReportedOnce) {
+  char tmpl[] = "/tmp/ulticode-watched-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  Write(path, "first");
+  auto file = WatchedFile<Line>::Open(path, absl::ZeroDuration());
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_FALSE(HealthOf(path).stale);
+  EXPECT_EQ(HealthOf(path).path, path) << "reported from the first load";
+
+  Write(path, "broken-but-longer");  // a new size: a new stamp
+  Write(path, "broken");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*file)->Current()->text, "first");
+  EXPECT_TRUE(HealthOf(path).stale) << "a revocation that did not take effect must be seen";
+  EXPECT_EQ(HealthOf(path).failed_reloads, 1) << "once per change, not per check";
+
+  Write(path, "second-version");
+  EXPECT_EQ((*file)->Current()->text, "second-version");
+  EXPECT_FALSE(HealthOf(path).stale);
+  ::unlink(path.c_str());
 }
 
 }  // namespace

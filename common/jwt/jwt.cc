@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -285,16 +286,36 @@ std::string Jwks::Describe() const {
   return absl::StrJoin(parts, ",");
 }
 
+namespace {
+
+// Unpadded base64url in its one canonical spelling (no padding, whitespace
+// or non-zero trailing bits): decoding and encoding again gives it back.
+bool CanonicalBase64Url(absl::string_view in, std::string* out) {
+  if (!absl::WebSafeBase64Unescape(in, out)) return false;
+  std::string again;
+  absl::WebSafeBase64Escape(*out, &again);
+  return again == in;
+}
+
+// RFC 7519 section 5.1: "typ", when present, says what the JWS is; only a
+// JWT (RFC 9068's at+jwt included) is a token here.
+bool IsJwtTyp(absl::string_view typ) {
+  const std::string t = absl::AsciiStrToLower(typ);
+  return t == "jwt" || t == "at+jwt" || t == "application/jwt" || t == "application/at+jwt";
+}
+
+}  // namespace
+
 absl::StatusOr<Claims> Verify(absl::string_view token, const Jwks& keys,
                               const VerifyOptions& options, absl::Time now) {
   if (token.size() > 8192) return Unauthenticated("longer than 8192 bytes");
   std::vector<absl::string_view> parts = absl::StrSplit(token, '.');
   if (parts.size() != 3) return Unauthenticated("not a compact JWS (header.payload.signature)");
   std::string header_json, payload_json, signature;
-  if (!absl::WebSafeBase64Unescape(parts[0], &header_json) ||
-      !absl::WebSafeBase64Unescape(parts[1], &payload_json) ||
-      !absl::WebSafeBase64Unescape(parts[2], &signature)) {
-    return Unauthenticated("a part is not base64url");
+  if (!CanonicalBase64Url(parts[0], &header_json) ||
+      !CanonicalBase64Url(parts[1], &payload_json) ||
+      !CanonicalBase64Url(parts[2], &signature)) {
+    return Unauthenticated("a part is not canonical unpadded base64url");
   }
   auto header = ParseJson(header_json);
   if (!header.ok()) return Unauthenticated("header is not a JSON object");
@@ -304,6 +325,11 @@ absl::StatusOr<Claims> Verify(absl::string_view token, const Jwks& keys,
                                         "\" is not accepted (EdDSA, ES256, RS256)"));
   }
   if (Has(*header, "crit")) return Unauthenticated("\"crit\" header parameters are not supported");
+  if (Has(*header, "typ") && !IsJwtTyp(Str(*header, "typ"))) {
+    return Unauthenticated(absl::StrCat("\"typ\" \"",
+                                        absl::CHexEscape(Str(*header, "typ").substr(0, 32)),
+                                        "\" is not a JWT"));
+  }
   const std::string kid = Str(*header, "kid");
   const Key* key = keys.Find(kid);
   if (key == nullptr) {

@@ -25,6 +25,7 @@ struct TokenSpec {
   std::string alg = "EdDSA";  // EdDSA, ES256 or RS256: signs with that key
   std::string kid;            // default: the kid of `alg`'s key
   std::string header_alg;     // default: alg (e.g. "none", "HS256" to lie)
+  std::string typ = "JWT";    // the header's "typ"; empty: none
   std::string issuer = kTestIssuer;
   std::string audience = kTestAudience;
   absl::Duration expires_in = absl::Hours(1);        // from now

@@ -66,6 +66,44 @@ TEST(JwtTest, JwksRefusesKeysOpenSslCannotBuild) {
       << jwks.status();
 }
 
+// One token, one spelling: a part that is not canonical unpadded base64url
+// (padding, whitespace, non-zero trailing bits) is refused, so nobody can
+// present endless variants of a valid token (each a new entry of the
+// verified-token cache). And a "typ" other than a JWT's is refused.
+TEST(JwtTest, OnlyCanonicalBase64UrlAndAJwtTypAreAccepted) {
+  const auto keys = SharedTestTokens().jwks().Current();
+  const std::string token = SharedTestTokens().Mint(TokenSpec{});
+  ASSERT_TRUE(Verify(token, *keys, Options(), absl::Now()).ok());
+  const size_t dot = token.rfind('.');
+  std::string sig = token.substr(dot + 1);  // 64 bytes: 86 characters, 2 trailing bits
+  ASSERT_EQ(sig.size(), 86u);
+  std::vector<std::string> variants = {token + "=", token + "==", token + " ",
+                                       absl::StrCat(token.substr(0, dot + 1), sig.substr(0, 40),
+                                                    "\n", sig.substr(40))};
+  // The last character carries 4 bits of signature and 2 unused ones.
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const size_t v = kAlphabet.find(sig.back());
+  sig.back() = kAlphabet[v ^ 1];  // same 64 bytes, a trailing bit set
+  variants.push_back(absl::StrCat(token.substr(0, dot + 1), sig));
+  for (const std::string& t : variants) {
+    auto got = Verify(t, *keys, Options(), absl::Now());
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated) << t;
+  }
+
+  TokenSpec none;
+  none.typ = "";
+  EXPECT_TRUE(Verify(SharedTestTokens().Mint(none), *keys, Options(), absl::Now()).ok());
+  TokenSpec at;
+  at.typ = "at+jwt";
+  EXPECT_TRUE(Verify(SharedTestTokens().Mint(at), *keys, Options(), absl::Now()).ok());
+  TokenSpec dpop;
+  dpop.typ = "dpop+jwt";
+  auto refused = Verify(SharedTestTokens().Mint(dpop), *keys, Options(), absl::Now());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(refused.status().message().find("typ"), std::string::npos) << refused.status();
+}
+
 // A placeholder line in the JWKS must never let anyone mint tokens.
 TEST(JwtTest, JwksRefusesWeakKeys) {
   std::string identity(32, '\0');

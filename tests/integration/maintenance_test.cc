@@ -370,6 +370,18 @@ TEST_F(InboxHousekeepingTest, RetentionDeletesOldProcessedRowsAndPoisonNeverAudi
   EXPECT_EQ(Count("SELECT count(*) FROM audit_logs"), 1) << "audit_logs is never deleted";
 }
 
+// The Admin runtime role may call poison_retention with any arguments:
+// unresolved poison (evidence nobody has looked at) still outlives the alert.
+TEST_F(InboxHousekeepingTest, NoCallerDeletesUnresolvedPoisonBeforeThirtyDays) {
+  Poison("2 days");
+  Poison("31 days");
+  Poison("2 days");
+  Exec(*conn_, "UPDATE poison_events SET resolved_at = now() WHERE id = (SELECT max(id) FROM"
+               " poison_events)");
+  EXPECT_EQ(Count("SELECT poison_retention(0, 100)"), 2) << "the resolved one and the 31-day one";
+  EXPECT_EQ(Count("SELECT count(*) FROM poison_events WHERE resolved_at IS NULL"), 1);
+}
+
 TEST_F(InboxHousekeepingTest, GaugesCountEachStatusTheOldestAgesAndThePoison) {
   Row("PENDING", "120 seconds");
   Row("PENDING", "5 seconds");

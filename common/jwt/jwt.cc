@@ -312,8 +312,7 @@ absl::StatusOr<Claims> Verify(absl::string_view token, const Jwks& keys,
   std::vector<absl::string_view> parts = absl::StrSplit(token, '.');
   if (parts.size() != 3) return Unauthenticated("not a compact JWS (header.payload.signature)");
   std::string header_json, payload_json, signature;
-  if (!CanonicalBase64Url(parts[0], &header_json) ||
-      !CanonicalBase64Url(parts[1], &payload_json) ||
+  if (!CanonicalBase64Url(parts[0], &header_json) || !CanonicalBase64Url(parts[1], &payload_json) ||
       !CanonicalBase64Url(parts[2], &signature)) {
     return Unauthenticated("a part is not canonical unpadded base64url");
   }
@@ -326,9 +325,8 @@ absl::StatusOr<Claims> Verify(absl::string_view token, const Jwks& keys,
   }
   if (Has(*header, "crit")) return Unauthenticated("\"crit\" header parameters are not supported");
   if (Has(*header, "typ") && !IsJwtTyp(Str(*header, "typ"))) {
-    return Unauthenticated(absl::StrCat("\"typ\" \"",
-                                        absl::CHexEscape(Str(*header, "typ").substr(0, 32)),
-                                        "\" is not a JWT"));
+    return Unauthenticated(absl::StrCat(
+        "\"typ\" \"", absl::CHexEscape(Str(*header, "typ").substr(0, 32)), "\" is not a JWT"));
   }
   const std::string kid = Str(*header, "kid");
   const Key* key = keys.Find(kid);

@@ -1,5 +1,7 @@
 #include "common/text/text.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -72,10 +74,28 @@ int FirstForbiddenControl(absl::string_view s, bool multiline) {
   return -1;
 }
 
-bool IsBidiOrInvisible(char32_t cp) {
-  return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
-         cp == 0x200F || cp == 0x061C || (cp >= 0x200B && cp <= 0x200D) || cp == 0x2060 ||
-         cp == 0xFEFF || cp == 0x00AD || (cp >= 0xFFF9 && cp <= 0xFFFB);
+// Characters that render as nothing or change how neighbours render, which a
+// name must not hold (two names that look alike must be the same name): the
+// whole Unicode 15 format category Cf (bidi controls, zero-width characters,
+// tags, invisible operators, deprecated format characters, soft hyphen,
+// prepended concatenation marks) and the fillers of other categories (Hangul
+// fillers, combining grapheme joiner, variation selectors, Mongolian
+// free variation selectors, line and paragraph separators).
+bool IsInvisibleInNames(char32_t cp) {
+  static constexpr std::pair<char32_t, char32_t> kRanges[] = {
+      {0x00AD, 0x00AD},   {0x034F, 0x034F},   {0x0600, 0x0605},   {0x061C, 0x061C},
+      {0x06DD, 0x06DD},   {0x070F, 0x070F},   {0x0890, 0x0891},   {0x08E2, 0x08E2},
+      {0x115F, 0x1160},   {0x180B, 0x180F},   {0x200B, 0x200F},   {0x2028, 0x202E},
+      {0x2060, 0x2064},   {0x2066, 0x206F},   {0x3164, 0x3164},   {0xFE00, 0xFE0F},
+      {0xFEFF, 0xFEFF},   {0xFFA0, 0xFFA0},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD},
+      {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A},
+      {0xE0001, 0xE0001}, {0xE0020, 0xE007F}, {0xE0100, 0xE01EF},
+  };
+  for (const auto& [lo, hi] : kRanges) {
+    if (cp < lo) return false;
+    if (cp <= hi) return true;
+  }
+  return false;
 }
 
 absl::string_view TruncateUtf8(absl::string_view s, size_t max_bytes) {
@@ -104,7 +124,7 @@ absl::Status Check(absl::string_view field, absl::string_view value, const Rule&
           absl::StrFormat("%s: control character U+%04X at character %d is not allowed%s", field,
                           cp, chars, rule.multiline ? " (only \\n and \\t are)" : ""));
     }
-    if (rule.identifier && IsBidiOrInvisible(static_cast<char32_t>(cp))) {
+    if (rule.identifier && IsInvisibleInNames(static_cast<char32_t>(cp))) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: bidi or invisible character U+%04X at character %d is not allowed",
                           field, cp, chars));

@@ -22,9 +22,10 @@ struct Rule {
   // Documented multi-line text may keep "\n" and "\t" (never "\r", which
   // can overwrite a line on a terminal).
   bool multiline = false;
-  // Identifiers, names and anything matched or shown as a key: no bidi
-  // controls (U+202A..U+202E, U+2066..U+2069, U+200E, U+200F, U+061C), no
-  // zero-width or invisible format characters.
+  // Identifiers, names, emails and anything matched or shown as a key: no
+  // character of the format category Cf (bidi controls, zero-width
+  // characters, tags, invisible operators) and no filler that renders as
+  // nothing (IsInvisibleInNames).
   bool identifier = false;
 };
 
@@ -43,8 +44,9 @@ size_t CodePoints(absl::string_view s);
 // Ill-formed bytes are skipped (Check reports them).
 int FirstForbiddenControl(absl::string_view s, bool multiline);
 
-// True for bidi controls and invisible format characters (see Rule).
-bool IsBidiOrInvisible(char32_t cp);
+// True for what a name must not hold (see Rule): every format (Cf)
+// character and the fillers that render as nothing.
+bool IsInvisibleInNames(char32_t cp);
 
 // Cuts `s` (valid UTF-8) to at most `max_bytes` without splitting a code
 // point.

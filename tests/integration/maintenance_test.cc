@@ -376,8 +376,9 @@ TEST_F(InboxHousekeepingTest, NoCallerDeletesUnresolvedPoisonBeforeThirtyDays) {
   Poison("2 days");
   Poison("31 days");
   Poison("2 days");
-  Exec(*conn_, "UPDATE poison_events SET resolved_at = now() WHERE id = (SELECT max(id) FROM"
-               " poison_events)");
+  Exec(*conn_,
+       "UPDATE poison_events SET resolved_at = now() WHERE id = (SELECT max(id) FROM"
+       " poison_events)");
   EXPECT_EQ(Count("SELECT poison_retention(0, 100)"), 2) << "the resolved one and the 31-day one";
   EXPECT_EQ(Count("SELECT count(*) FROM poison_events WHERE resolved_at IS NULL"), 1);
 }

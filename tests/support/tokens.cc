@@ -133,10 +133,10 @@ void TestTokens::WriteJwks(const std::vector<std::string>& kids) const {
 
 std::string TestTokens::Mint(const TokenSpec& spec) const {
   const absl::Time now = absl::Now();
-  const std::string header = absl::StrCat(
-      "{\"alg\":", Quoted(spec.header_alg.empty() ? spec.alg : spec.header_alg),
-      spec.typ.empty() ? "" : absl::StrCat(",\"typ\":", Quoted(spec.typ)),
-      ",\"kid\":", Quoted(spec.kid.empty() ? Kid(spec.alg) : spec.kid), "}");
+  const std::string header =
+      absl::StrCat("{\"alg\":", Quoted(spec.header_alg.empty() ? spec.alg : spec.header_alg),
+                   spec.typ.empty() ? "" : absl::StrCat(",\"typ\":", Quoted(spec.typ)),
+                   ",\"kid\":", Quoted(spec.kid.empty() ? Kid(spec.alg) : spec.kid), "}");
   std::vector<std::string> roles;
   for (const auto& r : spec.roles) roles.push_back(Quoted(r));
   std::string payload =

@@ -77,9 +77,9 @@ TEST(JwtTest, OnlyCanonicalBase64UrlAndAJwtTypAreAccepted) {
   const size_t dot = token.rfind('.');
   std::string sig = token.substr(dot + 1);  // 64 bytes: 86 characters, 2 trailing bits
   ASSERT_EQ(sig.size(), 86u);
-  std::vector<std::string> variants = {token + "=", token + "==", token + " ",
-                                       absl::StrCat(token.substr(0, dot + 1), sig.substr(0, 40),
-                                                    "\n", sig.substr(40))};
+  std::vector<std::string> variants = {
+      token + "=", token + "==", token + " ",
+      absl::StrCat(token.substr(0, dot + 1), sig.substr(0, 40), "\n", sig.substr(40))};
   // The last character carries 4 bits of signature and 2 unused ones.
   static const std::string kAlphabet =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -51,6 +52,41 @@ TEST(TextTest, RefusesBidiAndInvisibleCharactersInNamesOnly) {
               HasSubstr("bidi or invisible character U+202E at character 6"));
   EXPECT_TRUE(Check("body", rlo, kProse).ok());
   EXPECT_FALSE(Check("name", "a\xe2\x80\x8b", kName).ok());  // zero-width space
+}
+
+// Every format (Cf) character and the fillers that render as nothing: a name
+// that looks like another must not pass as new.
+TEST(TextTest, RefusesEveryFormatCharacterAndFillerInNames) {
+  auto utf8 = [](char32_t cp) {
+    std::string out;
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return out;
+  };
+  for (char32_t cp :
+       {0xE0001u, 0xE0041u, 0xE007Fu, 0x2061u, 0x2064u,  0x206Au,  0x206Fu,  0x180Eu,
+        0x115Fu,  0x1160u,  0x3164u,  0xFFA0u, 0x034Fu,  0xFE00u,  0xFE0Fu,  0xE0100u,
+        0x2028u,  0x2029u,  0x0600u,  0x06DDu, 0x110BDu, 0x13430u, 0x1D173u, 0x180Bu}) {
+    const std::string name = "ab" + utf8(cp);
+    EXPECT_FALSE(Check("name", name, {.max_chars = 16, .identifier = true}).ok())
+        << absl::StrFormat("U+%04X", static_cast<uint32_t>(cp));
+    EXPECT_TRUE(Check("body", name, kProse).ok())
+        << absl::StrFormat("U+%04X in prose", static_cast<uint32_t>(cp));
+  }
+  EXPECT_TRUE(Check("name", "Zo\xc3\xab", kName).ok()) << "letters with diacritics stay";
 }
 
 TEST(TextTest, CountsCharactersNotBytes) {

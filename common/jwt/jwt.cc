@@ -314,7 +314,7 @@ absl::StatusOr<Claims> Verify(absl::string_view token, const Jwks& keys,
   std::string header_json, payload_json, signature;
   if (!CanonicalBase64Url(parts[0], &header_json) || !CanonicalBase64Url(parts[1], &payload_json) ||
       !CanonicalBase64Url(parts[2], &signature)) {
-    return Unauthenticated("a part is not canonical unpadded base64url");
+    return Unauthenticated("a part is not base64url in its one canonical, unpadded spelling");
   }
   auto header = ParseJson(header_json);
   if (!header.ok()) return Unauthenticated("header is not a JSON object");

@@ -5,7 +5,6 @@
 #include "common/log/log.h"
 #include "common/server/interceptor.h"
 #include "grpc/health/v1/health.pb.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
@@ -35,6 +34,18 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const TlsFiles& tls) {
   return grpc::experimental::TlsServerCredentials(options);
 }
 
+int Millis(absl::Duration d) {
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1, INT32_MAX));
+}
+
+void SetConnectionLimits(const ConnectionLimits& limits, grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Millis(limits.idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Millis(limits.max_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, Millis(limits.age_grace));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Millis(limits.handshake));
+}
+
 }  // namespace
 
 GrpcServer::GrpcServer(ServerOptions options, prometheus::Registry& registry)
@@ -54,10 +65,14 @@ absl::Status GrpcServer::Start() {
   // so reflection can describe grpc.health.v1.Health for grpcurl.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  std::vector<std::string> names = {"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                                    "grpc.reflection.v1alpha.ServerReflection"};
+  for (const auto& entry : services_) names.push_back(entry.second);
+  reflection_ = std::make_unique<ReflectionService>(std::move(names), options_.reflection);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen, Credentials(options_.tls), &port_);
+  SetConnectionLimits(options_.connections, builder);
   grpc::ResourceQuota quota(absl::StrCat("ulticode-", options_.listen));
   quota.SetMaxThreads(options_.max_threads);
   builder.SetResourceQuota(quota);
@@ -66,6 +81,7 @@ absl::Status GrpcServer::Start() {
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
   for (auto& [service, name] : services_) builder.RegisterService(service);
+  for (grpc::Service* service : reflection_->services()) builder.RegisterService(service);
 
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
   creators.push_back(std::make_unique<CallMetricsInterceptorFactory>(registry_, options_.access_log,
@@ -82,6 +98,14 @@ absl::Status GrpcServer::Start() {
     grpc::ServerBuilder health;
     health.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
                             &health_port_);
+    SetConnectionLimits(options_.connections, health);
+    // A server needs one service of its own besides the default health
+    // service: reflection, describing health alone.
+    health_reflection_ = std::make_unique<ReflectionService>(
+        std::vector<std::string>{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                                 "grpc.reflection.v1alpha.ServerReflection"},
+        options_.reflection);
+    for (grpc::Service* service : health_reflection_->services()) health.RegisterService(service);
     health_server_ = health.BuildAndStart();
     if (health_server_ == nullptr || health_port_ == 0) {
       Shutdown(absl::ZeroDuration());
@@ -116,10 +140,12 @@ void GrpcServer::Shutdown(absl::Duration deadline) {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
   server_->Wait();
   server_.reset();
+  reflection_.reset();
   if (health_server_) {
     health_server_->Shutdown(absl::ToChronoTime(absl::Now()));
     health_server_->Wait();
     health_server_.reset();
+    health_reflection_.reset();
   }
   log::Info("grpc", "server stopped", {{"address", options_.listen}});
 }

@@ -1,6 +1,9 @@
 // A synchronous gRPC server with the project's wiring: bounded threads,
 // reflection (grpcurl can list and call every service, health included),
-// grpc.health.v1 with per-service status, the call-metrics interceptor.
+// grpc.health.v1 with per-service status, the call-metrics interceptor, and
+// connection limits. Only unary handlers run on the bounded threads; the
+// streams anyone can open without a token (reflection, health Watch) use the
+// callback API and cost memory, never a thread.
 //
 // Lifecycle: AddService() ... Start() -> SetServing(true) -> ... ->
 // Shutdown(): health NOT_SERVING first (load balancers stop sending), then
@@ -15,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/server/principal.h"
+#include "common/server/reflection.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/registry.h"
@@ -39,6 +43,21 @@ struct TlsFiles {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// What one client connection may hold (HTTP/2 settings and timers; the
+// defaults are what the binaries use).
+struct ConnectionLimits {
+  int max_streams_per_connection = 100;  // SETTINGS_MAX_CONCURRENT_STREAMS
+  // A connection with no call for this long is closed (GOAWAY).
+  absl::Duration idle = absl::Minutes(5);
+  // Every connection is closed after this long (clients reconnect, and load
+  // spreads over new replicas), then its calls get `age_grace` to finish.
+  absl::Duration max_age = absl::Minutes(30);
+  absl::Duration age_grace = absl::Minutes(1);
+  // A TCP connection that has not finished its TLS/HTTP2 handshake by then
+  // is dropped.
+  absl::Duration handshake = absl::Seconds(10);
+};
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
   // Upper bound on threads serving calls; beyond it callers get
@@ -53,6 +72,8 @@ struct ServerOptions {
   // Off: plaintext (tests, run-local on loopback; the binaries make that an
   // explicit choice, --grpc-plaintext).
   TlsFiles tls;
+  ConnectionLimits connections;
+  ReflectionLimits reflection;
   // With TLS: grpc.health.v1.Health alone, in plaintext, on this address
   // (Kubernetes gRPC probes speak no TLS). Empty: none.
   std::string health_listen;
@@ -91,7 +112,9 @@ class GrpcServer {
   ServerOptions options_;
   prometheus::Registry& registry_;
   std::vector<std::pair<grpc::Service*, std::string>> services_;
+  std::unique_ptr<ReflectionService> reflection_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ReflectionService> health_reflection_;
   std::unique_ptr<grpc::Server> health_server_;  // plaintext health beside TLS
   int port_ = 0;
   int health_port_ = 0;

@@ -4,12 +4,20 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
 #include "tests/support/process.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tokens.h"
+#include "ulticode/admin/v1/admin.grpc.pb.h"
+#include "ulticode/app/v1/app.grpc.pb.h"
+#include "ulticode/auth/v1/auth.grpc.pb.h"
 
 namespace ulticode {
 namespace {
@@ -139,12 +147,40 @@ TEST(ServerStartupTest, SigtermWhileWaitingForTheDatabaseExitsAtOnce) {
   }
 }
 
+// One call of the service's that needs a token and reaches its handler.
+using AuthorisedCall =
+    std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*)>;
+
 struct Service {
   std::string binary;     // relative to the build directory
   std::string grpc_name;  // fully-qualified service name
   // Series this service must expose besides the common ones (kCommonSeries).
   std::vector<std::string> series;
+  AuthorisedCall authorised_call;
+  grpc::StatusCode authorised_code = grpc::StatusCode::OK;  // what that call returns
 };
+
+grpc::Status GetLoginPolicy(const std::shared_ptr<grpc::Channel>& channel,
+                            grpc::ClientContext* ctx) {
+  auth::v1::LoginPolicy reply;
+  return auth::v1::AuthService::NewStub(channel)->GetLoginPolicy(
+      ctx, auth::v1::GetLoginPolicyRequest(), &reply);
+}
+
+grpc::Status GetUnknownProblem(const std::shared_ptr<grpc::Channel>& channel,
+                               grpc::ClientContext* ctx) {
+  app::v1::GetProblemRequest req;
+  req.set_problem_id("00000000-0000-4000-8000-000000000000");
+  app::v1::Problem reply;
+  return app::v1::AppService::NewStub(channel)->GetProblem(ctx, req, &reply);
+}
+
+grpc::Status GetPipelineStatus(const std::shared_ptr<grpc::Channel>& channel,
+                               grpc::ClientContext* ctx) {
+  admin::v1::PipelineStatus reply;
+  return admin::v1::AdminService::NewStub(channel)->GetPipelineStatus(
+      ctx, admin::v1::GetPipelineStatusRequest(), &reply);
+}
 
 // Process, pool and periodic-job series every service exposes.
 const char* const kCommonSeries[] = {
@@ -178,7 +214,8 @@ class ServerTest : public ::testing::TestWithParam<Service> {
         {BinDir() + "/" + GetParam().binary, absl::StrCat("--grpc-listen=127.0.0.1:", grpc_port_),
          absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_), "--pg-dsn=" + pg.ConnInfo(db),
          absl::StrCat("--redis-addr=", redis.host, ":", redis.port),
-         "--public-keys-file=" + keys_.public_keys_file()},
+         "--public-keys-file=" + keys_.public_keys_file(),
+         std::string("--jwt-issuer=") + ::ulticode::testing::kTestIssuer},
         // Owners publish to a stream of this test's own.
         {"ULTICODE_DISPATCH_STREAM=test:server:" + ::ulticode::testing::RandomSuffix(),
          "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
@@ -263,6 +300,88 @@ TEST_P(ServerTest, SigtermStopsGracefullyWithExitZero) {
   EXPECT_FALSE(PortOpen(grpc_port_));
 }
 
+// A channel of its own: its own TCP connection, connected.
+std::shared_ptr<grpc::Channel> Connect(int port) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                           grpc::InsecureChannelCredentials(), args);
+  channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return channel;
+}
+
+// Nothing a client can open without a token holds a server thread: 400
+// reflection streams and 100 health watches that sit idle, beside 400 idle
+// connections, leave a health check and an authorised call answered within
+// 100 ms each (on a server of 32 threads, gRPC 1.51's own reflection took one
+// thread per stream and refused the rest with RESOURCE_EXHAUSTED).
+TEST_P(ServerTest, IdleStreamsAndConnectionsHoldNoThreads) {
+  namespace refl = grpc::reflection::v1alpha;
+  namespace health = grpc::health::v1;
+  std::vector<std::shared_ptr<grpc::Channel>> idle;
+  for (int i = 0; i < 400; ++i) idle.push_back(Connect(grpc_port_));
+  for (const auto& c : idle) {
+    ASSERT_EQ(c->GetState(false), GRPC_CHANNEL_READY);
+  }
+
+  // 50 streams per connection (the limit is 100).
+  struct Stream {
+    std::unique_ptr<grpc::ClientContext> ctx = std::make_unique<grpc::ClientContext>();
+    std::unique_ptr<
+        grpc::ClientReaderWriter<refl::ServerReflectionRequest, refl::ServerReflectionResponse>>
+        rw;
+  };
+  std::vector<std::shared_ptr<grpc::Channel>> stream_channels;
+  std::vector<Stream> streams(400);
+  for (int i = 0; i < 400; ++i) {
+    if (i % 50 == 0) stream_channels.push_back(Connect(grpc_port_));
+    auto stub = refl::ServerReflection::NewStub(stream_channels.back());
+    streams[i].rw = stub->ServerReflectionInfo(streams[i].ctx.get());
+    refl::ServerReflectionRequest req;
+    req.set_list_services("");
+    ASSERT_TRUE(streams[i].rw->Write(req)) << "stream " << i;
+  }
+  // Every stream is served (and then left idle).
+  int answered = 0;
+  for (auto& s : streams) {
+    refl::ServerReflectionResponse resp;
+    if (s.rw->Read(&resp) && resp.has_list_services_response()) ++answered;
+  }
+  EXPECT_EQ(answered, 400);
+
+  std::vector<std::unique_ptr<grpc::ClientContext>> watch_ctx;
+  std::vector<std::unique_ptr<grpc::ClientReader<health::HealthCheckResponse>>> watches;
+  for (int i = 0; i < 100; ++i) {
+    auto health_stub = health::Health::NewStub(stream_channels[i % stream_channels.size()]);
+    watch_ctx.push_back(std::make_unique<grpc::ClientContext>());
+    health::HealthCheckRequest req;
+    watches.push_back(health_stub->Watch(watch_ctx.back().get(), req));
+    health::HealthCheckResponse first;
+    ASSERT_TRUE(watches.back()->Read(&first)) << "watch " << i;
+  }
+
+  auto channel = Connect(grpc_port_);
+  const std::string bearer = ::ulticode::testing::SharedTestTokens().Bearer("alice");
+  for (int i = 0; i < 10; ++i) {
+    grpc::ClientContext check_ctx;
+    check_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    health::HealthCheckResponse check;
+    const grpc::Status checked =
+        health::Health::NewStub(channel)->Check(&check_ctx, health::HealthCheckRequest(), &check);
+    EXPECT_TRUE(checked.ok()) << checked.error_code() << " " << checked.error_message();
+    EXPECT_EQ(check.status(), health::HealthCheckResponse::SERVING);
+
+    grpc::ClientContext call_ctx;
+    call_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    call_ctx.AddMetadata("authorization", bearer);
+    const grpc::Status called = GetParam().authorised_call(channel, &call_ctx);
+    EXPECT_EQ(called.error_code(), GetParam().authorised_code) << called.error_message();
+  }
+  for (auto& ctx : watch_ctx) ctx->TryCancel();
+  for (auto& s : streams) s.ctx->TryCancel();
+  EXPECT_TRUE(server_.Running()) << server_.Output();
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Services, ServerTest,
     ::testing::Values(
@@ -273,10 +392,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "ulticode_outbox_oldest_pending_age_seconds{owner=\"auth\"} 0",
                  "ulticode_outbox_oldest_unconfirmed_age_seconds{owner=\"auth\"} 0",
                  "ulticode_retention_last_run_timestamp_seconds{table=\"audit_outbox\"}",
-                 "ulticode_retention_last_run_timestamp_seconds{table=\"idempotency_keys\"}"}},
+                 "ulticode_retention_last_run_timestamp_seconds{table=\"idempotency_keys\"}"},
+                GetLoginPolicy},
         Service{"app/ulticode-app",
                 "ulticode.app.v1.AppService",
-                {"ulticode_outbox_rows{owner=\"app\",state=\"DEAD\"} 0"}},
+                {"ulticode_outbox_rows{owner=\"app\",state=\"DEAD\"} 0"},
+                GetUnknownProblem,
+                grpc::StatusCode::NOT_FOUND},
         Service{
             "admin/ulticode-admin",
             "ulticode.admin.v1.AdminService",
@@ -285,7 +407,8 @@ INSTANTIATE_TEST_SUITE_P(
              "ulticode_inbox_oldest_lease_age_seconds 0",
              "ulticode_inbox_oldest_retry_age_seconds 0", "ulticode_poison_entries 0",
              "ulticode_retention_last_run_timestamp_seconds{table=\"consumer_inbox\"}",
-             "ulticode_retention_last_run_timestamp_seconds{table=\"poison_events\"}"}}),
+             "ulticode_retention_last_run_timestamp_seconds{table=\"poison_events\"}"},
+            GetPipelineStatus}),
     [](const ::testing::TestParamInfo<Service>& info) {
       return info.param.grpc_name.substr(9, info.param.grpc_name.find('.', 9) - 9);
     });

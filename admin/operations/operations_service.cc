@@ -11,6 +11,7 @@
 #include "admin/inbox/inbox_store.h"
 #include "common/base/status_macros.h"
 #include "common/mutation/actor.h"
+#include "common/server/grpc_server.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
 #include "google/protobuf/struct.pb.h"
@@ -25,9 +26,11 @@ using google::protobuf::util::TimeUtil;
 constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 500};
 constexpr size_t kIdsInRecord = 100;
 
+// Errors are Admin's own messages; the list shows at most 4 KiB of one, so
+// a page of 500 rows stays far inside the response budget.
 constexpr pg::Statement kListDead{
     "ops.list_dead",
-    "SELECT id, event_id::text, owner, event_type, attempts, coalesce(last_error, ''),"
+    "SELECT id, event_id::text, owner, event_type, attempts, left(coalesce(last_error, ''), 4096),"
     "   received_at, first_failed_at"
     " FROM consumer_inbox WHERE consumer = $1 AND status = 'DEAD' AND id > $2"
     " ORDER BY id LIMIT $3"};
@@ -49,13 +52,23 @@ constexpr pg::Statement kRequeue{
 
 constexpr pg::Statement kWakeConsumers{"ops.wake", "SELECT pg_notify('consumer_inbox', '')"};
 
+// A poison entry stores up to 256 KiB of an attacker's fields: a page also
+// ends at a byte budget ($5, server::kMaxPageBytes), keeping the entries
+// that start before it is spent (at least one). The last column says the
+// budget was reached.
 constexpr pg::Statement kListPoison{
     "ops.list_poison",
-    "SELECT id, stream, stream_entry_id, coalesce(event_id, ''), reason, detail, received_at,"
-    "   fields::text"
-    " FROM poison_events WHERE consumer = $1 AND resolved_at IS NULL AND id > $2"
-    "   AND ($3 = '' OR reason = $3)"
-    " ORDER BY id LIMIT $4"};
+    "SELECT id, stream, stream_entry_id, event_id, reason, detail, received_at, fields,"
+    "   page_bytes >= $5"
+    " FROM (SELECT e.*, octet_length(fields) + octet_length(detail) + 256 AS row_bytes,"
+    "         sum(octet_length(fields) + octet_length(detail) + 256)"
+    "           OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS page_bytes"
+    "       FROM (SELECT id, stream, stream_entry_id, coalesce(event_id, '') AS event_id, reason,"
+    "               detail, received_at, fields::text AS fields"
+    "             FROM poison_events WHERE consumer = $1 AND resolved_at IS NULL AND id > $2"
+    "               AND ($3 = '' OR reason = $3)"
+    "             ORDER BY id LIMIT $4) e) page"
+    " WHERE page_bytes - row_bytes < $5 ORDER BY id"};
 
 constexpr pg::Statement kNotUnresolved{
     "ops.not_unresolved",
@@ -274,11 +287,15 @@ grpc::Status AdminOperationsService::ListPoison(grpc::ServerContext* ctx,
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
   const int size = PageSize(req->page_size());
-  auto r = (*conn)->Execute(kListPoison, {pg::Text(options_.consumer), pg::Int(req->after_id()),
-                                          pg::Text(req->poison_reason()), pg::Int(size)});
+  auto r = (*conn)->Execute(
+      kListPoison, {pg::Text(options_.consumer), pg::Int(req->after_id()),
+                    pg::Text(req->poison_reason()), pg::Int(size), pg::Int(server::kMaxPageBytes)});
   if (!r.ok()) return server::ToGrpcStatus(r.status(), method);
   for (int i = 0; i < r->rows(); ++i) *resp->add_entries() = PoisonFrom(*r, i);
-  if (r->rows() == size) resp->set_next_after_id(resp->entries(size - 1).id());
+  const int n = r->rows();
+  if (n > 0 && (n == size || r->GetBool(n - 1, 8))) {
+    resp->set_next_after_id(resp->entries(n - 1).id());
+  }
   return grpc::Status::OK;
 }
 

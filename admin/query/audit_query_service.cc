@@ -52,6 +52,7 @@ constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
 // The query's SQL is assembled per request from the filters present (see
 // BuildQuery); its name labels it in logs and errors like any statement.
 constexpr char kQueryName[] = "admin.audit_logs.query";
+constexpr int kPageFullColumn = 16;  // after ULTI_AUDIT_LOG_COLUMNS' 16
 constexpr absl::Duration kQueryTimeout = absl::Seconds(10);
 
 // One pass over the consumer's inbox rows, plus the poison count, in one
@@ -203,12 +204,23 @@ absl::StatusOr<AuditQuery> ParseRequest(const v1::QueryAuditLogsRequest& req,
 // every audit_logs index, so the planner walks one index range; the keyset
 // condition starts right after the previous page's last row. One extra row
 // tells whether another page follows.
+//
+// The page also stops at a byte budget: `page` adds up each row's size (its
+// text as sent) and keeps the rows that start before the budget is spent,
+// so at least one row comes and Admin never holds more than the budget plus
+// one row. The last column says the budget was reached (a next page may
+// follow).
 struct SqlQuery {
   std::string sql;
   pg::Params params;
 };
 
-SqlQuery BuildQuery(const AuditQuery& q) {
+#define ULTI_PAGE_ROW_BYTES                                                    \
+  "(coalesce(octet_length(old_text), 0) + coalesce(octet_length(new_text), 0)" \
+  " + octet_length(actor) + octet_length(subject) + octet_length(entity_id)"   \
+  " + coalesce(octet_length(user_agent), 0) + 256)"
+
+SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   SqlQuery out;
   std::vector<std::string> where;
   auto param = [&out](pg::Param p) {
@@ -237,10 +249,24 @@ SqlQuery BuildQuery(const AuditQuery& q) {
     where.push_back(
         absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)"));
   }
-  out.sql = "SELECT " ULTI_AUDIT_LOG_COLUMNS " FROM audit_logs";
-  if (!where.empty()) absl::StrAppend(&out.sql, " WHERE ", absl::StrJoin(where, " AND "));
-  absl::StrAppend(&out.sql, " ORDER BY occurred_at DESC, event_id DESC LIMIT ",
+  std::string rows =
+      "SELECT event_id, event_id::text AS event_text, owner, event_type, actor, subject, action,"
+      " entity_type, entity_id, old_value::text AS old_text, new_value::text AS new_text,"
+      " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at FROM audit_logs";
+  if (!where.empty()) absl::StrAppend(&rows, " WHERE ", absl::StrJoin(where, " AND "));
+  absl::StrAppend(&rows, " ORDER BY occurred_at DESC, event_id DESC LIMIT ",
                   param(pg::Int(q.page_size + 1)));
+  const std::string budget = param(pg::Int(max_page_bytes));
+  out.sql = absl::StrCat(
+      "SELECT event_text, owner, event_type, actor, subject, action, entity_type, entity_id,"
+      " old_text, new_text, client_ip, user_agent, request_id, trace_id, occurred_at,"
+      " ingested_at, page_bytes >= ",
+      budget,
+      " FROM (SELECT r.*, " ULTI_PAGE_ROW_BYTES " AS row_bytes, sum(" ULTI_PAGE_ROW_BYTES
+      ") OVER (ORDER BY occurred_at DESC, event_id DESC ROWS UNBOUNDED PRECEDING) AS page_bytes"
+      " FROM (",
+      rows, ") r) page WHERE page_bytes - row_bytes < ", budget,
+      " ORDER BY occurred_at DESC, event_id DESC");
   return out;
 }
 
@@ -266,17 +292,26 @@ AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& a
 absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
     const v1::QueryAuditLogsRequest& req) {
   ASSIGN_OR_RETURN(const AuditQuery q, ParseRequest(req, options_));
-  const SqlQuery sql = BuildQuery(q);
+  const SqlQuery sql = BuildQuery(q, options_.max_page_bytes);
   ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
   ASSIGN_OR_RETURN(
       pg::Result r,
       conn->Execute(pg::Statement{kQueryName, sql.sql.c_str(), kQueryTimeout}, sql.params));
   v1::QueryAuditLogsResponse resp;
-  const int n = std::min(r.rows(), q.page_size);
-  for (int i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(*resp.add_logs(), AuditLogFromRow(r, i));
+  const int fetched = std::min(r.rows(), q.page_size);
+  // The budget again, on the encoded rows (a Struct can encode larger than
+  // its JSON text): the page ends before the row that would pass it.
+  size_t bytes = 0;
+  int n = 0;
+  for (; n < fetched; ++n) {
+    ASSIGN_OR_RETURN(v1::AuditLog log, AuditLogFromRow(r, n));
+    bytes += log.ByteSizeLong() + 8;  // the row, its tag and length
+    if (n > 0 && bytes > static_cast<size_t>(options_.max_page_bytes)) break;
+    *resp.add_logs() = std::move(log);
   }
-  if (r.rows() > q.page_size) {
+  const bool more =
+      r.rows() > q.page_size || n < fetched || (n > 0 && r.GetBool(n - 1, kPageFullColumn));
+  if (more && n > 0) {
     const PageCursor last{r.GetTime(n - 1, 14), r.GetString(n - 1, 0)};
     ASSIGN_OR_RETURN(std::string token, EncodePageToken(last, q.fingerprint));
     resp.set_next_page_token(std::move(token));

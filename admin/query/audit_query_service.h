@@ -24,6 +24,7 @@
 #include "common/audit/event.h"
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
+#include "common/server/grpc_server.h"
 #include "common/server/principal.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 
@@ -43,6 +44,9 @@ struct QueryServiceOptions {
   // The constructor clamps the default into 1..max_page_size.
   int max_page_size = 1000;
   int default_page_size = 100;
+  // A page ends early, with its next-page token, once its rows reach this
+  // many bytes (at least one row always comes).
+  int64_t max_page_bytes = server::kMaxPageBytes;
 };
 
 class AuditQueryService final : public v1::AdminService::Service {

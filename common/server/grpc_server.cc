@@ -77,6 +77,7 @@ absl::Status GrpcServer::Start() {
   quota.SetMaxThreads(options_.max_threads);
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(options_.max_receive_bytes);
+  builder.SetMaxSendMessageSize(options_.max_send_bytes);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);

@@ -31,6 +31,13 @@ namespace ulticode::server {
 inline constexpr int kOwnerMaxReceiveBytes = 96 * 1024;
 inline constexpr int kAdminMaxReceiveBytes = 16 * 1024;
 
+// Response size limits. A list page ends early (with its next-page token)
+// once its rows reach kMaxPageBytes; one row is far smaller than the rest of
+// kMaxSendBytes, which is what gRPC clients accept by default (4 MiB). A
+// larger response is refused (RESOURCE_EXHAUSTED) rather than sent.
+inline constexpr int64_t kMaxPageBytes = 3 * 1024 * 1024;
+inline constexpr int kMaxSendBytes = 4 * 1024 * 1024;
+
 // TLS from files that are re-read when they change (a rotated certificate is
 // served without a restart): the server's certificate chain and key, and
 // optionally a client CA for mutual TLS.
@@ -69,6 +76,7 @@ struct ServerOptions {
   // Larger request messages are refused (RESOURCE_EXHAUSTED) before any
   // handler runs.
   int max_receive_bytes = kOwnerMaxReceiveBytes;
+  int max_send_bytes = kMaxSendBytes;
   // Off: plaintext (tests, run-local on loopback; the binaries make that an
   // explicit choice, --grpc-plaintext).
   TlsFiles tls;

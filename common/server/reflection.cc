@@ -211,8 +211,8 @@ class ReflectionStream final : public grpc::ServerBidiReactor<Request, Response>
 
   void FinishIdle(absl::Duration idle) override {
     this->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                              absl::StrCat("reflection stream idle for ", absl::FormatDuration(idle),
-                                           "; open a new one")));
+                              absl::StrCat("reflection stream idle for ",
+                                           absl::FormatDuration(idle), "; open a new one")));
   }
 
   void OnDone() override {
@@ -234,8 +234,7 @@ class ReflectionStream final : public grpc::ServerBidiReactor<Request, Response>
 template <typename CallbackService, typename Request, typename Response>
 class Reflection final : public CallbackService {
  public:
-  explicit Reflection(std::shared_ptr<ReflectionService::State> state)
-      : state_(std::move(state)) {}
+  explicit Reflection(std::shared_ptr<ReflectionService::State> state) : state_(std::move(state)) {}
   grpc::ServerBidiReactor<Request, Response>* ServerReflectionInfo(
       grpc::CallbackServerContext*) override {
     return new ReflectionStream<Request, Response>(state_);

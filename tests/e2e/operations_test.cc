@@ -423,5 +423,36 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
   }
 }
 
+// A poison entry keeps up to 256 KiB of whatever was sent: ListPoison ends
+// a page at its byte budget, so 30 entries of ~200 KB come in pages any gRPC
+// client accepts (under 4 MiB), together holding every entry once.
+TEST_F(OperationsTest, ListPoisonPagesStopAtTheirByteBudget) {
+  ASSERT_EQ(Admin("WITH added AS (INSERT INTO poison_events"
+                  " (consumer, stream, stream_entry_id, reason, detail, fields)"
+                  " SELECT 'audit_logs', 'audit:auth', g || '-0', 'bad_signature', 'test',"
+                  "   jsonb_build_array(jsonb_build_object('name', 'payload',"
+                  "     'text', repeat('a', 200000) || g))"
+                  " FROM generate_series(1, 30) g RETURNING 1) SELECT count(*) FROM added"),
+            30);
+  auto ops = adminv1::AdminOperations::NewStub(mesh_->Channel(Service::kAdmin, 0));
+  adminv1::ListPoisonRequest req;
+  req.set_page_size(500);
+  std::set<int64_t> ids;
+  int pages = 0;
+  for (; pages < 100; ++pages) {
+    grpc::ClientContext c;
+    As(&c, "olga", {"audit.operator"});
+    adminv1::ListPoisonResponse resp;
+    const grpc::Status s = ops->ListPoison(&c, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    EXPECT_LT(resp.ByteSizeLong(), 4u << 20);
+    for (const auto& e : resp.entries()) ids.insert(e.id());
+    if (resp.next_after_id() == 0) break;
+    req.set_after_id(resp.next_after_id());
+  }
+  EXPECT_GE(pages, 1);  // 30 x ~200 KB = ~6 MB: two pages at least
+  EXPECT_EQ(ids.size(), 30u);
+}
+
 }  // namespace
 }  // namespace ulticode

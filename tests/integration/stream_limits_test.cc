@@ -21,8 +21,8 @@ namespace ulticode {
 namespace {
 
 namespace refl = grpc::reflection::v1alpha;
-using Stream = grpc::ClientReaderWriter<refl::ServerReflectionRequest,
-                                        refl::ServerReflectionResponse>;
+using Stream =
+    grpc::ClientReaderWriter<refl::ServerReflectionRequest, refl::ServerReflectionResponse>;
 
 class StreamLimitsTest : public ::testing::Test {
  protected:
@@ -80,10 +80,10 @@ TEST_F(StreamLimitsTest, ReflectionAnswersServicesFilesSymbolsAndErrors) {
   EXPECT_EQ(services.original_request().list_services(), "*");
   std::set<std::string> names;
   for (const auto& s : services.list_services_response().service()) names.insert(s.name());
-  EXPECT_EQ(names, (std::set<std::string>{"grpc.health.v1.Health",
-                                          "grpc.reflection.v1.ServerReflection",
-                                          "grpc.reflection.v1alpha.ServerReflection",
-                                          "ulticode.admin.v1.AdminService"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                                   "grpc.reflection.v1alpha.ServerReflection",
+                                   "ulticode.admin.v1.AdminService"}));
 
   refl::ServerReflectionRequest symbol;
   symbol.set_file_containing_symbol("ulticode.admin.v1.AdminService");

@@ -190,7 +190,14 @@ absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, ab
 
 const std::vector<std::string>& RuntimeGrants() {
   static const auto* grants = new std::vector<std::string>{
-      "GRANT SELECT, INSERT, UPDATE ON audit_outbox TO {role}",
+      // The delivery columns only: the event (event_id, event_type, payload,
+      // signature, key_id, created_at) is never rewritten, and the
+      // audit_outbox_state_machine trigger (migration 10008) keeps the
+      // transitions and their timestamps honest.
+      "GRANT SELECT, INSERT ON audit_outbox TO {role}",
+      "GRANT UPDATE (state, attempts, failures, next_attempt_at, claim_owner, claim_expires_at,"
+      " fencing_token, last_error, stream_entry_id, published_at, confirmed_at, resends,"
+      " publication, receipts_after) ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
       // Not used any more; kept for one release so that dispatchers of the
       // previous version keep working during a rolling upgrade (owner-side.md).

@@ -123,6 +123,56 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRolesHaveOnlyTheirDml) {
   }
 }
 
+// The owner's runtime login can move a row along the delivery state machine
+// and nothing else: the signed event is not its to rewrite, a confirmation
+// needs a publication and carries the database's clock, and retention keeps
+// a confirmed row at least an hour whatever it is asked. (Before: UPDATE
+// covered every column, and a row confirmed "30 days ago" was deleted at
+// once.)
+TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotRewriteOrBackdateOutboxRows) {
+  auto auth = AsRuntime(Service::kAuth, Service::kAuth);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  // PUBLISHED rows wait for their receipt: the dispatcher leaves them alone.
+  ASSERT_TRUE(Exec(**auth,
+                   "INSERT INTO audit_outbox (event_id, event_type, payload, state, created_at,"
+                   " published_at, publication) VALUES"
+                   " ('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a51', 'auth.user.created', '\\x01',"
+                   " 'PUBLISHED', now() - interval '30 days', now() - interval '30 days', 1),"
+                   " ('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a52', 'auth.user.created', '\\x02',"
+                   " 'PUBLISHED', now() - interval '30 days', now() - interval '30 days', 0)")
+                  .ok());
+  for (const char* set :
+       {"payload = '\\x00'", "signature = '\\x00'", "key_id = 'k'", "created_at = now()",
+        "event_type = 'auth.user.disabled'", "event_id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a59'"}) {
+    absl::Status s = Exec(**auth, absl::StrCat("UPDATE audit_outbox SET ", set));
+    EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << set << ": " << s;
+  }
+  const std::string first = " WHERE event_id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a51'";
+  const std::string second = " WHERE event_id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a52'";
+  for (const std::string& sql : {
+           "UPDATE audit_outbox SET state = 'CONFIRMED'" + second,  // never published
+           "UPDATE audit_outbox SET publication = 0" + first,       // numbers only grow
+       }) {
+    absl::Status s = Exec(**auth, sql);
+    EXPECT_NE(std::string(s.message()).find("23514"), std::string::npos) << sql << ": " << s;
+  }
+  ASSERT_TRUE(Exec(**auth, "UPDATE audit_outbox SET state = 'DEAD'" + second).ok());
+  absl::Status revived = Exec(**auth, "UPDATE audit_outbox SET state = 'PUBLISHED'" + second);
+  EXPECT_NE(std::string(revived.message()).find("23514"), std::string::npos) << revived;
+  // A back-dated confirmation gets the database's clock, so retention asked
+  // to keep nothing still keeps it.
+  ASSERT_TRUE(Exec(**auth,
+                   "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now() -"
+                   " interval '30 days'" +
+                       first)
+                  .ok());
+  EXPECT_EQ(testing::QueryInt(**auth, "SELECT count(*) FROM audit_outbox" + first +
+                                          " AND confirmed_at > now() - interval '1 minute'"),
+            1);
+  EXPECT_EQ(testing::QueryInt(**auth, "SELECT outbox_retention(0, 10000)"), 0);
+  EXPECT_EQ(testing::QueryInt(**auth, "SELECT count(*) FROM audit_outbox" + first), 1);
+}
+
 TEST_F(LeastPrivilegeTest, RuntimeRolesNeedTheirScramPassword) {
   auto wrong = AsRuntime(Service::kAuth, Service::kAuth, "not-the-password");
   ASSERT_FALSE(wrong.ok());

@@ -17,6 +17,20 @@ namespace {
 
 constexpr char kComponent[] = "admin.inbox_bridge";
 
+// Whoever can XADD to a stream chooses the size of what its reader gets: an
+// entry over the size limit is not read at all (poison too_large, fields
+// omitted), and a single value over 2 MiB (a Redis without
+// proto-max-bulk-len) fails the read before it is buffered. Admin then holds
+// at most batch_size entries of max_entry_bytes per stream.
+redis::Options ReadingOptions(const BridgeOptions& options) {
+  redis::Options redis = options.redis;
+  redis.reply_limits.max_array_bytes = options.limits.max_entry_bytes;
+  redis.reply_limits.max_array_elements =
+      std::max<size_t>(1024, static_cast<size_t>(options.batch_size));
+  redis.reply_limits.max_element_bytes = size_t{2} << 20;
+  return redis;
+}
+
 }  // namespace
 
 int64_t ReceiptMaxLen(const BridgeOptions& options) {
@@ -317,7 +331,7 @@ void InboxBridge::StreamLoop(size_t index) {
   StreamCursor cursor;
   cursor.owner = options_.streams[index].first;
   cursor.stream = options_.streams[index].second;
-  redis::Client client(options_.redis);
+  redis::Client client(ReadingOptions(options_));
   worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
   while (!waker_.stopping()) {
     pg::Connection* conn = loop.Database();

@@ -59,6 +59,11 @@ FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLi
     return Reject(PoisonReason::kDeleted,
                   "entry was deleted from the stream before it was acknowledged");
   }
+  if (!entry.omitted.empty()) {
+    return Reject(PoisonReason::kTooLarge,
+                  absl::StrCat("entry not read: its fields are ", entry.omitted,
+                               " (over the limit of ", limits.max_entry_bytes, " bytes)"));
+  }
   size_t total = 0;
   for (const auto& [name, value] : entry.fields) total += name.size() + value.size();
   if (total > limits.max_entry_bytes) {

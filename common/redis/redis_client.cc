@@ -9,10 +9,12 @@
 #include <functional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
+#include "common/redis/bounded_replies.h"
 
 namespace ulticode::redis {
 namespace {
@@ -172,6 +174,10 @@ absl::StatusOr<StreamEntry> ParseEntry(absl::string_view command, const Reply& r
     entry.deleted = true;
     return entry;
   }
+  if (fields.kind() == Reply::Kind::kError && absl::StartsWith(fields.str(), kOmittedPrefix)) {
+    entry.omitted = fields.str().substr(kOmittedPrefix.size());
+    return entry;
+  }
   if (!fields.is_array() || fields.elements().size() % 2 != 0) return ShapeError(command, r);
   entry.fields.reserve(fields.elements().size() / 2);
   for (size_t i = 0; i < fields.elements().size(); i += 2) {
@@ -236,7 +242,11 @@ absl::Status ParseAddress(absl::string_view address, Options* options) {
 
 void Client::ContextDeleter::operator()(redisContext* ctx) const { redisFree(ctx); }
 
-Client::Client(Options options) : options_(std::move(options)) {}
+void Client::BoundedDeleter::operator()(BoundedReplies* bounded) const { delete bounded; }
+
+Client::Client(Options options) : options_(std::move(options)) {
+  if (options_.reply_limits.enabled()) bounded_.reset(new BoundedReplies(options_.reply_limits));
+}
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
@@ -278,9 +288,50 @@ absl::Status Client::EnsureConnected() {
                                 absl::StrCat("AUTH on connect to ", Endpoint()));
     }
   }
+  if (bounded_ != nullptr) bounded_->Install(ctx->reader);
   ctx_ = std::move(ctx);
   log::Debug(kComponent, "connected", {{"endpoint", Endpoint()}});
   return absl::OkStatus();
+}
+
+absl::StatusOr<redisReply*> Client::Roundtrip(const std::vector<std::string>& args,
+                                              absl::string_view what) {
+  Argv argv(args);
+  if (redisAppendCommandArgv(ctx_.get(), argv.argc(), argv.argv(), argv.lens()) != REDIS_OK) {
+    return DropOnError(what, errno);
+  }
+  return ReadReply(what);
+}
+
+// hiredis' redisGetReply for a blocking context, with a look at the read
+// buffer between reads.
+absl::StatusOr<redisReply*> Client::ReadReply(absl::string_view what) {
+  void* reply = nullptr;
+  errno = 0;
+  if (redisGetReplyFromReader(ctx_.get(), &reply) != REDIS_OK) return DropOnError(what, errno);
+  if (reply == nullptr) {
+    int done = 0;
+    do {
+      if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) return DropOnError(what, errno);
+    } while (done == 0);
+    while (reply == nullptr) {
+      if (redisBufferRead(ctx_.get()) != REDIS_OK) return DropOnError(what, errno);
+      if (bounded_ != nullptr && bounded_->ElementTooLarge(ctx_->reader)) {
+        ctx_.reset();
+        const absl::Status status = absl::ResourceExhaustedError(
+            absl::StrCat("redis ", Endpoint(), ": ", what, ": a reply element is over ",
+                         options_.reply_limits.max_element_bytes,
+                         " bytes; set proto-max-bulk-len on the Redis server (docs/operating.md)"));
+        log::Warn(kComponent, "dropped connection after an error",
+                  {{"endpoint", Endpoint()}, {"error", status.ToString()}});
+        return status;
+      }
+      if (redisGetReplyFromReader(ctx_.get(), &reply) != REDIS_OK) {
+        return DropOnError(what, errno);
+      }
+    }
+  }
+  return static_cast<redisReply*>(reply);
 }
 
 absl::Status Client::DropOnError(absl::string_view what, int saved_errno) {
@@ -316,11 +367,8 @@ absl::StatusOr<Reply> Client::Execute(const std::vector<std::string>& args,
   if (own_timeout && redisSetTimeout(ctx_.get(), absl::ToTimeval(timeout)) != REDIS_OK) {
     return DropOnError(name, errno);
   }
-  Argv argv(args);
-  errno = 0;
-  ReplyPtr reply(static_cast<redisReply*>(
-      redisCommandArgv(ctx_.get(), argv.argc(), argv.argv(), argv.lens())));
-  if (reply == nullptr) return DropOnError(name, errno);
+  ASSIGN_OR_RETURN(redisReply * raw, Roundtrip(args, name));
+  ReplyPtr reply(raw);
   if (own_timeout &&
       redisSetTimeout(ctx_.get(), absl::ToTimeval(options_.command_timeout)) != REDIS_OK) {
     return DropOnError(name, errno);
@@ -347,13 +395,9 @@ absl::StatusOr<std::vector<absl::StatusOr<Reply>>> Client::Pipeline(
   }
   results.reserve(commands.size());
   for (const auto& command : commands) {
-    void* raw = nullptr;
-    errno = 0;
-    const int rc = redisGetReply(ctx_.get(), &raw);
-    ReplyPtr reply(static_cast<redisReply*>(raw));
-    if (rc != REDIS_OK || reply == nullptr) {
-      return DropOnError(absl::StrCat("pipeline ", CommandName(command[0])), errno);
-    }
+    ASSIGN_OR_RETURN(redisReply * raw,
+                     ReadReply(absl::StrCat("pipeline ", CommandName(command[0]))));
+    ReplyPtr reply(raw);
     results.push_back(ToResult(*reply, command[0]));
   }
   return results;

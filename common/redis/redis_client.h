@@ -46,8 +46,30 @@
 #include "common/redis/reply.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace ulticode::redis {
+
+class BoundedReplies;
+
+// Bounds on replies, for a connection that reads what others wrote (see
+// bounded_replies.h). 0: no limit.
+struct ReplyLimits {
+  // An array (e.g. a stream entry's field list) whose direct string
+  // elements pass this many bytes, or that has more elements than
+  // max_array_elements, arrives as an error reply kOmittedPrefix + why.
+  size_t max_array_bytes = 0;
+  size_t max_array_elements = 0;
+  // One string element larger than this fails the command before it is
+  // buffered whole (ResourceExhausted); the connection is dropped.
+  size_t max_element_bytes = 0;
+  bool enabled() const {
+    return max_array_bytes != 0 || max_array_elements != 0 || max_element_bytes != 0;
+  }
+};
+
+// The error text an omitted array is replaced by (then the reason).
+inline constexpr absl::string_view kOmittedPrefix = "ulticode: omitted: ";
 
 struct Options {
   std::string host = "127.0.0.1";
@@ -60,6 +82,7 @@ struct Options {
   // Socket read/write timeout for every command. Blocking XREADGROUP waits
   // up to its block time plus this.
   absl::Duration command_timeout = absl::Seconds(2);
+  ReplyLimits reply_limits;
 };
 
 // Parses "host:port" ("[::1]:6379" for IPv6) into options->host and
@@ -75,6 +98,9 @@ struct StreamEntry {
   // The entry was deleted (XDEL) while still pending: Redis returns its id
   // with nil fields when reading the PEL (XREADGROUP with an id other than ">").
   bool deleted = false;
+  // Not empty: the entry's fields were over Options::reply_limits and were
+  // not read (`fields` is empty); why.
+  std::string omitted;
 
   bool operator==(const StreamEntry&) const = default;
 };
@@ -217,6 +243,9 @@ class Client {
   struct ContextDeleter {
     void operator()(redisContext* ctx) const;
   };
+  struct BoundedDeleter {
+    void operator()(BoundedReplies* bounded) const;
+  };
 
   absl::Status EnsureConnected();
   // Command() with the socket timeout set to `timeout` for this call only.
@@ -229,9 +258,17 @@ class Client {
   // Builds the Status for ctx_->err and drops the context. `saved_errno` is
   // errno right after the failing hiredis call.
   absl::Status DropOnError(absl::string_view what, int saved_errno);
+  // The next reply, as redisGetReply, but failing (ResourceExhausted, the
+  // connection dropped) once a string element being received passes
+  // reply_limits.max_element_bytes.
+  absl::StatusOr<redisReply*> ReadReply(absl::string_view what);
+  // Sends `args` and reads the reply.
+  absl::StatusOr<redisReply*> Roundtrip(const std::vector<std::string>& args,
+                                        absl::string_view what);
   std::string Endpoint() const;
 
   Options options_;
+  std::unique_ptr<BoundedReplies, BoundedDeleter> bounded_;  // with reply_limits
   std::unique_ptr<redisContext, ContextDeleter> ctx_;
 };
 

@@ -551,8 +551,10 @@ ulticode_redis_start() {
   fi
   rm -f -- "${dir}/redis.pid"
 
+  # No value over 1 MiB, as deployed (deploy/k8s/redis/redis.conf).
   args=(--daemonize yes --bind 127.0.0.1 --port "${port}" --dir "${dir}"
-    --pidfile "${dir}/redis.pid" --logfile "${dir}/redis.log" --appendonly "${aof}")
+    --pidfile "${dir}/redis.pid" --logfile "${dir}/redis.log" --appendonly "${aof}"
+    --proto-max-bulk-len 1mb)
   if [[ "${aof}" == no ]]; then
     args+=(--save '')
   fi

@@ -583,6 +583,77 @@ TEST_F(RedisTest, InfoFigures) {
   EXPECT_EQ(empty->last_generated_id, (*ids)[4]);
 }
 
+// A reader with reply limits (Admin reading the owners' streams) never
+// builds an entry whose fields pass them: an entry of 2,000 fields and one
+// of 600 KB arrive with their id and the reason only; the entries around
+// them arrive whole.
+TEST_F(RedisTest, BoundedRepliesOmitOversizedEntriesAndKeepTheRest) {
+  ASSERT_TRUE(client_->XGroupCreate(key_, "g", "0", true).ok());
+  StreamFields many;
+  for (int i = 0; i < 2000; ++i) many.emplace_back(absl::StrCat("f", i), "v");
+  const std::string big(200 * 1000, 'x');
+  const StreamFields large = {{"a", big}, {"b", big}, {"c", big}};
+  ASSERT_TRUE(client_->XAddBatch(key_, {{{"k", "1"}}, many, large, {{"k", "2"}}}).ok());
+
+  Options bounded = options_;
+  bounded.reply_limits = {
+      .max_array_bytes = 300 * 1000, .max_array_elements = 1024, .max_element_bytes = 2 << 20};
+  Client reader(bounded);
+  auto reads = reader.XReadGroup("g", "c", {key_}, 10, absl::ZeroDuration(), ">");
+  ASSERT_TRUE(reads.ok()) << reads.status();
+  ASSERT_EQ(reads->size(), 1u);
+  const auto& entries = (*reads)[0].entries;
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].fields, (StreamFields{{"k", "1"}}));
+  EXPECT_TRUE(entries[1].fields.empty());
+  EXPECT_EQ(entries[1].omitted, "4000 elements, over 1024");
+  EXPECT_TRUE(entries[2].fields.empty());
+  EXPECT_EQ(entries[2].omitted, "6 elements over 300000 bytes");
+  EXPECT_EQ(entries[3].fields, (StreamFields{{"k", "2"}}));
+  EXPECT_FALSE(entries[1].id.empty());
+
+  // The pending list (re-read after a crash) and XAUTOCLAIM are bounded too.
+  auto pending = reader.XReadGroup("g", "c", {key_}, 10, absl::ZeroDuration(), "0");
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(pending->size(), 1u);
+  ASSERT_EQ((*pending)[0].entries.size(), 4u);
+  EXPECT_EQ((*pending)[0].entries[2].omitted, "6 elements over 300000 bytes");
+  auto claimed = reader.XAutoClaim(key_, "g", "other", absl::ZeroDuration(), "0", 10);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  ASSERT_EQ(claimed->entries.size(), 4u);
+  EXPECT_EQ(claimed->entries[1].omitted, "4000 elements, over 1024");
+
+  // Without limits (every other connection) the same entries come whole.
+  auto whole = client_->XReadGroup("g", "other", {key_}, 10, absl::ZeroDuration(), "0");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 1u);
+  ASSERT_EQ((*whole)[0].entries.size(), 4u);
+  EXPECT_EQ((*whole)[0].entries[1].fields.size(), 2000u);
+  EXPECT_EQ((*whole)[0].entries[2].fields, large);
+}
+
+// Where Redis lets a single value be larger (proto-max-bulk-len left at its
+// 512 MB default), the bounded reader fails the read once the value it is
+// receiving passes its limit, instead of buffering all of it; the next call
+// dials again.
+TEST(RedisBoundedTest, AnElementOverTheLimitFailsTheReadBeforeItIsBuffered) {
+  REQUIRE_REDIS_SERVER_BINARY();
+  ChildRedis server;
+  ASSERT_TRUE(server.Start());
+  Client writer(LocalOptions(server.port()));
+  ASSERT_TRUE(writer.XAddBatch("s", {{{"payload", std::string(5 << 20, 'x')}}}).ok());
+  Options bounded = LocalOptions(server.port());
+  bounded.reply_limits.max_element_bytes = 2 << 20;
+  Client reader(bounded);
+  auto read = reader.XRead("s", 10, absl::ZeroDuration(), "0");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kResourceExhausted) << read.status();
+  EXPECT_THAT(std::string(read.status().message()),
+              ::testing::HasSubstr("a reply element is over 2097152 bytes; set "
+                                   "proto-max-bulk-len"));
+  EXPECT_TRUE(reader.Ping().ok());
+}
+
 TEST(RedisRestartTest, SameClientRecoversAfterServerRestart) {
   REQUIRE_REDIS_SERVER_BINARY();
   ChildRedis server;

@@ -1,0 +1,152 @@
+// Peers that hold one credential and use it against the others, on the three
+// real binaries with real PostgreSQL and Redis:
+//  - an owner's Redis login writes entries as large as Redis lets it (one
+//    value of 200 MB, and four entries of 200 fields of 1 MB): Redis refuses
+//    the first, the four become poison (too_large) without Admin ever
+//    holding them, and both owners' events keep reaching audit_logs.
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "gtest/gtest.h"
+#include "tests/support/mesh.h"
+#include "tests/support/pg_query.h"
+#include "tests/support/tokens.h"
+#include "ulticode/app/v1/app.grpc.pb.h"
+#include "ulticode/auth/v1/auth.grpc.pb.h"
+
+namespace ulticode {
+namespace {
+
+using ::ulticode::testing::Mesh;
+using ::ulticode::testing::QueryInt;
+using ::ulticode::testing::Service;
+using ::ulticode::testing::WaitFor;
+
+// The peak resident set of a process (VmHWM), in bytes; -1 if unknown.
+int64_t PeakRss(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    int64_t kib = 0;
+    std::string digits;
+    for (char c : line) {
+      if (c >= '0' && c <= '9') digits += c;
+    }
+    if (absl::SimpleAtoi(digits, &kib)) return kib * 1024;
+  }
+  return -1;
+}
+
+class HostilePeersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    testing::MeshOptions options;
+    options.prefix = "hostile";
+    mesh_ = std::make_unique<Mesh>(pg, redis, options);
+    std::string error;
+    for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
+      ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;
+    }
+    pg::ConnectOptions o;
+    o.conninfo = mesh_->Dsn(Service::kAdmin);
+    auto c = pg::Connection::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    admin_db_ = std::move(c).value();
+    redis::Options r;
+    r.host = redis.host;
+    r.port = redis.port;
+    r.user = redis.user;
+    r.password = redis.password;
+    r.command_timeout = absl::Seconds(30);
+    redis_ = std::make_unique<redis::Client>(r);
+  }
+
+  static void As(grpc::ClientContext* ctx, const std::string& principal, const std::string& role) {
+    testing::TokenSpec spec;
+    spec.subject = principal;
+    spec.roles = {role};
+    ctx->AddMetadata("authorization", "Bearer " + testing::SharedTestTokens().Mint(spec));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  }
+
+  // One business change on each owner.
+  void MutateBoth(int i) {
+    grpc::ClientContext a;
+    As(&a, "alice", "auth.admin");
+    auth::v1::CreateUserRequest user;
+    user.set_username(absl::StrCat("user", i));
+    user.set_email(absl::StrCat("user", i, "@example.com"));
+    auth::v1::CreateUserResponse created;
+    const grpc::Status auth_status =
+        auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
+            ->CreateUser(&a, user, &created);
+    EXPECT_TRUE(auth_status.ok()) << auth_status.error_message();
+    grpc::ClientContext p;
+    As(&p, "alice", "app.editor");
+    app::v1::CreateProblemRequest problem;
+    problem.set_slug(absl::StrCat("problem-", i));
+    problem.set_title(absl::StrCat("Problem ", i));
+    problem.set_statement("Add two numbers.");
+    problem.set_time_limit_ms(1000);
+    problem.set_memory_limit_mb(256);
+    problem.set_difficulty(1);
+    app::v1::ProblemResponse made;
+    const grpc::Status app_status =
+        app::v1::AppService::NewStub(mesh_->Channel(Service::kApp, 0))
+            ->CreateProblem(&p, problem, &made);
+    EXPECT_TRUE(app_status.ok()) << app_status.error_message();
+  }
+
+  int64_t Admin(const std::string& sql) { return QueryInt(*admin_db_, sql); }
+
+  std::unique_ptr<Mesh> mesh_;
+  std::unique_ptr<pg::Connection> admin_db_;
+  std::unique_ptr<redis::Client> redis_;
+};
+
+// (Without the bridge's reply limits Admin read the entries whole: its peak
+// RSS was 428 MiB here, and grows with what the owner writes.)
+TEST_F(HostilePeersTest, HugeEntriesFromAnOwnersRedisLoginBecomePoisonWhileAdminStaysSmall) {
+  MutateBoth(0);
+  ASSERT_TRUE(
+      WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 2; },
+              std::chrono::seconds(30)));
+
+  const std::string stream = mesh_->app_stream();
+  auto single = redis_->XAddBatch(stream, {{{"payload", std::string(200 << 20, 'x')}}});
+  EXPECT_FALSE(single.ok()) << "Redis took a 200 MB value";
+
+  const std::string mib(1 << 20, 'y');
+  for (int e = 0; e < 4; ++e) {
+    redis::StreamFields fields;
+    for (int f = 0; f < 200; ++f) fields.emplace_back(absl::StrCat("f", f), mib);
+    auto added = redis_->XAddBatch(stream, {fields});
+    ASSERT_TRUE(added.ok()) << added.status();
+  }
+  for (int i = 1; i <= 3; ++i) MutateBoth(i);
+
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Admin("SELECT count(*) FROM poison_events WHERE reason = 'too_large'") == 4 &&
+               Admin("SELECT count(*) FROM audit_logs") == 8;
+      },
+      std::chrono::seconds(60)))
+      << "poison: " << Admin("SELECT count(*) FROM poison_events")
+      << ", audit rows: " << Admin("SELECT count(*) FROM audit_logs");
+  const int64_t peak = PeakRss(mesh_->Pid(Service::kAdmin, 0));
+  ASSERT_GT(peak, 0);
+  EXPECT_LT(peak, int64_t{256} << 20) << "Admin's peak RSS";
+  std::cout << "[hostile_peers] Admin peak RSS " << (peak >> 20) << " MiB\n";
+}
+
+}  // namespace
+}  // namespace ulticode

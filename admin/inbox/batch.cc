@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
 namespace ulticode::admin::inbox {
@@ -70,25 +71,31 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
   ASSIGN_OR_RETURN(out.take, InsertIfAbsent(tx, consumer, batch.arrivals, as));
   const absl::flat_hash_set<const Arrival*> conflicted(out.take.conflicts.begin(),
                                                        out.take.conflicts.end());
+  const absl::flat_hash_map<const Arrival*, std::string> foreign(out.take.foreign.begin(),
+                                                                 out.take.foreign.end());
   out.refused = batch.refused;
-  auto refuse = [&](size_t item, const Arrival& a) {
+  // Whether `a` was refused (with its repeats): a conflict, or an event id
+  // another owner holds.
+  auto refused = [&](size_t item, const Arrival& a) {
+    if (auto holder = foreign.find(&a); holder != foreign.end()) {
+      out.refused.push_back({item, PoisonReason::kEventIdOfAnotherOwner, a.entry.event_id,
+                             absl::StrCat("event id already taken over from owner ", holder->second,
+                                          "; kept the first")});
+      return true;
+    }
+    if (!conflicted.contains(&a)) return false;
     out.refused.push_back({item, PoisonReason::kConflict, a.entry.event_id, kInboxConflict});
+    return true;
   };
   for (size_t i = 0; i < batch.arrivals.size(); ++i) {
     const Arrival& a = batch.arrivals[i];
-    if (conflicted.contains(&a)) {
-      refuse(batch.arrival_items[i], a);
-      continue;
-    }
+    if (refused(batch.arrival_items[i], a)) continue;
     out.taken.push_back(&a);
     out.taken_items.push_back({batch.arrival_items[i], &a});
   }
   for (const auto& [item, arrival] : batch.repeats) {
     const Arrival& a = batch.arrivals[arrival];
-    if (conflicted.contains(&a)) {
-      refuse(item, a);
-      continue;
-    }
+    if (refused(item, a)) continue;
     out.taken_items.push_back({item, &a});
     ++out.repeats_taken;
   }

@@ -272,6 +272,8 @@ absl::string_view PoisonReasonName(PoisonReason reason) {
       return "key_owner_mismatch";
     case PoisonReason::kBadSignature:
       return "bad_signature";
+    case PoisonReason::kEventIdOfAnotherOwner:
+      return "event_id_of_another_owner";
   }
   return "unknown";
 }

@@ -39,9 +39,10 @@ enum class PoisonReason {
   kUnknownKey,                // key_id is not in Admin's key directory
   kKeyOwnerMismatch,          // the key belongs to another party than the stream's owner
   kBadSignature,              // the signature does not verify over the envelope bytes
+  kEventIdOfAnotherOwner,     // the event id is already taken over from another owner
 };
 // The last reason (keep it last): metrics initialise a series per reason.
-inline constexpr PoisonReason kLastPoisonReason = PoisonReason::kBadSignature;
+inline constexpr PoisonReason kLastPoisonReason = PoisonReason::kEventIdOfAnotherOwner;
 
 // Stable snake_case name, stored in poison_events.reason and used as a label.
 absl::string_view PoisonReasonName(PoisonReason reason);

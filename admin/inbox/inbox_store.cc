@@ -26,7 +26,7 @@ constexpr pg::Statement kInsert{
 
 constexpr pg::Statement kCompare{
     "inbox.compare_existing",
-    "SELECT i.event_id::text, i.payload_sha256 = sha256(decode(t.p, 'hex'))"
+    "SELECT i.event_id::text, i.payload_sha256 = sha256(decode(t.p, 'hex')), i.owner"
     " FROM unnest($2::uuid[], $3::text[]) AS t(id, p)"
     " JOIN consumer_inbox i ON i.consumer = $1 AND i.event_id = t.id",
     absl::Seconds(30)};
@@ -147,7 +147,13 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
       return absl::InternalError(
           absl::StrCat("inbox: re-read returned unexpected event id ", same.GetString(i, 0)));
     }
-    (same.GetBool(i, 1) ? result.duplicates : result.conflicts).push_back(it->second);
+    const Arrival* a = it->second;
+    const std::string holder = same.GetString(i, 2);
+    if (holder != audit::OwnerName(a->entry.event.owner())) {
+      result.foreign.emplace_back(a, holder);
+    } else {
+      (same.GetBool(i, 1) ? result.duplicates : result.conflicts).push_back(a);
+    }
   }
   return result;
 }

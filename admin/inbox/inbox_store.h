@@ -32,6 +32,10 @@ struct TakeOver {
   std::vector<const Arrival*> duplicates;
   // Already in the inbox with DIFFERENT bytes: never overwritten; poison.
   std::vector<const Arrival*> conflicts;
+  // The event id is already in the inbox from ANOTHER owner (whose name is
+  // given): only a compromised key of that owner can have put it there;
+  // poison with a reason of its own.
+  std::vector<std::pair<const Arrival*, std::string>> foreign;
 };
 
 // How new rows are inserted: PENDING for the lease consumer, or PROCESSED

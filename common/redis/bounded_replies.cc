@@ -36,7 +36,9 @@ BoundedReplies* Self(const redisReadTask* task) {
 
 }  // namespace
 
-BoundedReplies::BoundedReplies(ReplyLimits limits) : limits_(limits) { dropped_.type = REDIS_REPLY_NIL; }
+BoundedReplies::BoundedReplies(ReplyLimits limits) : limits_(limits) {
+  dropped_.type = REDIS_REPLY_NIL;
+}
 
 void BoundedReplies::Install(redisReader* reader) {
   static redisReplyObjectFunctions functions = {

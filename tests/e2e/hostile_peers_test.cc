@@ -100,9 +100,8 @@ class HostilePeersTest : public ::testing::Test {
     problem.set_memory_limit_mb(256);
     problem.set_difficulty(1);
     app::v1::ProblemResponse made;
-    const grpc::Status app_status =
-        app::v1::AppService::NewStub(mesh_->Channel(Service::kApp, 0))
-            ->CreateProblem(&p, problem, &made);
+    const grpc::Status app_status = app::v1::AppService::NewStub(mesh_->Channel(Service::kApp, 0))
+                                        ->CreateProblem(&p, problem, &made);
     EXPECT_TRUE(app_status.ok()) << app_status.error_message();
   }
 
@@ -117,9 +116,8 @@ class HostilePeersTest : public ::testing::Test {
 // RSS was 428 MiB here, and grows with what the owner writes.)
 TEST_F(HostilePeersTest, HugeEntriesFromAnOwnersRedisLoginBecomePoisonWhileAdminStaysSmall) {
   MutateBoth(0);
-  ASSERT_TRUE(
-      WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 2; },
-              std::chrono::seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 2; },
+                      std::chrono::seconds(30)));
 
   const std::string stream = mesh_->app_stream();
   auto single = redis_->XAddBatch(stream, {{{"payload", std::string(200 << 20, 'x')}}});

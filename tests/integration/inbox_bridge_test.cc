@@ -568,6 +568,40 @@ TEST_F(InboxBridgeTest, ADuplicateIdWithDifferentBytesIsAConflictAndNeverOverwri
   EXPECT_EQ(Pending(), 0);
 }
 
+// A compromised App key signs an app event under an id Auth handed to its
+// callers, and it reaches Admin first. Auth's real event is then refused
+// with a reason of its own (the alert UlticodeEventIdTakeover fires on it),
+// naming the owner that holds the id; it is never taken for a plain
+// conflict of Auth's own. (Before: reason "conflict".)
+TEST_F(InboxBridgeTest, AnEventIdTakenByAnotherOwnerIsRefusedWithItsOwnReason) {
+  auto real = SampleEvent(audit::v1::OWNER_AUTH, "u1");
+  auto squatter = SampleEvent(audit::v1::OWNER_APP, "p1");
+  squatter.set_event_id(real.event_id());
+  squatter.mutable_record()->set_audit_id(real.event_id());
+  const std::string app_stream = "test:audit:app:" + ::ulticode::testing::RandomSuffix();
+  ASSERT_TRUE(redis_->XAddBatch(app_stream, {EntryFields(squatter)}).ok());
+  InboxBridge bridge(options_, metrics_->registry());
+  StreamCursor app;
+  app.owner = audit::v1::OWNER_APP;
+  app.stream = app_stream;
+  ASSERT_TRUE(
+      RunUntil(bridge, app, [&] { return Scalar("SELECT count(*) FROM consumer_inbox") == 1; }));
+
+  const std::string entry = Add(EntryFields(real));
+  StreamCursor cursor = Cursor();
+  ASSERT_TRUE(
+      RunUntil(bridge, cursor, [&] { return Scalar("SELECT count(*) FROM poison_events") == 1; }));
+  pg::Statement p{"poison", "SELECT reason, detail, stream_entry_id, event_id FROM poison_events"};
+  auto pr = conn_->Execute(p);
+  ASSERT_TRUE(pr.ok() && pr->rows() == 1);
+  EXPECT_EQ(pr->GetString(0, 0), "event_id_of_another_owner");
+  EXPECT_EQ(pr->GetString(0, 1), "event id already taken over from owner app; kept the first");
+  EXPECT_EQ(pr->GetString(0, 2), entry);
+  EXPECT_EQ(pr->GetString(0, 3), real.event_id());
+  EXPECT_EQ(Pending(), 0);
+  (void)redis_->Command({"DEL", app_stream});
+}
+
 // A forgery of an event the inbox already holds, delivered twice in one
 // batch: the first copy conflicts with the inbox, and its repeat is a
 // conflict too (never taken, never receipted), both acknowledged.

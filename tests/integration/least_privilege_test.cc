@@ -224,16 +224,17 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   EXPECT_TRUE(denied(*auth, {"DEL", auth_stream}));
   EXPECT_TRUE(denied(*auth, {"XTRIM", auth_stream, "MAXLEN", "0"}));
   EXPECT_TRUE(denied(*auth, {"XSETID", auth_stream, "9999999999999-0"}));
-  EXPECT_TRUE(denied(*auth, {"FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f',"
-                                                 " function() return 1 end)"}));
+  EXPECT_TRUE(denied(*auth, {"FUNCTION", "LOAD",
+                             "#!lua name=x\nredis.register_function('f',"
+                             " function() return 1 end)"}));
   // What no Redis ACL takes from a user that may XADD (rules do not look at
   // arguments, and what a function runs is checked against its caller):
   // trimming its own stream within the XADD, and choosing the entry id. Both
   // touch only the owner's own stream; docs/security.md says what follows.
   EXPECT_TRUE(auth->Command({"XADD", auth_stream, "MAXLEN", "0", "*", "k", "v"}).ok());
-  EXPECT_TRUE(auth->Command({"XADD", auth_stream, "18446744073709551615-18446744073709551615",
-                             "k", "v"})
-                  .ok());
+  EXPECT_TRUE(
+      auth->Command({"XADD", auth_stream, "18446744073709551615-18446744073709551615", "k", "v"})
+          .ok());
   auto exhausted = auth->Command({"XADD", auth_stream, "*", "k", "v"});
   EXPECT_FALSE(exhausted.ok());
   EXPECT_NE(std::string(exhausted.status().message()).find("exhausted"), std::string::npos)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Prints a bearer token that the mesh started by scripts/run-local.sh accepts:
 # EdDSA-signed with the dev key run-local keeps in its state directory, issuer
-# "ulticode-dev", audience "ulticode", valid for one hour.
+# "ulticode-dev", valid for one hour, for the services its roles are for (each
+# service accepts only tokens whose "aud" names it: auth.* roles give
+# ulticode-auth, app.* ulticode-app, audit.reader ulticode-admin, and
+# audit.operator all three, for Admin's and the owners' operations).
 #
 # Usage: scripts/dev-token.sh SUBJECT [ROLE...]
 #   e.g. scripts/dev-token.sh alice auth.admin auth.reader
@@ -11,7 +14,7 @@
 set -euo pipefail
 
 if (($# < 1)) || [[ "$1" == -h || "$1" == --help ]]; then
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -28,20 +31,31 @@ if [[ ! "${subject}" =~ ^[A-Za-z0-9_.:@-]{1,128}$ ]]; then
   exit 2
 fi
 roles=""
+declare -A audiences=()
 for role in "$@"; do
   if [[ ! "${role}" =~ ^[a-z]+\.[a-z]+$ ]]; then
     echo "dev-token.sh: role \"${role}\" is not like auth.admin" >&2
     exit 2
   fi
   roles+="${roles:+,}\"${role}\""
+  case "${role}" in
+    auth.*) audiences[ulticode-auth]=1 ;;
+    app.*) audiences[ulticode-app]=1 ;;
+    audit.operator) audiences[ulticode-admin]=1 audiences[ulticode-auth]=1 audiences[ulticode-app]=1 ;;
+    audit.*) audiences[ulticode-admin]=1 ;;
+  esac
+done
+aud=""
+for a in ulticode-auth ulticode-app ulticode-admin; do
+  if [[ -n "${audiences[${a}]:-}" ]]; then aud+="${aud:+,}\"${a}\""; fi
 done
 
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 kid="$(cat "${state}/secrets/jwt.kid")"
 now="$(date +%s)"
 header="$(printf '{"alg":"EdDSA","typ":"JWT","kid":"%s"}' "${kid}" | b64url)"
-payload="$(printf '{"iss":"ulticode-dev","aud":"ulticode","sub":"%s","iat":%d,"exp":%d,"roles":[%s]}' \
-  "${subject}" "${now}" "$((now + 3600))" "${roles}" | b64url)"
+payload="$(printf '{"iss":"ulticode-dev","aud":[%s],"sub":"%s","iat":%d,"exp":%d,"roles":[%s]}' \
+  "${aud}" "${subject}" "${now}" "$((now + 3600))" "${roles}" | b64url)"
 tmp="$(mktemp)"
 trap 'rm -f -- "${tmp}"' EXIT
 printf '%s.%s' "${header}" "${payload}" >"${tmp}"

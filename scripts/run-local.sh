@@ -294,7 +294,6 @@ for svc in "${SERVICES[@]}"; do
     --jwks-file="${secrets}/jwks.json" \
     "${svc_transport[@]}" \
     --jwt-issuer=ulticode-dev \
-    --jwt-audience=ulticode \
     "${KEY_FLAG[${svc}]}" \
     </dev/null >"${logfile}" 2>&1 9>&- &
   PIDS[${svc}]=$!

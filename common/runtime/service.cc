@@ -83,7 +83,8 @@ class StartUp {
 
 int RunService(const ServiceSpec& spec, int argc, char** argv) {
   server::BlockTerminationSignals();
-  ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database, spec.max_receive_bytes);
+  ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database, spec.max_receive_bytes,
+                      spec.program);
   std::string signing_key_file;
   config::Flags flags(spec.program, spec.description);
   common.Register(flags);

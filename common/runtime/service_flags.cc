@@ -35,10 +35,11 @@ absl::Status ReadIfSet(const std::string& path, std::string* out) {
 }  // namespace
 
 ServiceFlags::ServiceFlags(std::string grpc, std::string metrics, std::string database,
-                           int max_receive_bytes)
+                           int max_receive_bytes, std::string audience)
     : grpc_listen(std::move(grpc)),
       metrics_listen(std::move(metrics)),
       pg_dsn(absl::StrCat("host=127.0.0.1 port=5432 user=postgres dbname=", database)),
+      jwt_audience(std::move(audience)),
       grpc_max_receive_bytes(max_receive_bytes) {}
 
 void ServiceFlags::Register(config::Flags& flags) {
@@ -152,7 +153,9 @@ void ServiceFlags::RegisterTokens(config::Flags& flags) {
     return v.empty() ? absl::InvalidArgumentError("must not be empty") : absl::OkStatus();
   };
   flags.String("jwt-issuer", &jwt_issuer, "the \"iss\" every token must carry", not_empty);
-  flags.String("jwt-audience", &jwt_audience, "the \"aud\" every token must include", not_empty);
+  flags.String("jwt-audience", &jwt_audience,
+               "the \"aud\" every token must include (default: this service's own name)",
+               not_empty);
   flags.Duration("jwt-clock-skew", &jwt_clock_skew,
                  "clock difference tolerated for a token's exp and nbf", absl::ZeroDuration(),
                  absl::Minutes(10));

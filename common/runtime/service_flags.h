@@ -39,7 +39,9 @@ struct ServiceFlags {
   bool grpc_plaintext = false;
   std::string health_listen;
   std::string jwt_issuer = "ulticode";
-  std::string jwt_audience = "ulticode";
+  // This service's own name (its program, e.g. "ulticode-auth"): a token
+  // for one service is not a token for another.
+  std::string jwt_audience;
   absl::Duration jwt_clock_skew = absl::Seconds(60);
   std::string log_level = "info";
   // Enough that a burst of clients waits for a database connection (the
@@ -51,8 +53,9 @@ struct ServiceFlags {
   absl::Duration shutdown_timeout = absl::Seconds(10);
   absl::Duration startup_timeout = absl::Seconds(60);
 
-  // Defaults differ per service (ports, database).
-  ServiceFlags(std::string grpc, std::string metrics, std::string database, int max_receive_bytes);
+  // Defaults differ per service (ports, database, token audience).
+  ServiceFlags(std::string grpc, std::string metrics, std::string database, int max_receive_bytes,
+               std::string audience);
   void Register(config::Flags& flags);
   // --migrate=only: migrate, grant and exit; no keys, TLS or serving.
   bool migrate_only() const { return migrate == "only"; }

@@ -318,7 +318,13 @@ TEST(DevTokenTest, MintsATokenTheLocalMeshAccepts) {
   std::string token(absl::StripAsciiWhitespace(r.output));
   auto jwks = jwt::Jwks::FromFile(state + "/secrets/jwks.json");
   ASSERT_TRUE(jwks.ok()) << jwks.status();
-  auto claims = jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode"}, absl::Now());
+  // For the services its roles are for, and no other.
+  for (const char* audience : {"ulticode-auth", "ulticode-admin"}) {
+    EXPECT_TRUE(jwt::Verify(token, *jwks, {"ulticode-dev", audience}, absl::Now()).ok())
+        << audience;
+  }
+  EXPECT_FALSE(jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode-app"}, absl::Now()).ok());
+  auto claims = jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode-auth"}, absl::Now());
   ASSERT_TRUE(claims.ok()) << claims.status();
   EXPECT_EQ(claims->subject, "alice");
   EXPECT_EQ(claims->roles, (std::vector<std::string>{"auth.admin", "audit.reader"}));

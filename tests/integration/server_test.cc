@@ -160,6 +160,9 @@ struct Service {
   grpc::StatusCode authorised_code = grpc::StatusCode::OK;  // what that call returns
 };
 
+// Names the instance in failure messages.
+void PrintTo(const Service& s, std::ostream* os) { *os << s.binary; }
+
 grpc::Status GetLoginPolicy(const std::shared_ptr<grpc::Channel>& channel,
                             grpc::ClientContext* ctx) {
   auth::v1::LoginPolicy reply;
@@ -226,6 +229,17 @@ class ServerTest : public ::testing::TestWithParam<Service> {
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));
     ASSERT_TRUE(server_.Running()) << server_.Output();
+  }
+
+  // The service's own audience: its program's name (the default).
+  std::string Audience() const {
+    const std::string& binary = GetParam().binary;
+    return binary.substr(binary.find('/') + 1);
+  }
+  static std::string Bearer(const std::string& audience) {
+    ::ulticode::testing::TokenSpec spec;
+    spec.audience = audience;
+    return "Bearer " + ::ulticode::testing::SharedTestTokens().Mint(spec);
   }
 
   ::ulticode::testing::TestKeys keys_;
@@ -361,7 +375,7 @@ TEST_P(ServerTest, IdleStreamsAndConnectionsHoldNoThreads) {
   }
 
   auto channel = Connect(grpc_port_);
-  const std::string bearer = ::ulticode::testing::SharedTestTokens().Bearer("alice");
+  const std::string bearer = Bearer(Audience());
   for (int i = 0; i < 10; ++i) {
     grpc::ClientContext check_ctx;
     check_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
@@ -380,6 +394,26 @@ TEST_P(ServerTest, IdleStreamsAndConnectionsHoldNoThreads) {
   for (auto& ctx : watch_ctx) ctx->TryCancel();
   for (auto& s : streams) s.ctx->TryCancel();
   EXPECT_TRUE(server_.Running()) << server_.Output();
+}
+
+// Each service accepts only tokens for itself by default: a token for
+// another service, or for the audience the three once shared, is refused.
+TEST_P(ServerTest, ByDefaultATokenIsForOneServiceOnly) {
+  auto channel = Connect(grpc_port_);
+  for (const std::string audience :
+       {"ulticode", "ulticode-auth", "ulticode-app", "ulticode-admin"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx.AddMetadata("authorization", Bearer(audience));
+    const grpc::Status s = GetParam().authorised_call(channel, &ctx);
+    if (audience == Audience()) {
+      EXPECT_EQ(s.error_code(), GetParam().authorised_code) << s.error_message();
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << audience;
+      EXPECT_EQ(s.error_message(),
+                absl::StrCat("invalid token: wrong audience (want \"", Audience(), "\")"));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -384,6 +384,25 @@ void RequestValidation() {
   write("text_slug", 11, "round-1");
 }
 
+// RESP2 replies as Admin's bridge reads them; the first two bytes are the
+// limits byte and the split position (fuzz_bounded_replies.cc).
+void BoundedReplies() {
+  const std::string t = "fuzz_bounded_replies";
+  Write(t, "xreadgroup_two_entries",
+        "\x3f\x10*1\r\n*2\r\n$4\r\ns:ab\r\n*2\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nk\r\n$1\r\n"
+        "v\r\n*2\r\n$3\r\n2-0\r\n*4\r\n$1\r\na\r\n$20\r\naaaaaaaaaaaaaaaaaaaa\r\n$1\r\nb\r\n"
+        "$20\r\nbbbbbbbbbbbbbbbbbbbb\r\n");
+  Write(t, "many_fields",
+        "\xff\x05*1\r\n*2\r\n$3\r\n1-0\r\n*6\r\n$1\r\na\r\n$1\r\nb\r\n"
+        "$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n");
+  Write(t, "xautoclaim_with_deleted",
+        "\xc8\x01*3\r\n$3\r\n0-0\r\n*1\r\n*2\r\n$3\r\n1-0\r\n$-1\r\n*1\r\n$3\r\n2-0\r\n");
+  Write(t, "scalars_and_nesting",
+        "\x81\x03+OK\r\n:42\r\n-ERR no\r\n$-1\r\n*-1\r\n*0\r\n*1\r\n*1\r\n*1\r\n:1\r\n");
+  Write(t, "large_bulk", "\x01\x02$100\r\n" + std::string(100, 'x') + "\r\n");
+  Write(t, "protocol_error", "\x10\x01*2\r\n?bad\r\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -397,6 +416,7 @@ int main(int argc, char** argv) {
   Receipt();
   PageToken();
   RequestValidation();
+  BoundedReplies();
   std::printf("corpus_gen: wrote %d files under %s\n", g_files, g_root.c_str());
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "admin/consumer/consumer_flags.h"
 #include "admin/inbox/bridge_flags.h"
+#include "admin/maintenance/sequence_watch.h"
 #include "admin/operations/operations_service.h"
 #include "admin/query/audit_query_service.h"
 #include "common/retention/retention.h"
@@ -36,9 +37,16 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
       maintenance::RetentionTables(h), retention::kMaxBatchSize, context.registry()));
   auto& inbox_gauges = context.Keep(std::make_unique<maintenance::InboxGauges>(
       options.bridge.inbox_consumer, context.registry()));
+  inbox::BridgeOptions reading = options.bridge;
+  reading.redis = context.Redis();
   auto& streams = context.Keep(std::make_unique<maintenance::StreamMaintenance>(
-      options.bridge.streams, inbox::ReceiptMaxLen(options.bridge), context.Redis(),
+      options.bridge.streams, inbox::ReceiptMaxLen(options.bridge), inbox::ReadingOptions(reading),
       context.registry()));
+  std::vector<std::string> owners;
+  for (const auto& [owner, stream] : options.bridge.streams)
+    owners.push_back(audit::OwnerName(owner));
+  auto& sequences = context.Keep(std::make_unique<maintenance::SequenceWatch>(
+      owners, h.sequence_gap_grace, context.registry()));
   using worker::Stopping;
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("housekeeping"),
@@ -52,6 +60,8 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
           {"stream.trim", h.stream_trim_interval,
            [&streams](pg::Connection*, const Stopping&) { return streams.Trim(); },
            /*database=*/false},
+          {"sequence.watch", h.sample_interval,
+           [&sequences](pg::Connection* c, const Stopping&) { return sequences.Check(*c); }},
           {"stream.gauges", h.sample_interval,
            [&streams](pg::Connection*, const Stopping&) { return streams.Sample(); },
            /*database=*/false}},
@@ -63,7 +73,9 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   query.streams = options.bridge.streams;
   query.group = options.bridge.group;
   query.consumer = options.bridge.inbox_consumer;
-  query.redis = context.Redis();
+  inbox::BridgeOptions reading = options.bridge;
+  reading.redis = context.Redis();
+  query.redis = inbox::ReadingOptions(reading);
   context.Serve(std::make_unique<query::AuditQueryService>(
                     context.pool(), context.Authorizer(query::AccessRules()), query),
                 "ulticode.admin.v1.AdminService");
@@ -93,6 +105,7 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
       " poison_retention(float8, integer) TO {role}",
       "GRANT SELECT, INSERT ON audit_logs TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
       " consumer_inbox_fencing_token TO {role}",
   };

@@ -22,3 +22,4 @@ CREATE TABLE idempotency_keys (
   principal text NOT NULL, request_id text NOT NULL, method text NOT NULL,
   request_sha256 bytea NOT NULL, response bytea NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (principal, request_id));
+CREATE SEQUENCE audit_outbox_sequence;

@@ -29,9 +29,14 @@ shape (bench/reference_*.sql). Phases:
              CPU and commit -> audit row lag, what synchronous replication
              costs
 
+  sequence   (ULTICODE_BENCH_PHASES=sequence) the reference with and
+             without event numbering's nextval round trip, alternated, as a
+             share of the closed loop's CPU per audited mutation
+
 ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
 the soak; ULTICODE_BENCH_PHASES=replication the closed loop and the
-replication phase.
+replication phase; ULTICODE_BENCH_PHASES=sequence the closed loop and the
+sequence phase.
 
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
@@ -222,24 +227,47 @@ class Suite:
         return {"commits": commits, "wal": wal, "idx": idx}
 
     # --- phases ------------------------------------------------------------
-    def reference(self):
-        log(f"reference: pgbench, {self.clients} clients, {self.seconds}s")
+    def reference_db(self):
+        self.mesh.psql("postgres", "DROP DATABASE IF EXISTS bench_ref")
         self.mesh.psql("postgres", "CREATE DATABASE bench_ref")
         subprocess.run([f"{PG_BIN}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
                         "-p", str(PG_PORT), "-U", "postgres", "-d", "bench_ref", "-f",
                         os.path.join(REPO, "bench/reference_schema.sql")],
                        env=self.mesh.env, check=True, capture_output=True)
+
+    def pgbench(self, script, seconds):
         b0 = busy_jiffies()
         out = subprocess.run([f"{PG_BIN}/pgbench", "-n", "-h", "127.0.0.1", "-p", str(PG_PORT),
                               "-U", "postgres", "-c", str(self.clients), "-j", "2", "-T",
-                              str(self.seconds), "-f",
-                              os.path.join(REPO, "bench/reference_txn.sql"), "bench_ref"],
+                              str(seconds), "-f", os.path.join(REPO, script), "bench_ref"],
                              env=self.mesh.env, check=True, capture_output=True, text=True).stdout
         b1 = busy_jiffies()
         tps = float(re.search(r"^tps = ([0-9.]+)", out, re.M).group(1))
         txns = int(re.search(r"actually processed: (\d+)", out).group(1))
-        self.result["reference"] = {"tps": tps, "transactions": txns,
-                                    "cpu_ms_per_txn": round((b1 - b0) * 1000 / HZ / txns, 3)}
+        return {"tps": tps, "transactions": txns,
+                "cpu_ms_per_txn": round((b1 - b0) * 1000 / HZ / txns, 3)}
+
+    def reference(self):
+        log(f"reference: pgbench, {self.clients} clients, {self.seconds}s")
+        self.reference_db()
+        self.result["reference"] = self.pgbench("bench/reference_txn.sql", self.seconds)
+
+    def sequence(self, closed_cpu_ms):
+        """What event numbering costs: the reference with and without the
+        nextval round trip, alternated twice each in this run."""
+        log(f"sequence: pgbench with and without nextval, 2 x 2 x {self.seconds}s")
+        self.reference_db()
+        runs = {"plain": [], "numbered": []}
+        for _ in range(2):
+            runs["plain"].append(self.pgbench("bench/reference_txn.sql", self.seconds))
+            runs["numbered"].append(self.pgbench("bench/reference_txn_numbered.sql", self.seconds))
+        tps = {k: sum(r["tps"] for r in v) / len(v) for k, v in runs.items()}
+        cpu = {k: sum(r["cpu_ms_per_txn"] for r in v) / len(v) for k, v in runs.items()}
+        return {"runs": runs,
+                "tps_numbered_vs_plain": round(tps["numbered"] / tps["plain"], 3),
+                "cpu_ms_added_per_txn": round(cpu["numbered"] - cpu["plain"], 3),
+                "share_of_audited_mutation_cpu": round((cpu["numbered"] - cpu["plain"]) /
+                                                       closed_cpu_ms, 3)}
 
     def closed(self, tag="closed"):
         log(f"closed loop ({tag}): {self.clients} in flight, {self.seconds}s")
@@ -397,6 +425,8 @@ class Suite:
             if self.phases == "all":
                 self.reference()
             max_rate = self.closed()
+            if self.phases == "sequence":
+                self.result["sequence"] = self.sequence(self.result["closed"]["cpu_ms_per_mutation"])
             if self.phases == "replication":
                 baseline = self.result["closed"]
                 self.result["replication"] = self.replication()
@@ -448,6 +478,12 @@ class Suite:
             k = r["soak"]
             log(f"soak at {k['rate']}/s: achieved {k['loadgen']['ok_per_second']:.0f}/s; growth over "
                 f"the last {k['second_half_seconds']} s (bytes): {k['second_half_growth_bytes']}")
+        if "sequence" in r:
+            q = r["sequence"]
+            log(f"event numbering: throughput x{q['tps_numbered_vs_plain']} of the plain business "
+                f"transaction, +{q['cpu_ms_added_per_txn']} ms CPU per transaction = "
+                f"{q['share_of_audited_mutation_cpu'] * 100:.1f} % of an audited mutation's CPU "
+                f"({r['closed']['cpu_ms_per_mutation']} ms in the closed loop)")
         if self.phases != "all":
             log(f"wrote {path}")
             return

@@ -25,8 +25,8 @@ namespace {
 
 void Check(const redisReply* r, const redis::ReplyLimits& limits, int depth) {
   FUZZ_CHECK(depth < 10000, "depth");
-  if (r->type == REDIS_REPLY_ERROR && absl::StartsWith(std::string(r->str, r->len),
-                                                       redis::kOmittedPrefix)) {
+  if (r->type == REDIS_REPLY_ERROR &&
+      absl::StartsWith(std::string(r->str, r->len), redis::kOmittedPrefix)) {
     FUZZ_CHECK(r->elements == 0 && r->element == nullptr, "an omitted array keeps elements");
     return;
   }

@@ -13,7 +13,8 @@
 # Environment: ULTICODE_BENCH_CLIENTS (32), ULTICODE_BENCH_DRAIN_EVENTS (100000),
 #              ULTICODE_BENCH_SOAK_SECONDS (0: no soak; the soak is 1800),
 #              ULTICODE_BENCH_PHASES (all; "soak": the closed loop and the soak only;
-#              "replication": the closed loop with no, an asynchronous and a synchronous standby),
+#              "replication": the closed loop with no, an asynchronous and a synchronous standby;
+#              "sequence": the closed loop and what event numbering costs),
 #              ULTICODE_BENCH_OUT (bench/results), ULTICODE_SKIP_DEPS and
 #              ULTICODE_NO_BUILD as for scripts/test.sh.
 # shellcheck source-path=SCRIPTDIR

@@ -1,6 +1,7 @@
 #include "admin/audit_logs/writer.h"
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metrics.h"
@@ -14,16 +15,16 @@ constexpr pg::Statement kInsert{
     "audit_logs.insert",
     "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action, entity_type,"
     "   entity_id, old_value, new_value, client_ip, user_agent, request_id, trace_id,"
-    "   occurred_at, envelope, signature, key_id)"
+    "   occurred_at, envelope, signature, key_id, owner_sequence)"
     " SELECT t.id, t.owner, t.type, t.actor, t.subject, t.action, t.etype, t.eid,"
     "   NULLIF(t.old, '')::jsonb, NULLIF(t.new, '')::jsonb, t.ip, t.ua, t.req, t.trace,"
     "   t.at::timestamptz, decode(t.env, 'hex'), NULLIF(decode(t.sig, 'hex'), ''), NULLIF(t.key, "
-    "'')"
+    "''), NULLIF(t.seq, '0')::bigint"
     " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
     "   $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],"
-    "   $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])"
+    "   $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])"
     "   AS t(id, owner, type, actor, subject, action, etype, eid, old, new, ip, ua, req, trace,"
-    "        at, env, sig, key)"
+    "        at, env, sig, key, seq)"
     " ON CONFLICT (event_id) DO NOTHING",
     absl::Seconds(30)};
 
@@ -39,7 +40,7 @@ absl::StatusOr<std::string> Json(const google::protobuf::Struct& s) {
 absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
                                         const std::vector<AuditLogInput>& logs) {
   if (logs.empty()) return 0;
-  std::vector<std::string> cols[18];
+  std::vector<std::string> cols[19];
   for (const AuditLogInput& in : logs) {
     const audit::AuditEvent& e = *in.event;
     const auto& r = e.record();
@@ -52,7 +53,7 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
     }
     const absl::Time at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
                           absl::Nanoseconds(e.occurred_at().nanos());
-    const std::string values[18] = {e.event_id(),
+    const std::string values[19] = {e.event_id(),
                                     audit::OwnerName(e.owner()),
                                     e.event_type(),
                                     r.actor(),
@@ -69,8 +70,9 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
                                     absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
                                     absl::BytesToHexString(*in.envelope),
                                     absl::BytesToHexString(*in.signature),
-                                    *in.key_id};
-    for (int i = 0; i < 18; ++i) cols[i].push_back(values[i]);
+                                    *in.key_id,
+                                    absl::StrCat(e.owner_sequence())};
+    for (int i = 0; i < 19; ++i) cols[i].push_back(values[i]);
   }
   pg::Params params;
   for (auto& c : cols) params.push_back(pg::TextArray(c));

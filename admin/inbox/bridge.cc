@@ -17,11 +17,8 @@ namespace {
 
 constexpr char kComponent[] = "admin.inbox_bridge";
 
-// Whoever can XADD to a stream chooses the size of what its reader gets: an
-// entry over the size limit is not read at all (poison too_large, fields
-// omitted), and a single value over 2 MiB (a Redis without
-// proto-max-bulk-len) fails the read before it is buffered. Admin then holds
-// at most batch_size entries of max_entry_bytes per stream.
+}  // namespace
+
 redis::Options ReadingOptions(const BridgeOptions& options) {
   redis::Options redis = options.redis;
   redis.reply_limits.max_array_bytes = options.limits.max_entry_bytes;
@@ -30,8 +27,6 @@ redis::Options ReadingOptions(const BridgeOptions& options) {
   redis.reply_limits.max_element_bytes = size_t{2} << 20;
   return redis;
 }
-
-}  // namespace
 
 int64_t ReceiptMaxLen(const BridgeOptions& options) {
   const auto full = static_cast<int64_t>(audit::MaxReceiptBytes(options.batch_size));

@@ -130,6 +130,15 @@ struct StreamCursor {
 // (at least 16).
 int64_t ReceiptMaxLen(const BridgeOptions& options);
 
+// Redis options for any connection of Admin's that reads the owner streams
+// (the bridge, the stream gauges, GetPipelineStatus: XINFO returns whole
+// entries too). Whoever can XADD to a stream chooses the size of what its
+// reader gets: an entry over the size limit is not read at all (poison
+// too_large, fields omitted), and a single value over 2 MiB (a Redis without
+// proto-max-bulk-len) fails the read before it is buffered. Admin then holds
+// at most batch_size entries of max_entry_bytes per stream.
+redis::Options ReadingOptions(const BridgeOptions& options);
+
 class InboxBridge {
  public:
   InboxBridge(BridgeOptions options, prometheus::Registry& registry, BridgeHooks hooks = {});

@@ -58,6 +58,10 @@ void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* o
   flags.Duration("stream-trim-interval", &options->stream_trim_interval,
                  "how often the owner streams are trimmed up to what every group acknowledged",
                  absl::Seconds(1), absl::Hours(1));
+  flags.Duration("sequence-gap-grace", &options->sequence_gap_grace,
+                 "an owner's event number still missing this long after a higher one arrived "
+                 "is reported (ulticode_owner_sequence_missing)",
+                 absl::Seconds(1), absl::Hours(24));
   retention::RegisterScheduleFlags(flags, &options->retention_interval, &options->sample_interval);
   flags.AddCheck([options] { return CheckRetention(*options); });
 }

@@ -43,10 +43,14 @@ struct AdminHousekeepingOptions {
   absl::Duration retention_interval = absl::Minutes(1);
   absl::Duration stream_trim_interval = absl::Minutes(1);
   absl::Duration sample_interval = absl::Seconds(15);
+  // An owner's event number still missing this long after a higher one
+  // arrived is reported (sequence_watch.h); checked every sample_interval.
+  absl::Duration sequence_gap_grace = absl::Minutes(15);
 };
 
 // --inbox-retention, --poison-retention, --stream-trim-interval,
-// --retention-interval and --metrics-sample-interval, with CheckRetention.
+// --sequence-gap-grace, --retention-interval and --metrics-sample-interval,
+// with CheckRetention.
 void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* options);
 
 // INVALID_ARGUMENT naming the flag when the inbox retention breaks the rule.

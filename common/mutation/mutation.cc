@@ -113,5 +113,19 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
   return status;
 }
 
+void LogAbandonedNumbers(absl::string_view method, const std::vector<int64_t>& numbers,
+                         const absl::Status& status) {
+  const size_t abandoned = status.ok() && !numbers.empty() ? numbers.size() - 1 : numbers.size();
+  for (size_t i = 0; i < abandoned; ++i) {
+    log::Warn("mutation",
+              pg::IsCommitOutcomeUnknown(status) && i + 1 == numbers.size()
+                  ? "audit event number taken; its commit outcome is unknown"
+                  : "audit event number taken and rolled back (Admin will report it missing)",
+              {{"method", std::string(method)},
+               {"owner_sequence", absl::StrCat(numbers[i])},
+               {"error", i + 1 == numbers.size() ? status.ToString() : "retried"}});
+  }
+}
+
 }  // namespace internal
 }  // namespace ulticode::mutation

@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,6 +54,12 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
                          absl::string_view request_id, google::protobuf::Message& response,
                          const std::function<absl::Status(pg::Transaction&)>& body,
                          const MutationHooks& hooks);
+// Every owner_sequence number in `numbers` (one per attempt, in order) that
+// did not commit: all of them when `status` is an error, all but the last
+// otherwise. Each leaves a gap Admin will report, so each is logged (warn)
+// with the method and why, for the operator who looks into that gap.
+void LogAbandonedNumbers(absl::string_view method, const std::vector<int64_t>& numbers,
+                         const absl::Status& status);
 }  // namespace internal
 
 // What a mutating handler's body returns: the response and, when it changed
@@ -88,15 +95,21 @@ absl::StatusOr<Response> RunMutation(
     const std::function<absl::StatusOr<Outcome<Response>>(pg::Transaction&)>& body,
     const MutationHooks& hooks = {}) {
   Response response;
-  RETURN_IF_ERROR(internal::RunMutation(
+  std::vector<int64_t> numbers;  // owner_sequence taken by each attempt
+  const absl::Status status = internal::RunMutation(
       pool, method, request, principal, request_id, response,
       [&](pg::Transaction& tx) -> absl::Status {
         ASSIGN_OR_RETURN(Outcome<Response> outcome, body(tx));
-        if (outcome.event.has_value()) RETURN_IF_ERROR(outbox::Append(tx, *outcome.event, signer));
+        if (outcome.event.has_value()) {
+          ASSIGN_OR_RETURN(const int64_t number, outbox::Append(tx, *outcome.event, signer));
+          numbers.push_back(number);
+        }
         response = std::move(outcome.response);
         return absl::OkStatus();
       },
-      hooks));
+      hooks);
+  internal::LogAbandonedNumbers(method, numbers, status);
+  RETURN_IF_ERROR(status);
   return response;
 }
 

@@ -9,10 +9,13 @@
 namespace ulticode::outbox {
 namespace {
 
+constexpr pg::Statement kNextSequence{"outbox.next_sequence",
+                                      "SELECT nextval('audit_outbox_sequence')"};
+
 constexpr pg::Statement kAppend{
     "outbox.append",
-    "INSERT INTO audit_outbox (event_id, event_type, payload, signature, key_id)"
-    " VALUES ($1::uuid, $2, $3, $4, $5)"};
+    "INSERT INTO audit_outbox (event_id, event_type, payload, signature, key_id, owner_sequence)"
+    " VALUES ($1::uuid, $2, $3, $4, $5, $6)"};
 
 // Due rows, locked for the cycle's transaction; rows another dispatcher
 // holds are skipped, never waited for.
@@ -95,16 +98,21 @@ std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.su
 
 }  // namespace
 
-absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
-                    const crypto::SigningKey& signer) {
+absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
+                               const crypto::SigningKey& signer) {
   RETURN_IF_ERROR(audit::Validate(event));
-  const std::string payload = audit::Serialize(event);
+  ASSIGN_OR_RETURN(pg::Result next, tx.Execute(kNextSequence));
+  const int64_t sequence = next.GetInt64(0, 0);
+  audit::AuditEvent numbered = event;
+  numbered.set_owner_sequence(static_cast<uint64_t>(sequence));
+  const std::string payload = audit::Serialize(numbered);
   // An unsigned row would be refused by Admin forever: roll the change back.
   ASSIGN_OR_RETURN(const std::string signature, signer.Sign(payload));
-  return tx
-      .Execute(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()),
-                         pg::Bytes(payload), pg::Bytes(signature), pg::Text(signer.key_id())})
-      .status();
+  RETURN_IF_ERROR(tx.Execute(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()),
+                                       pg::Bytes(payload), pg::Bytes(signature),
+                                       pg::Text(signer.key_id()), pg::Int(sequence)})
+                      .status());
+  return sequence;
 }
 
 absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) {
@@ -199,6 +207,8 @@ const std::vector<std::string>& RuntimeGrants() {
       " fencing_token, last_error, stream_entry_id, published_at, confirmed_at, resends,"
       " publication, receipts_after) ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
+      // nextval only (USAGE): numbers are taken, never set (migration 10009).
+      "GRANT USAGE ON SEQUENCE audit_outbox_sequence TO {role}",
       // Not used any more; kept for one release so that dispatchers of the
       // previous version keep working during a rolling upgrade (owner-side.md).
       "GRANT USAGE ON SEQUENCE audit_outbox_fencing_token TO {role}",

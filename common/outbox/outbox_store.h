@@ -34,11 +34,12 @@ const std::vector<std::string>& RuntimeGrants();
 // LISTEN channel notified on every commit that appended rows.
 inline constexpr char kNotifyChannel[] = "audit_outbox";
 
-// Validates, signs (Ed25519 over the exact serialized bytes) and appends
-// `event` inside `tx`. INVALID_ARGUMENT when the event breaks the contract
-// (a bug in the caller, never the client's fault).
-absl::Status Append(pg::Transaction& tx, const audit::AuditEvent& event,
-                    const crypto::SigningKey& signer);
+// Numbers (the owner's next owner_sequence), validates, signs (Ed25519 over
+// the exact serialized bytes) and appends `event` inside `tx`; returns the
+// number, which is lost if `tx` rolls back. INVALID_ARGUMENT when the event
+// breaks the contract (a bug in the caller, never the client's fault).
+absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
+                               const crypto::SigningKey& signer);
 
 // A due row, locked by the dispatcher's cycle transaction.
 struct ClaimedRow {

@@ -3,7 +3,11 @@
 //  - an owner's Redis login writes entries as large as Redis lets it (one
 //    value of 200 MB, and four entries of 200 fields of 1 MB): Redis refuses
 //    the first, the four become poison (too_large) without Admin ever
-//    holding them, and both owners' events keep reaching audit_logs.
+//    holding them, and both owners' events keep reaching audit_logs;
+//  - an owner's database login keeps a committed event from Admin (marks it
+//    CONFIRMED before it was ever published): Admin reports its number
+//    missing once later events arrived, and the gap resolves when an
+//    operator's Replay brings the event after all.
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -19,6 +23,7 @@
 #include "tests/support/tokens.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
+#include "ulticode/outbox/v1/outbox.grpc.pb.h"
 
 namespace ulticode {
 namespace {
@@ -51,6 +56,8 @@ class HostilePeersTest : public ::testing::Test {
     ULTI_REQUIRE_REDIS(redis);
     testing::MeshOptions options;
     options.prefix = "hostile";
+    // Gaps are reported 2 s after a higher number arrived, checked each second.
+    options.admin_args = {"--sequence-gap-grace=2s", "--metrics-sample-interval=1s"};
     mesh_ = std::make_unique<Mesh>(pg, redis, options);
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
@@ -107,6 +114,32 @@ class HostilePeersTest : public ::testing::Test {
 
   int64_t Admin(const std::string& sql) { return QueryInt(*admin_db_, sql); }
 
+  // A connection to `service`'s database as its runtime role: the login a
+  // compromised owner host (or a leaked password) gives.
+  std::unique_ptr<pg::Connection> AsRuntime(Service service) {
+    pg::ConnectOptions o;
+    const std::string dsn = mesh_->Dsn(service);
+    o.conninfo = dsn.substr(0, dsn.find(" user=")) + dsn.substr(dsn.find(" dbname="));
+    o.user = mesh_->RuntimeRole(service);
+    o.password = mesh_->RuntimePassword(service);
+    auto c = pg::Connection::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::string CreateUser(const std::string& name) {
+    grpc::ClientContext a;
+    As(&a, "alice", "auth.admin");
+    auth::v1::CreateUserRequest user;
+    user.set_username(name);
+    user.set_email(name + "@example.com");
+    auth::v1::CreateUserResponse created;
+    const grpc::Status s = auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
+                               ->CreateUser(&a, user, &created);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return created.event_id();
+  }
+
   std::unique_ptr<Mesh> mesh_;
   std::unique_ptr<pg::Connection> admin_db_;
   std::unique_ptr<redis::Client> redis_;
@@ -144,6 +177,59 @@ TEST_F(HostilePeersTest, HugeEntriesFromAnOwnersRedisLoginBecomePoisonWhileAdmin
   ASSERT_GT(peak, 0);
   EXPECT_LT(peak, int64_t{256} << 20) << "Admin's peak RSS";
   std::cout << "[hostile_peers] Admin peak RSS " << (peak >> 20) << " MiB\n";
+}
+
+// (Without the numbers, nothing at Admin noticed: the event was simply
+// never there.)
+TEST_F(HostilePeersTest, AnEventKeptFromAdminByTheOwnersDatabaseLoginIsReportedMissing) {
+  MutateBoth(0);
+  ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 2; },
+                      std::chrono::seconds(30)));
+  // Auth cannot publish for a moment (its stream key holds a string), so
+  // its next event stays in the outbox after one failed attempt...
+  const std::string stream = mesh_->auth_stream();
+  ASSERT_TRUE(redis_->Command({"DEL", stream}).ok());
+  ASSERT_TRUE(redis_->Command({"SET", stream, "blocked"}).ok());
+  const std::string kept = CreateUser("kept-from-admin");
+  auto auth = AsRuntime(Service::kAuth);
+  ASSERT_NE(auth, nullptr);
+  const std::string where = " WHERE event_id = '" + kept + "'";
+  const std::string row = " FROM audit_outbox" + where;
+  ASSERT_TRUE(WaitFor([&] { return QueryInt(*auth, "SELECT publication" + row) >= 1; },
+                      std::chrono::seconds(30)));
+  // ...where the owner's own database login marks it CONFIRMED.
+  const std::string suppress = "UPDATE audit_outbox SET state = 'CONFIRMED'" + where;
+  ASSERT_TRUE(auth->Execute(pg::Statement{"suppress", suppress.c_str()}).ok());
+  const int64_t number = QueryInt(*auth, "SELECT owner_sequence" + row);
+  ASSERT_GT(number, 0);
+  ASSERT_TRUE(redis_->Command({"DEL", stream}).ok());
+  for (int i = 1; i <= 2; ++i) MutateBoth(i);
+
+  const std::string gap = absl::StrCat(
+      "SELECT count(*) FROM owner_sequence_gaps WHERE owner ="
+      " 'auth' AND first_missing = ",
+      number, " AND last_missing = ", number);
+  EXPECT_TRUE(WaitFor([&] { return Admin(gap + " AND resolved_at IS NULL") == 1; },
+                      std::chrono::seconds(30)))
+      << mesh_->Output(Service::kAdmin, 0);
+  EXPECT_EQ(Admin("SELECT count(*) FROM owner_sequence_gaps"), 1) << "app lost nothing";
+  EXPECT_EQ(Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + kept + "'"), 0);
+
+  // An operator brings it back: Replay re-sends the owner's confirmed rows.
+  grpc::ClientContext c;
+  As(&c, "olga", "audit.operator");
+  outbox::v1::ReplayRequest replay;
+  replay.mutable_from()->set_seconds(absl::ToUnixSeconds(absl::Now() - absl::Hours(1)));
+  replay.mutable_to()->set_seconds(absl::ToUnixSeconds(absl::Now() + absl::Minutes(1)));
+  replay.set_reason("event numbers missing at Admin");
+  outbox::v1::ReplayResponse replayed;
+  const grpc::Status s = outbox::v1::OutboxOperations::NewStub(mesh_->Channel(Service::kAuth, 0))
+                             ->Replay(&c, replay, &replayed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(WaitFor([&] { return Admin(gap + " AND resolved_at IS NOT NULL") == 1; },
+                      std::chrono::seconds(30)))
+      << mesh_->Output(Service::kAdmin, 0);
+  EXPECT_EQ(Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + kept + "'"), 1);
 }
 
 }  // namespace

@@ -117,7 +117,9 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRolesHaveOnlyTheirDml) {
   for (const char* sql :
        {"DELETE FROM audit_outbox", "DELETE FROM users", "TRUNCATE users",
         "DELETE FROM idempotency_keys", "UPDATE roles SET description = ''", "DROP TABLE users",
-        "CREATE TABLE shadow (x int)", "DELETE FROM schema_migrations"}) {
+        "CREATE TABLE shadow (x int)", "DELETE FROM schema_migrations",
+        "SELECT setval('audit_outbox_sequence', 1)",
+        "UPDATE audit_outbox SET owner_sequence = 1"}) {
     absl::Status s = Exec(**auth, sql);
     EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << sql << ": " << s;
   }

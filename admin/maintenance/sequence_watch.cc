@@ -16,10 +16,9 @@ constexpr pg::Statement kState{
     " FROM owner_sequence_checked WHERE owner = $1"};
 
 // Both ends come from the partial index on (owner, owner_sequence).
-constexpr pg::Statement kBounds{
-    "sequence.bounds",
-    "SELECT min(owner_sequence), max(owner_sequence) FROM audit_logs"
-    " WHERE owner = $1 AND owner_sequence IS NOT NULL"};
+constexpr pg::Statement kBounds{"sequence.bounds",
+                                "SELECT min(owner_sequence), max(owner_sequence) FROM audit_logs"
+                                " WHERE owner = $1 AND owner_sequence IS NOT NULL"};
 
 // The first check of an owner starts at its lowest number: history from
 // before the owners numbered their events is not reported.
@@ -48,26 +47,26 @@ constexpr pg::Statement kRecordGaps{
     " ON CONFLICT (owner, first_missing) DO NOTHING"
     " RETURNING first_missing, last_missing"};
 
-constexpr pg::Statement kAdvance{
-    "sequence.advance",
-    "UPDATE owner_sequence_checked SET through = $2::bigint,"
-    "   horizon = greatest($2::bigint, $3::bigint), horizon_at = now()"
-    " WHERE owner = $1"};
+constexpr pg::Statement kAdvance{"sequence.advance",
+                                 "UPDATE owner_sequence_checked SET through = $2::bigint,"
+                                 "   horizon = greatest($2::bigint, $3::bigint), horizon_at = now()"
+                                 " WHERE owner = $1"};
 
-#define ULTI_GAP_PRESENT                                                         \
+#define ULTI_GAP_PRESENT                                                             \
   "(SELECT count(DISTINCT owner_sequence) FROM audit_logs a WHERE a.owner = g.owner" \
   "   AND a.owner_sequence BETWEEN g.first_missing AND g.last_missing)"
 
-constexpr pg::Statement kResolve{
-    "sequence.resolve",
-    "UPDATE owner_sequence_gaps g SET resolved_at = now()"
-    " WHERE owner = $1 AND resolved_at IS NULL"
-    "   AND " ULTI_GAP_PRESENT " = g.last_missing - g.first_missing + 1"
-    " RETURNING first_missing, last_missing"};
+constexpr pg::Statement kResolve{"sequence.resolve",
+                                 "UPDATE owner_sequence_gaps g SET resolved_at = now()"
+                                 " WHERE owner = $1 AND resolved_at IS NULL"
+                                 "   AND " ULTI_GAP_PRESENT
+                                 " = g.last_missing - g.first_missing + 1"
+                                 " RETURNING first_missing, last_missing"};
 
 constexpr pg::Statement kMissing{
     "sequence.missing",
-    "SELECT coalesce(sum(g.last_missing - g.first_missing + 1 - " ULTI_GAP_PRESENT "), 0)"
+    "SELECT coalesce(sum(g.last_missing - g.first_missing + 1 - " ULTI_GAP_PRESENT
+    "), 0)"
     " FROM owner_sequence_gaps g WHERE owner = $1 AND resolved_at IS NULL"};
 
 }  // namespace
@@ -104,20 +103,20 @@ absl::Status SequenceWatch::CheckOwner(pg::Connection& conn, const std::string& 
   ASSIGN_OR_RETURN(pg::Result bounds, conn.Execute(kBounds, {pg::Text(owner)}));
   if (bounds.IsNull(0, 1)) return absl::OkStatus();  // no numbered event yet
   const int64_t lowest = bounds.GetInt64(0, 0), highest = bounds.GetInt64(0, 1);
-  ASSIGN_OR_RETURN(pg::Result state,
-                   conn.Execute(kState, {pg::Text(owner), pg::Seconds(grace_)}));
+  ASSIGN_OR_RETURN(pg::Result state, conn.Execute(kState, {pg::Text(owner), pg::Seconds(grace_)}));
   if (state.empty()) {
     return conn.Execute(kStart, {pg::Text(owner), pg::Int(lowest - 1), pg::Int(highest)}).status();
   }
   const int64_t through = state.GetInt64(0, 0), horizon = state.GetInt64(0, 1);
   if (state.GetBool(0, 2)) {  // the horizon is `grace` old: examine up to it
     if (horizon > through) {
-      ASSIGN_OR_RETURN(pg::Result present, conn.Execute(kPresent, {pg::Text(owner), pg::Int(through),
-                                                                   pg::Int(horizon)}));
+      ASSIGN_OR_RETURN(
+          pg::Result present,
+          conn.Execute(kPresent, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
       if (present.GetInt64(0, 0) < horizon - through) {
-        ASSIGN_OR_RETURN(pg::Result found, conn.Execute(kRecordGaps, {pg::Text(owner),
-                                                                      pg::Int(through),
-                                                                      pg::Int(horizon)}));
+        ASSIGN_OR_RETURN(
+            pg::Result found,
+            conn.Execute(kRecordGaps, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
         for (int i = 0; i < found.rows(); ++i) {
           gaps_->Add({{"owner", owner}}).Increment();
           log::Error(kComponent, "event numbers missing: committed events that never arrived",

@@ -315,9 +315,12 @@ ulticode_pg_stop() {
 
 ulticode_pg_kill9() {
   local datadir="${1:?usage: ulticode_pg_kill9 <datadir>}" postmaster children p
+  local port sockdir
   local deadline=$((SECONDS + 30))
   datadir="$(realpath -m -- "${datadir}")"
   postmaster="$(sed -n '1p' "${datadir}/postmaster.pid" 2>/dev/null)"
+  port="$(sed -n '4p' "${datadir}/postmaster.pid" 2>/dev/null)"
+  sockdir="$(sed -n '5p' "${datadir}/postmaster.pid" 2>/dev/null)"
   [[ "${postmaster}" =~ ^[0-9]+$ ]] && ulticode_pid_alive "${postmaster}" || return 0
   # Every server process is a child of the postmaster.
   children="$(pgrep -P "${postmaster}" || true)"
@@ -329,6 +332,13 @@ ulticode_pg_kill9() {
       sleep 0.05
     done
   done
+  # A killed postmaster stays a zombie until init reaps it, which some inits
+  # do late; PostgreSQL takes a lock file naming a pid that still exists for
+  # a running server. Remove its lock files, as its own exit would have.
+  rm -f -- "${datadir}/postmaster.pid"
+  if [[ "${port}" =~ ^[0-9]+$ && -n "${sockdir}" && -d "${sockdir}" ]]; then
+    rm -f -- "${sockdir}/.s.PGSQL.${port}" "${sockdir}/.s.PGSQL.${port}.lock"
+  fi
 }
 
 ulticode_pg_standby() {

@@ -1,5 +1,7 @@
 #include "admin/maintenance/sequence_watch.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
@@ -32,42 +34,74 @@ constexpr pg::Statement kPresent{
     "SELECT count(DISTINCT owner_sequence) FROM audit_logs"
     " WHERE owner = $1 AND owner_sequence > $2 AND owner_sequence <= $3"};
 
-// Runs of numbers in (through, horizon] with no row, between sentinels at
-// both ends.
-constexpr pg::Statement kRecordGaps{
-    "sequence.record_gaps",
-    "INSERT INTO owner_sequence_gaps (owner, first_missing, last_missing)"
-    " SELECT $1, n + 1, next - 1 FROM ("
-    "   SELECT n, lead(n) OVER (ORDER BY n) AS next FROM ("
-    "     SELECT $2::bigint AS n"
-    "     UNION ALL SELECT owner_sequence FROM audit_logs"
-    "       WHERE owner = $1 AND owner_sequence > $2 AND owner_sequence <= $3"
-    "     UNION ALL SELECT $3::bigint + 1) s) g"
-    " WHERE next > n + 1"
-    " ON CONFLICT (owner, first_missing) DO NOTHING"
-    " RETURNING first_missing, last_missing"};
+constexpr pg::Statement kNumbers{
+    "sequence.numbers",
+    "SELECT DISTINCT owner_sequence FROM audit_logs"
+    " WHERE owner = $1 AND owner_sequence > $2 AND owner_sequence <= $3 ORDER BY 1"};
+
+// The runs the owner attested as taken and never committed (its
+// <owner>.outbox.numbers_voided events, number_attestor.h).
+constexpr pg::Statement kVoids{
+    "sequence.voids",
+    "SELECT (r->>0)::bigint, (r->>1)::bigint"
+    " FROM audit_logs, jsonb_array_elements(new_value->'runs') r"
+    " WHERE entity_type = 'audit_outbox' AND entity_id = $1 AND owner = $1"
+    "   AND event_type = $1 || '.outbox.numbers_voided'"};
 
 constexpr pg::Statement kAdvance{"sequence.advance",
                                  "UPDATE owner_sequence_checked SET through = $2::bigint,"
                                  "   horizon = greatest($2::bigint, $3::bigint), horizon_at = now()"
                                  " WHERE owner = $1"};
 
-#define ULTI_GAP_PRESENT                                                             \
-  "(SELECT count(DISTINCT owner_sequence) FROM audit_logs a WHERE a.owner = g.owner" \
-  "   AND a.owner_sequence BETWEEN g.first_missing AND g.last_missing)"
+constexpr pg::Statement kRecordGap{
+    "sequence.record_gap",
+    "INSERT INTO owner_sequence_gaps (owner, first_missing, last_missing) VALUES ($1, $2, $3)"
+    " ON CONFLICT (owner, first_missing) DO NOTHING"};
 
-constexpr pg::Statement kResolve{"sequence.resolve",
-                                 "UPDATE owner_sequence_gaps g SET resolved_at = now()"
-                                 " WHERE owner = $1 AND resolved_at IS NULL"
-                                 "   AND " ULTI_GAP_PRESENT
-                                 " = g.last_missing - g.first_missing + 1"
-                                 " RETURNING first_missing, last_missing"};
+constexpr pg::Statement kOpenGaps{
+    "sequence.open_gaps",
+    "SELECT first_missing, last_missing FROM owner_sequence_gaps"
+    " WHERE owner = $1 AND resolved_at IS NULL ORDER BY first_missing"};
 
-constexpr pg::Statement kMissing{
-    "sequence.missing",
-    "SELECT coalesce(sum(g.last_missing - g.first_missing + 1 - " ULTI_GAP_PRESENT
-    "), 0)"
-    " FROM owner_sequence_gaps g WHERE owner = $1 AND resolved_at IS NULL"};
+constexpr pg::Statement kResolve{
+    "sequence.resolve",
+    "UPDATE owner_sequence_gaps SET resolved_at = now()"
+    " WHERE owner = $1 AND first_missing = $2 AND resolved_at IS NULL"};
+
+using Run = std::pair<int64_t, int64_t>;  // first, last (inclusive)
+
+// How many numbers of [first, last] the runs cover (the owner's runs do not
+// overlap).
+int64_t Covered(const std::vector<Run>& runs, int64_t first, int64_t last) {
+  int64_t n = 0;
+  for (const auto& [a, b] : runs)
+    n += std::max<int64_t>(0, std::min(b, last) - std::max(a, first) + 1);
+  return n;
+}
+
+// The runs of (through, horizon] that are neither in `present` (ascending)
+// nor attested void.
+std::vector<Run> Missing(int64_t through, int64_t horizon, const pg::Result& present,
+                         std::vector<Run> voids) {
+  std::vector<Run> missing;
+  std::sort(voids.begin(), voids.end());
+  auto add = [&](int64_t first, int64_t last) {
+    for (const auto& [a, b] : voids) {
+      if (b < first || a > last) continue;
+      if (a > first) missing.emplace_back(first, a - 1);
+      first = b + 1;
+      if (first > last) return;
+    }
+    if (first <= last) missing.emplace_back(first, last);
+  };
+  int64_t next = through + 1;
+  for (int i = 0; i <= present.rows(); ++i) {
+    const int64_t n = i < present.rows() ? present.GetInt64(i, 0) : horizon + 1;
+    if (n > next) add(next, n - 1);
+    next = n + 1;
+  }
+  return missing;
+}
 
 }  // namespace
 
@@ -107,38 +141,56 @@ absl::Status SequenceWatch::CheckOwner(pg::Connection& conn, const std::string& 
   if (state.empty()) {
     return conn.Execute(kStart, {pg::Text(owner), pg::Int(lowest - 1), pg::Int(highest)}).status();
   }
+  ASSIGN_OR_RETURN(pg::Result void_rows, conn.Execute(kVoids, {pg::Text(owner)}));
+  std::vector<Run> voids;
+  for (int i = 0; i < void_rows.rows(); ++i) {
+    voids.emplace_back(void_rows.GetInt64(i, 0), void_rows.GetInt64(i, 1));
+  }
   const int64_t through = state.GetInt64(0, 0), horizon = state.GetInt64(0, 1);
   if (state.GetBool(0, 2)) {  // the horizon is `grace` old: examine up to it
-    if (horizon > through) {
-      ASSIGN_OR_RETURN(
-          pg::Result present,
-          conn.Execute(kPresent, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
-      if (present.GetInt64(0, 0) < horizon - through) {
-        ASSIGN_OR_RETURN(
-            pg::Result found,
-            conn.Execute(kRecordGaps, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
-        for (int i = 0; i < found.rows(); ++i) {
-          gaps_->Add({{"owner", owner}}).Increment();
-          log::Error(kComponent, "event numbers missing: committed events that never arrived",
-                     {{"owner", owner},
-                      {"first", absl::StrCat(found.GetInt64(i, 0))},
-                      {"last", absl::StrCat(found.GetInt64(i, 1))}});
-        }
-      }
-    }
+    if (horizon > through) RETURN_IF_ERROR(RecordGaps(conn, owner, through, horizon, voids));
     RETURN_IF_ERROR(conn.Execute(kAdvance, {pg::Text(owner), pg::Int(std::max(through, horizon)),
                                             pg::Int(highest)})
                         .status());
   }
-  ASSIGN_OR_RETURN(pg::Result resolved, conn.Execute(kResolve, {pg::Text(owner)}));
-  for (int i = 0; i < resolved.rows(); ++i) {
-    log::Info(kComponent, "missing event numbers arrived after all",
-              {{"owner", owner},
-               {"first", absl::StrCat(resolved.GetInt64(i, 0))},
-               {"last", absl::StrCat(resolved.GetInt64(i, 1))}});
+  // Open gaps: resolved once every number arrived or was attested void.
+  ASSIGN_OR_RETURN(pg::Result open, conn.Execute(kOpenGaps, {pg::Text(owner)}));
+  int64_t missing = 0;
+  for (int i = 0; i < open.rows(); ++i) {
+    const int64_t first = open.GetInt64(i, 0), last = open.GetInt64(i, 1);
+    ASSIGN_OR_RETURN(pg::Result present,
+                     conn.Execute(kPresent, {pg::Text(owner), pg::Int(first - 1), pg::Int(last)}));
+    const int64_t still = last - first + 1 - present.GetInt64(0, 0) - Covered(voids, first, last);
+    if (still > 0) {
+      missing += still;
+      continue;
+    }
+    RETURN_IF_ERROR(conn.Execute(kResolve, {pg::Text(owner), pg::Int(first)}).status());
+    log::Info(kComponent, "missing event numbers arrived or were attested void",
+              {{"owner", owner}, {"first", absl::StrCat(first)}, {"last", absl::StrCat(last)}});
   }
-  ASSIGN_OR_RETURN(pg::Result missing, conn.Execute(kMissing, {pg::Text(owner)}));
-  missing_->Add({{"owner", owner}}).Set(static_cast<double>(missing.GetInt64(0, 0)));
+  missing_->Add({{"owner", owner}}).Set(static_cast<double>(missing));
+  return absl::OkStatus();
+}
+
+absl::Status SequenceWatch::RecordGaps(pg::Connection& conn, const std::string& owner,
+                                       int64_t through, int64_t horizon,
+                                       const std::vector<Run>& voids) {
+  ASSIGN_OR_RETURN(pg::Result present,
+                   conn.Execute(kPresent, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
+  if (present.GetInt64(0, 0) + Covered(voids, through + 1, horizon) >= horizon - through) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(pg::Result numbers,
+                   conn.Execute(kNumbers, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
+  for (const auto& [first, last] : Missing(through, horizon, numbers, voids)) {
+    ASSIGN_OR_RETURN(pg::Result added,
+                     conn.Execute(kRecordGap, {pg::Text(owner), pg::Int(first), pg::Int(last)}));
+    if (added.affected_rows() == 0) continue;
+    gaps_->Add({{"owner", owner}}).Increment();
+    log::Error(kComponent, "event numbers missing: committed events that never arrived",
+               {{"owner", owner}, {"first", absl::StrCat(first)}, {"last", absl::StrCat(last)}});
+  }
   return absl::OkStatus();
 }
 

@@ -2,8 +2,10 @@
 // the business transaction (AuditEvent.owner_sequence, signed): a number
 // that has not reached audit_logs a grace period after a higher one had is
 // an event that committed and was kept from Admin (marked CONFIRMED or DEAD
-// by someone holding the owner's database login, say), or a transaction that
-// took a number and rolled back (its owner logs that number).
+// by someone holding the owner's database login, say). Numbers an owner took
+// and never committed (rollbacks, crashes, the numbers a sequence skips after
+// a failover) are attested void by the owner itself
+// (common/outbox/number_attestor.h) and do not count as missing.
 //
 // Each Check, per owner: the highest number seen becomes the horizon; once
 // the horizon is `grace` old, the numbers up to it are examined (one index
@@ -14,7 +16,9 @@
 // missing; alert UlticodeEventsMissing.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,6 +39,9 @@ class SequenceWatch {
 
  private:
   absl::Status CheckOwner(pg::Connection& conn, const std::string& owner);
+  // Records the runs of (through, horizon] neither present nor attested void.
+  absl::Status RecordGaps(pg::Connection& conn, const std::string& owner, int64_t through,
+                          int64_t horizon, const std::vector<std::pair<int64_t, int64_t>>& voids);
 
   const std::vector<std::string> owners_;
   const absl::Duration grace_;

@@ -15,14 +15,14 @@ namespace ulticode::audit {
 namespace {
 
 constexpr const char* kAuthTypes[] = {
-    "auth.user.created",    "auth.user.disabled",        "auth.role.assigned",
-    "auth.role.revoked",    "auth.login_policy.updated", "auth.outbox.redriven",
-    "auth.outbox.replayed",
+    "auth.user.created",    "auth.user.disabled",         "auth.role.assigned",
+    "auth.role.revoked",    "auth.login_policy.updated",  "auth.outbox.redriven",
+    "auth.outbox.replayed", "auth.outbox.numbers_voided",
 };
 constexpr const char* kAppTypes[] = {
     "app.problem.created",       "app.problem.updated",         "app.contest.created",
     "app.contest.problem_added", "app.contest.problem_removed", "app.contest.published",
-    "app.outbox.redriven",       "app.outbox.replayed",
+    "app.outbox.redriven",       "app.outbox.replayed",         "app.outbox.numbers_voided",
 };
 constexpr const char* kAdminTypes[] = {
     "admin.inbox.requeued",

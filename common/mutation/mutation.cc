@@ -120,7 +120,7 @@ void LogAbandonedNumbers(absl::string_view method, const std::vector<int64_t>& n
     log::Warn("mutation",
               pg::IsCommitOutcomeUnknown(status) && i + 1 == numbers.size()
                   ? "audit event number taken; its commit outcome is unknown"
-                  : "audit event number taken and rolled back (Admin will report it missing)",
+                  : "audit event number taken and rolled back (attested void later)",
               {{"method", std::string(method)},
                {"owner_sequence", absl::StrCat(numbers[i])},
                {"error", i + 1 == numbers.size() ? status.ToString() : "retried"}});

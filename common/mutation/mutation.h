@@ -56,8 +56,8 @@ absl::Status RunMutation(pg::Pool& pool, absl::string_view method,
                          const MutationHooks& hooks);
 // Every owner_sequence number in `numbers` (one per attempt, in order) that
 // did not commit: all of them when `status` is an error, all but the last
-// otherwise. Each leaves a gap Admin will report, so each is logged (warn)
-// with the method and why, for the operator who looks into that gap.
+// otherwise. Each is logged (warn) with the method and why; the owner's
+// NumberAttestor later tells Admin it was never committed.
 void LogAbandonedNumbers(absl::string_view method, const std::vector<int64_t>& numbers,
                          const absl::Status& status);
 }  // namespace internal

@@ -42,6 +42,10 @@ void RegisterHousekeepingFlags(config::Flags& flags, OwnerHousekeepingOptions* o
                  "idempotency keys are deleted this long after the request (a retry after that "
                  "is a new request)",
                  absl::Minutes(1), absl::Hours(24 * 3650));
+  flags.Duration("outbox-number-settle", &options->number_settle,
+                 "event numbers taken at least this long ago and never committed are attested "
+                 "to Admin as void (longer than any transaction lasts)",
+                 absl::Seconds(1), absl::Hours(1));
   retention::RegisterScheduleFlags(flags, &options->retention_interval, &options->sample_interval);
 }
 

@@ -24,11 +24,14 @@ struct OwnerHousekeepingOptions {
   absl::Duration idempotency_retention = absl::Hours(24);
   absl::Duration retention_interval = absl::Minutes(1);
   absl::Duration sample_interval = absl::Seconds(15);
+  // How old a sequence position must be before the numbers up to it are
+  // attested (number_attestor.h); attested every sample_interval.
+  absl::Duration number_settle = absl::Minutes(2);
 };
 
 // The outbox's tables for retention::Retention.
-// --outbox-retention, --idempotency-retention, --retention-interval and
-// --metrics-sample-interval.
+// --outbox-retention, --idempotency-retention, --outbox-number-settle,
+// --retention-interval and --metrics-sample-interval.
 void RegisterHousekeepingFlags(config::Flags& flags, OwnerHousekeepingOptions* options);
 
 std::vector<retention::Table> RetentionTables(const OwnerHousekeepingOptions& options);

@@ -207,8 +207,10 @@ const std::vector<std::string>& RuntimeGrants() {
       " fencing_token, last_error, stream_entry_id, published_at, confirmed_at, resends,"
       " publication, receipts_after) ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
-      // nextval only (USAGE): numbers are taken, never set (migration 10009).
-      "GRANT USAGE ON SEQUENCE audit_outbox_sequence TO {role}",
+      // nextval and reading its position: numbers are taken, never set
+      // (migration 10009; setval needs UPDATE).
+      "GRANT USAGE, SELECT ON SEQUENCE audit_outbox_sequence TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON outbox_numbers_attested TO {role}",
       // Not used any more; kept for one release so that dispatchers of the
       // previous version keep working during a rolling upgrade (owner-side.md).
       "GRANT USAGE ON SEQUENCE audit_outbox_fencing_token TO {role}",

@@ -5,6 +5,7 @@
 #include "common/operations/operations_service.h"
 #include "common/outbox/dispatcher_flags.h"
 #include "common/outbox/migrations.h"
+#include "common/outbox/number_attestor.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
 #include "common/retention/retention.h"
@@ -43,6 +44,9 @@ void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOption
   auto& retention = context.Keep(std::make_unique<retention::Retention>(
       outbox::RetentionTables(options), retention::kMaxBatchSize, context.registry()));
   auto& gauges = context.Keep(std::make_unique<outbox::OutboxGauges>(owner, context.registry()));
+  auto& numbers = context.Keep(std::make_unique<outbox::NumberAttestor>(
+      owner, context.signer(), outbox::AttestorOptions{.settle = options.number_settle},
+      context.registry()));
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("housekeeping"),
       std::vector<worker::PeriodicJob>{
@@ -51,7 +55,9 @@ void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOption
              return retention.RunOnce(*c, stopping);
            }},
           {"outbox.gauges", options.sample_interval,
-           [&gauges](pg::Connection* c, const worker::Stopping&) { return gauges.Sample(*c); }}},
+           [&gauges](pg::Connection* c, const worker::Stopping&) { return gauges.Sample(*c); }},
+          {"outbox.numbers", options.sample_interval,
+           [&numbers](pg::Connection* c, const worker::Stopping&) { return numbers.RunOnce(*c); }}},
       context.registry()));
 }
 

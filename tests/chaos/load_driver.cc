@@ -50,13 +50,18 @@ testing::MeshOptions ChaosMeshOptions(const std::string& prefix, int redis_port)
   options.redis_addr = absl::StrCat("127.0.0.1:", redis_port);
   const std::vector<std::string> common = {"--pg-pool-size=4", "--startup-timeout=120s",
                                            "--shutdown-timeout=2s"};
+  // Event numbers: owners attest the ones never committed after 2 s, Admin
+  // reports the ones still missing 3 s after a higher one (Verdict
+  // missing_numbers), each checked every second.
   options.auth_args = {"--dispatch-resend-timeout=3s", "--dispatch-claim-lease=5s",
-                       "--dispatch-backoff-max=1s", "--dispatch-poll-interval=500ms"};
+                       "--dispatch-backoff-max=1s",    "--dispatch-poll-interval=500ms",
+                       "--outbox-number-settle=2s",    "--metrics-sample-interval=1s"};
   options.auth_args.insert(options.auth_args.end(), common.begin(), common.end());
   options.app_args = options.auth_args;
   options.admin_args = {"--inbox-claim-idle=2s",   "--inbox-claim-interval=1s",
                         "--consumer-lease=5s",     "--consumer-heartbeat=1s",
-                        "--consumer-retry-max=1s", "--consumer-poll-interval=500ms"};
+                        "--consumer-retry-max=1s", "--consumer-poll-interval=500ms",
+                        "--sequence-gap-grace=3s", "--metrics-sample-interval=1s"};
   options.admin_args.insert(options.admin_args.end(), common.begin(), common.end());
   return options;
 }

@@ -32,13 +32,13 @@ std::string Verdict::Summary() const {
   return absl::StrFormat(
       "events=%zu audit_rows=%zu resends=%lld lost=%lld duplicated=%lld orphaned=%lld wrong=%lld "
       "unconfirmed=%lld dead=%lld poison=%lld ok_events=%lld ok_missing=%lld ok_vanished=%lld "
-      "converge_s=%.1f",
+      "missing_numbers=%lld converge_s=%.1f",
       outbox.size(), logged.size(), static_cast<long long>(resends), static_cast<long long>(lost),
       static_cast<long long>(duplicated), static_cast<long long>(orphaned),
       static_cast<long long>(wrong), static_cast<long long>(unconfirmed),
       static_cast<long long>(dead), static_cast<long long>(poison),
       static_cast<long long>(ok_with_event), static_cast<long long>(ok_missing),
-      static_cast<long long>(ok_vanished), converge_s);
+      static_cast<long long>(ok_vanished), static_cast<long long>(missing_numbers), converge_s);
 }
 
 void Verdict::ExpectClean() const {
@@ -53,6 +53,7 @@ void Verdict::ExpectClean() const {
   EXPECT_EQ(poison, 0) << "owners only publish valid events";
   EXPECT_EQ(ok_missing, 0);
   EXPECT_EQ(ok_vanished, 0) << "a client was told OK for a change that no longer exists";
+  EXPECT_EQ(missing_numbers, 0) << "event numbers reported missing that were never committed";
 }
 
 void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time load_end,
@@ -71,6 +72,28 @@ void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time
       },
       std::chrono::seconds(180));
   v.converge_s = absl::ToDoubleSeconds(absl::Now() - load_end);
+
+  // Every number committed on an owner examined by Admin's sequence watch
+  // (the owners attest the ones never committed first).
+  const bool examined = WaitFor(
+      [&] {
+        for (auto [conn, owner] :
+             {std::pair{auth_db.get(), "auth"}, std::pair{app_db.get(), "app"}}) {
+          const int64_t highest =
+              QueryInt(*conn, "SELECT coalesce(max(owner_sequence), 0) FROM audit_outbox");
+          const int64_t through =
+              QueryInt(*admin_db, absl::StrCat("SELECT coalesce(max(through), 0) FROM"
+                                               " owner_sequence_checked WHERE owner = '",
+                                               owner, "'"));
+          if (through < highest) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(60));
+  EXPECT_TRUE(examined) << "Admin's sequence watch did not catch up";
+  v.missing_numbers = QueryInt(*admin_db,
+                               "SELECT coalesce(sum(last_missing - first_missing + 1), 0)"
+                               " FROM owner_sequence_gaps WHERE resolved_at IS NULL");
 
   // Checks, directly in the three databases.
   int64_t outbox_duplicates = 0;

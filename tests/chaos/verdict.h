@@ -39,6 +39,9 @@ struct Verdict {
   int64_t ok_missing = 0;     // ... whose audit row is missing
   int64_t ok_vanished = 0;    // ... whose business change (outbox row) is gone
   int64_t resends = 0;
+  // Event numbers Admin reports missing once every number has been examined:
+  // numbers lost to kills, crashes and failovers must all be attested void.
+  int64_t missing_numbers = 0;
 
   // "events=... audit_rows=... lost=... ..." for the summary line.
   std::string Summary() const;

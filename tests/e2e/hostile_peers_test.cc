@@ -6,8 +6,9 @@
 //    holding them, and both owners' events keep reaching audit_logs;
 //  - an owner's database login keeps a committed event from Admin (marks it
 //    CONFIRMED before it was ever published): Admin reports its number
-//    missing once later events arrived, and the gap resolves when an
-//    operator's Replay brings the event after all.
+//    missing once later events arrived, while numbers taken and never
+//    committed are attested void by the owner and not reported; the gap
+//    resolves when an operator's Replay brings the event after all.
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -56,8 +57,11 @@ class HostilePeersTest : public ::testing::Test {
     ULTI_REQUIRE_REDIS(redis);
     testing::MeshOptions options;
     options.prefix = "hostile";
-    // Gaps are reported 2 s after a higher number arrived, checked each second.
+    // Gaps are reported 2 s after a higher number arrived, and the owners
+    // attest numbers never committed after 1 s, checked each second.
     options.admin_args = {"--sequence-gap-grace=2s", "--metrics-sample-interval=1s"};
+    options.auth_args = {"--outbox-number-settle=1s", "--metrics-sample-interval=1s"};
+    options.app_args = options.auth_args;
     mesh_ = std::make_unique<Mesh>(pg, redis, options);
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
@@ -185,6 +189,17 @@ TEST_F(HostilePeersTest, AnEventKeptFromAdminByTheOwnersDatabaseLoginIsReportedM
   MutateBoth(0);
   ASSERT_TRUE(WaitFor([&] { return Admin("SELECT count(*) FROM audit_logs") == 2; },
                       std::chrono::seconds(30)));
+  // Three numbers taken and never committed (as a rollback, a killed
+  // process or a failover leaves them): Auth attests them, nothing is
+  // reported.
+  pg::ConnectOptions super;
+  super.conninfo = mesh_->Dsn(Service::kAuth);
+  auto auth_super = pg::Connection::Connect(super);
+  ASSERT_TRUE(auth_super.ok()) << auth_super.status();
+  ASSERT_EQ(QueryInt(**auth_super,
+                     "SELECT count(nextval('audit_outbox_sequence'))"
+                     " FROM generate_series(1, 3)"),
+            3);
   // Auth cannot publish for a moment (its stream key holds a string), so
   // its next event stays in the outbox after one failed attempt...
   const std::string stream = mesh_->auth_stream();
@@ -212,7 +227,11 @@ TEST_F(HostilePeersTest, AnEventKeptFromAdminByTheOwnersDatabaseLoginIsReportedM
   EXPECT_TRUE(WaitFor([&] { return Admin(gap + " AND resolved_at IS NULL") == 1; },
                       std::chrono::seconds(30)))
       << mesh_->Output(Service::kAdmin, 0);
-  EXPECT_EQ(Admin("SELECT count(*) FROM owner_sequence_gaps"), 1) << "app lost nothing";
+  EXPECT_EQ(Admin("SELECT count(*) FROM owner_sequence_gaps"), 1)
+      << "the three numbers never committed are attested, and app lost nothing";
+  EXPECT_EQ(Admin("SELECT sum((new_value->>'numbers')::int) FROM audit_logs"
+                  " WHERE event_type = 'auth.outbox.numbers_voided'"),
+            3);
   EXPECT_EQ(Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + kept + "'"), 0);
 
   // An operator brings it back: Replay re-sends the owner's confirmed rows.

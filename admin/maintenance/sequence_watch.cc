@@ -70,8 +70,22 @@ constexpr pg::Statement kResolve{
 
 using Run = std::pair<int64_t, int64_t>;  // first, last (inclusive)
 
-// How many numbers of [first, last] the runs cover (the owner's runs do not
-// overlap).
+// The runs sorted and merged: an attestation repeated (its mark moved back)
+// must not count a number twice.
+std::vector<Run> Merged(std::vector<Run> runs) {
+  std::sort(runs.begin(), runs.end());
+  std::vector<Run> out;
+  for (const auto& [a, b] : runs) {
+    if (!out.empty() && a <= out.back().second + 1) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.emplace_back(a, b);
+    }
+  }
+  return out;
+}
+
+// How many numbers of [first, last] the (merged) runs cover.
 int64_t Covered(const std::vector<Run>& runs, int64_t first, int64_t last) {
   int64_t n = 0;
   for (const auto& [a, b] : runs)
@@ -82,9 +96,8 @@ int64_t Covered(const std::vector<Run>& runs, int64_t first, int64_t last) {
 // The runs of (through, horizon] that are neither in `present` (ascending)
 // nor attested void.
 std::vector<Run> Missing(int64_t through, int64_t horizon, const pg::Result& present,
-                         std::vector<Run> voids) {
+                         const std::vector<Run>& voids) {
   std::vector<Run> missing;
-  std::sort(voids.begin(), voids.end());
   auto add = [&](int64_t first, int64_t last) {
     for (const auto& [a, b] : voids) {
       if (b < first || a > last) continue;
@@ -142,10 +155,11 @@ absl::Status SequenceWatch::CheckOwner(pg::Connection& conn, const std::string& 
     return conn.Execute(kStart, {pg::Text(owner), pg::Int(lowest - 1), pg::Int(highest)}).status();
   }
   ASSIGN_OR_RETURN(pg::Result void_rows, conn.Execute(kVoids, {pg::Text(owner)}));
-  std::vector<Run> voids;
+  std::vector<Run> attested;
   for (int i = 0; i < void_rows.rows(); ++i) {
-    voids.emplace_back(void_rows.GetInt64(i, 0), void_rows.GetInt64(i, 1));
+    attested.emplace_back(void_rows.GetInt64(i, 0), void_rows.GetInt64(i, 1));
   }
+  const std::vector<Run> voids = Merged(std::move(attested));
   const int64_t through = state.GetInt64(0, 0), horizon = state.GetInt64(0, 1);
   if (state.GetBool(0, 2)) {  // the horizon is `grace` old: examine up to it
     if (horizon > through) RETURN_IF_ERROR(RecordGaps(conn, owner, through, horizon, voids));

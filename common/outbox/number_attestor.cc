@@ -20,12 +20,13 @@ constexpr char kComponent[] = "outbox.numbers";
 constexpr size_t kMaxRuns = 1000;
 
 constexpr pg::Statement kLock{
-    "outbox.numbers.lock", "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.outbox.numbers', 0))"};
+    "outbox.numbers.lock",
+    "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.outbox.numbers', 0))"};
 
 // The last number handed out (the sequence's position).
-constexpr pg::Statement kPosition{
-    "outbox.numbers.position",
-    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM audit_outbox_sequence"};
+constexpr pg::Statement kPosition{"outbox.numbers.position",
+                                  "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 "
+                                  "END FROM audit_outbox_sequence"};
 
 constexpr pg::Statement kState{
     "outbox.numbers.state",

@@ -1,0 +1,184 @@
+#include "common/tlog/merkle.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/crypto/crypto.h"
+
+namespace ulticode::tlog {
+namespace {
+
+Hash Sha256(char prefix, absl::string_view a, absl::string_view b = {}) {
+  std::string input;
+  input.reserve(1 + a.size() + b.size());
+  input.push_back(prefix);
+  input.append(a.data(), a.size());
+  input.append(b.data(), b.size());
+  const std::string digest = crypto::Sha256(input);
+  Hash out;
+  std::memcpy(out.data(), digest.data(), out.size());
+  return out;
+}
+
+absl::string_view View(const Hash& h) {
+  return absl::string_view(reinterpret_cast<const char*>(h.data()), h.size());
+}
+
+// The largest power of two smaller than n (n > 1).
+uint64_t Split(uint64_t n) {
+  uint64_t k = 1;
+  while (k << 1 < n) k <<= 1;
+  return k;
+}
+
+void Path(uint64_t m, absl::Span<const Hash> d, std::vector<Hash>& out) {
+  if (d.size() <= 1) return;
+  const uint64_t k = Split(d.size());
+  if (m < k) {
+    Path(m, d.subspan(0, k), out);
+    out.push_back(RootOf(d.subspan(k)));
+  } else {
+    Path(m - k, d.subspan(k), out);
+    out.push_back(RootOf(d.subspan(0, k)));
+  }
+}
+
+void Subproof(uint64_t m, absl::Span<const Hash> d, bool complete, std::vector<Hash>& out) {
+  const uint64_t n = d.size();
+  if (m == n) {
+    if (!complete) out.push_back(RootOf(d));
+    return;
+  }
+  const uint64_t k = Split(n);
+  if (m <= k) {
+    Subproof(m, d.subspan(0, k), complete, out);
+    out.push_back(RootOf(d.subspan(k)));
+  } else {
+    Subproof(m - k, d.subspan(k), false, out);
+    out.push_back(RootOf(d.subspan(0, k)));
+  }
+}
+
+absl::Status Mismatch(absl::string_view what) {
+  return absl::FailedPreconditionError(std::string(what));
+}
+
+}  // namespace
+
+Hash LeafHash(absl::string_view leaf) { return Sha256(0x00, leaf); }
+
+Hash NodeHash(const Hash& left, const Hash& right) { return Sha256(0x01, View(left), View(right)); }
+
+Hash EmptyRoot() {
+  const std::string digest = crypto::Sha256("");
+  Hash out;
+  std::memcpy(out.data(), digest.data(), out.size());
+  return out;
+}
+
+Hash RootOf(absl::Span<const Hash> leaves) {
+  if (leaves.empty()) return EmptyRoot();
+  if (leaves.size() == 1) return leaves[0];
+  const uint64_t k = Split(leaves.size());
+  return NodeHash(RootOf(leaves.subspan(0, k)), RootOf(leaves.subspan(k)));
+}
+
+absl::StatusOr<std::vector<Hash>> InclusionProof(uint64_t index, absl::Span<const Hash> leaves) {
+  if (index >= leaves.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("index ", index, " is not below the tree size ", leaves.size()));
+  }
+  std::vector<Hash> out;
+  Path(index, leaves, out);
+  return out;
+}
+
+absl::StatusOr<std::vector<Hash>> ConsistencyProof(uint64_t m, absl::Span<const Hash> leaves) {
+  if (m == 0 || m > leaves.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("first size ", m, " is not in 1..", leaves.size()));
+  }
+  std::vector<Hash> out;
+  Subproof(m, leaves, true, out);
+  return out;
+}
+
+absl::Status VerifyInclusion(uint64_t index, uint64_t size, const Hash& leaf,
+                             absl::Span<const Hash> proof, const Hash& root) {
+  if (index >= size) return Mismatch(absl::StrCat("index ", index, " is not below size ", size));
+  uint64_t fn = index, sn = size - 1;
+  Hash r = leaf;
+  for (const Hash& p : proof) {
+    if (sn == 0) return Mismatch("inclusion proof longer than the tree");
+    if ((fn & 1) == 1 || fn == sn) {
+      r = NodeHash(p, r);
+      while ((fn & 1) == 0 && fn != 0) {
+        fn >>= 1;
+        sn >>= 1;
+      }
+    } else {
+      r = NodeHash(r, p);
+    }
+    fn >>= 1;
+    sn >>= 1;
+  }
+  if (sn != 0) return Mismatch("inclusion proof shorter than the tree");
+  if (r != root) return Mismatch("inclusion proof does not lead to the root");
+  return absl::OkStatus();
+}
+
+absl::Status VerifyConsistency(uint64_t first, uint64_t second, const Hash& first_root,
+                               const Hash& second_root, absl::Span<const Hash> proof) {
+  if (first > second) return Mismatch(absl::StrCat("first size ", first, " > second ", second));
+  if (first == second) {
+    if (!proof.empty()) return Mismatch("a proof between equal sizes must be empty");
+    if (first_root != second_root) return Mismatch("equal sizes with different roots");
+    return absl::OkStatus();
+  }
+  if (first == 0) {
+    if (!proof.empty()) return Mismatch("a proof from the empty tree must be empty");
+    return absl::OkStatus();
+  }
+  std::vector<Hash> path(proof.begin(), proof.end());
+  if ((first & (first - 1)) == 0) path.insert(path.begin(), first_root);
+  if (path.empty()) return Mismatch("consistency proof is empty");
+  uint64_t fn = first - 1, sn = second - 1;
+  while ((fn & 1) == 1) {
+    fn >>= 1;
+    sn >>= 1;
+  }
+  Hash fr = path[0], sr = path[0];
+  for (size_t i = 1; i < path.size(); ++i) {
+    const Hash& c = path[i];
+    if (sn == 0) return Mismatch("consistency proof longer than the tree");
+    if ((fn & 1) == 1 || fn == sn) {
+      fr = NodeHash(c, fr);
+      sr = NodeHash(c, sr);
+      while ((fn & 1) == 0 && fn != 0) {
+        fn >>= 1;
+        sn >>= 1;
+      }
+    } else {
+      sr = NodeHash(sr, c);
+    }
+    fn >>= 1;
+    sn >>= 1;
+  }
+  if (sn != 0) return Mismatch("consistency proof shorter than the tree");
+  if (fr != first_root) return Mismatch("consistency proof does not lead to the first root");
+  if (sr != second_root) return Mismatch("consistency proof does not lead to the second root");
+  return absl::OkStatus();
+}
+
+std::string ToBytes(const Hash& h) { return std::string(View(h)); }
+
+absl::StatusOr<Hash> FromBytes(absl::string_view bytes) {
+  if (bytes.size() != 32) {
+    return absl::InvalidArgumentError(absl::StrCat("a hash is 32 bytes, not ", bytes.size()));
+  }
+  Hash h;
+  std::memcpy(h.data(), bytes.data(), 32);
+  return h;
+}
+
+}  // namespace ulticode::tlog

@@ -1,0 +1,169 @@
+#include "common/tlog/note.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ulticode::tlog {
+namespace {
+
+constexpr absl::string_view kDash = "\xe2\x80\x94 ";  // U+2014 and a space
+constexpr char kEd25519 = 0x01;
+
+bool ValidName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    if (c == '+' || absl::ascii_isspace(c) || c < 0x20) return false;
+  }
+  return true;
+}
+
+std::string BigEndian(uint32_t v) {
+  return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                     static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+uint32_t ReadBigEndian(absl::string_view b) {
+  return (uint32_t{static_cast<uint8_t>(b[0])} << 24) |
+         (uint32_t{static_cast<uint8_t>(b[1])} << 16) |
+         (uint32_t{static_cast<uint8_t>(b[2])} << 8) | uint32_t{static_cast<uint8_t>(b[3])};
+}
+
+}  // namespace
+
+std::string CheckpointText(const Checkpoint& c) {
+  std::string out = absl::StrCat(c.origin, "\n", c.size, "\n", absl::Base64Escape(ToBytes(c.root)),
+                                 "\n");
+  for (const std::string& e : c.extensions) absl::StrAppend(&out, e, "\n");
+  return out;
+}
+
+absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text) {
+  if (!absl::EndsWith(text, "\n")) {
+    return absl::InvalidArgumentError("checkpoint: the text must end with a newline");
+  }
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(text.substr(0, text.size() - 1), '\n');
+  if (lines.size() < 3) return absl::InvalidArgumentError("checkpoint: fewer than 3 lines");
+  Checkpoint c;
+  c.origin = std::string(lines[0]);
+  if (c.origin.empty()) return absl::InvalidArgumentError("checkpoint: empty origin line");
+  if (lines[1].empty() || (lines[1].size() > 1 && lines[1][0] == '0') ||
+      !absl::SimpleAtoi(lines[1], &c.size) || !absl::ascii_isdigit(lines[1][0])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint: tree size \"", lines[1], "\" is not a decimal number"));
+  }
+  std::string root;
+  if (!absl::Base64Unescape(lines[2], &root) || absl::Base64Escape(root) != lines[2]) {
+    return absl::InvalidArgumentError("checkpoint: the root hash is not standard base64");
+  }
+  auto hash = FromBytes(root);
+  if (!hash.ok()) return absl::InvalidArgumentError(absl::StrCat("checkpoint: root: ",
+                                                                 hash.status().message()));
+  c.root = *hash;
+  for (size_t i = 3; i < lines.size(); ++i) {
+    if (lines[i].empty()) return absl::InvalidArgumentError("checkpoint: empty extension line");
+    c.extensions.emplace_back(lines[i]);
+  }
+  return c;
+}
+
+uint32_t NoteKeyId(absl::string_view name, absl::string_view raw) {
+  const std::string digest = crypto::Sha256(absl::StrCat(name, "\n", std::string(1, kEd25519), raw));
+  return ReadBigEndian(digest);
+}
+
+absl::StatusOr<NoteSigner> NoteSigner::Create(std::string name, const crypto::SigningKey& key) {
+  if (!ValidName(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("note key name \"", name, "\": must be non-empty, without '+' or spaces"));
+  }
+  const uint32_t id = NoteKeyId(name, key.public_key().raw());
+  return NoteSigner(std::move(name), key, id);
+}
+
+std::string NoteSigner::VerifierKey() const {
+  return absl::StrCat(name_, "+", absl::BytesToHexString(BigEndian(key_id_)), "+",
+                      absl::Base64Escape(std::string(1, kEd25519) + key_->public_key().raw()));
+}
+
+absl::StatusOr<std::string> NoteSigner::Sign(absl::string_view text) const {
+  if (text.empty() || !absl::EndsWith(text, "\n")) {
+    return absl::InvalidArgumentError("note: the text must be non-empty and end with a newline");
+  }
+  auto signature = key_->Sign(text);
+  if (!signature.ok()) return signature.status();
+  return absl::StrCat(text, "\n", kDash, name_, " ",
+                      absl::Base64Escape(BigEndian(key_id_) + *signature), "\n");
+}
+
+absl::StatusOr<NoteVerifier> NoteVerifier::Parse(absl::string_view vkey) {
+  // The base64 key may itself hold '+'.
+  std::vector<absl::string_view> parts = absl::StrSplit(vkey, absl::MaxSplits('+', 2));
+  if (parts.size() != 3) {
+    return absl::InvalidArgumentError("verifier key: want <name>+<hex key id>+<base64 key>");
+  }
+  if (!ValidName(parts[0])) return absl::InvalidArgumentError("verifier key: bad name");
+  std::string id_bytes, key;
+  if (parts[1].size() != 8 ||
+      parts[1].find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
+    return absl::InvalidArgumentError("verifier key: the key id is not 8 hex digits");
+  }
+  id_bytes = absl::HexStringToBytes(parts[1]);
+  if (!absl::Base64Unescape(parts[2], &key) || key.size() != 33 || key[0] != kEd25519) {
+    return absl::InvalidArgumentError("verifier key: not an Ed25519 key (0x01 and 32 bytes)");
+  }
+  auto verify = crypto::VerifyKey::FromRaw(key.substr(1));
+  if (!verify.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("verifier key: ", verify.status().message()));
+  }
+  const uint32_t id = ReadBigEndian(id_bytes);
+  if (id != NoteKeyId(parts[0], key.substr(1))) {
+    return absl::InvalidArgumentError("verifier key: the key id does not match name and key");
+  }
+  return NoteVerifier(std::string(parts[0]), id, *std::move(verify));
+}
+
+absl::StatusOr<std::string> OpenNote(absl::string_view note,
+                                     const std::vector<NoteVerifier>& verifiers) {
+  const size_t split = note.rfind("\n\n");
+  if (split == absl::string_view::npos) {
+    return absl::InvalidArgumentError("note: no empty line before the signatures");
+  }
+  const absl::string_view text = note.substr(0, split + 1);
+  absl::string_view sigs = note.substr(split + 2);
+  if (sigs.empty() || !absl::EndsWith(sigs, "\n")) {
+    return absl::InvalidArgumentError("note: no signature lines");
+  }
+  bool verified = false;
+  for (absl::string_view line : absl::StrSplit(sigs.substr(0, sigs.size() - 1), '\n')) {
+    if (!absl::ConsumePrefix(&line, kDash)) {
+      return absl::InvalidArgumentError("note: a signature line does not start with U+2014");
+    }
+    const size_t space = line.rfind(' ');
+    if (space == absl::string_view::npos) {
+      return absl::InvalidArgumentError("note: a signature line has no signature");
+    }
+    const absl::string_view name = line.substr(0, space);
+    std::string sig;
+    if (!absl::Base64Unescape(line.substr(space + 1), &sig) || sig.size() < 5) {
+      return absl::InvalidArgumentError("note: a signature is not base64");
+    }
+    const uint32_t id = ReadBigEndian(sig);
+    for (const NoteVerifier& v : verifiers) {
+      if (v.name() != name || v.key_id() != id) continue;
+      if (!v.Verify(text, absl::string_view(sig).substr(4))) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("note: the signature by ", name, " does not verify"));
+      }
+      verified = true;
+    }
+  }
+  if (!verified) return absl::FailedPreconditionError("note: no signature by a known key");
+  return std::string(text);
+}
+
+}  // namespace ulticode::tlog

@@ -35,8 +35,8 @@ uint32_t ReadBigEndian(absl::string_view b) {
 }  // namespace
 
 std::string CheckpointText(const Checkpoint& c) {
-  std::string out = absl::StrCat(c.origin, "\n", c.size, "\n", absl::Base64Escape(ToBytes(c.root)),
-                                 "\n");
+  std::string out =
+      absl::StrCat(c.origin, "\n", c.size, "\n", absl::Base64Escape(ToBytes(c.root)), "\n");
   for (const std::string& e : c.extensions) absl::StrAppend(&out, e, "\n");
   return out;
 }
@@ -45,8 +45,7 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text) {
   if (!absl::EndsWith(text, "\n")) {
     return absl::InvalidArgumentError("checkpoint: the text must end with a newline");
   }
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(text.substr(0, text.size() - 1), '\n');
+  std::vector<absl::string_view> lines = absl::StrSplit(text.substr(0, text.size() - 1), '\n');
   if (lines.size() < 3) return absl::InvalidArgumentError("checkpoint: fewer than 3 lines");
   Checkpoint c;
   c.origin = std::string(lines[0]);
@@ -61,8 +60,9 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text) {
     return absl::InvalidArgumentError("checkpoint: the root hash is not standard base64");
   }
   auto hash = FromBytes(root);
-  if (!hash.ok()) return absl::InvalidArgumentError(absl::StrCat("checkpoint: root: ",
-                                                                 hash.status().message()));
+  if (!hash.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint: root: ", hash.status().message()));
+  }
   c.root = *hash;
   for (size_t i = 3; i < lines.size(); ++i) {
     if (lines[i].empty()) return absl::InvalidArgumentError("checkpoint: empty extension line");
@@ -72,7 +72,8 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text) {
 }
 
 uint32_t NoteKeyId(absl::string_view name, absl::string_view raw) {
-  const std::string digest = crypto::Sha256(absl::StrCat(name, "\n", std::string(1, kEd25519), raw));
+  const std::string digest =
+      crypto::Sha256(absl::StrCat(name, "\n", std::string(1, kEd25519), raw));
   return ReadBigEndian(digest);
 }
 

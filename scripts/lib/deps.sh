@@ -31,6 +31,7 @@ ULTICODE_DEB_PACKAGES=(
   procps iproute2 curl git clang-format-14
   nodejs
   clang-14 libclang-rt-14-dev
+  golang-go golang-golang-x-mod-dev
 )
 
 _ulticode_log() { printf '[ulticode] %s\n' "$*" >&2; }

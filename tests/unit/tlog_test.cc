@@ -26,9 +26,14 @@ std::vector<Hash> Leaves(int n) {
 // The eight leaves of certificate-transparency's reference tests and the
 // roots of their first 1..8.
 TEST(MerkleTest, KnownAnswers) {
-  const std::vector<std::string> data = {"",         "00",       "10",
-                                         "2021",     "3031",     "40414243",
-                                         "5051525354555657", "606162636465666768696a6b6c6d6e6f"};
+  const std::vector<std::string> data = {"",
+                                         "00",
+                                         "10",
+                                         "2021",
+                                         "3031",
+                                         "40414243",
+                                         "5051525354555657",
+                                         "606162636465666768696a6b6c6d6e6f"};
   const char* roots[] = {"6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
                          "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
                          "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
@@ -114,8 +119,7 @@ TEST(NoteTest, SignedCheckpointOpensOnlyWithItsKeyAndItsText) {
 
   std::string altered = *note;
   altered[altered.find("13")] = '2';  // the size
-  EXPECT_EQ(OpenNote(altered, {*verifier}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(OpenNote(altered, {*verifier}).status().code(), absl::StatusCode::kFailedPrecondition);
   auto other = crypto::SigningKey::Generate();
   auto stranger = NoteSigner::Create("audit.example/log", *other);
   EXPECT_EQ(OpenNote(*note, {*NoteVerifier::Parse(stranger->VerifierKey())}).status().message(),

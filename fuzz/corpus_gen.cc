@@ -18,6 +18,8 @@
 #include "absl/strings/ascii.h"
 #include "admin/query/page_token.h"
 #include "common/audit/receipt.h"
+#include "common/tlog/leaf.h"
+#include "common/tlog/note.h"
 #include "fuzz/fuzz_support.h"
 #include "google/protobuf/util/time_util.h"
 #include "ulticode/app/v1/app.pb.h"
@@ -403,6 +405,24 @@ void BoundedReplies() {
   Write(t, "protocol_error", "\x10\x01*2\r\n?bad\r\n");
 }
 
+// Byte 0 picks the parser (fuzz_tlog.cc): a leaf, a checkpoint, a verifier
+// key, a signed note.
+void Tlog() {
+  const std::string t = "fuzz_tlog";
+  const auto& keys = fuzz::Keys();
+  Write(t, "leaf",
+        std::string(1, '\0') +
+            tlog::EncodeLeaf({"auth", kId1, "0123456789abcdef", std::string(64, 's'), "envelope"}));
+  const tlog::Checkpoint c{"fuzz.log", 5, tlog::LeafHash("x"), {"extension"}};
+  Write(t, "checkpoint", "\x01" + tlog::CheckpointText(c));
+  auto signer = tlog::NoteSigner::Create("fuzz.log", keys.admin);
+  FUZZ_CHECK(signer.ok(), signer.status().ToString());
+  Write(t, "verifier_key", "\x02" + signer->VerifierKey());
+  auto note = signer->Sign(tlog::CheckpointText(c));
+  FUZZ_CHECK(note.ok(), note.status().ToString());
+  Write(t, "signed_note", "\x03" + *note);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -417,6 +437,7 @@ int main(int argc, char** argv) {
   PageToken();
   RequestValidation();
   BoundedReplies();
+  Tlog();
   std::printf("corpus_gen: wrote %d files under %s\n", g_files, g_root.c_str());
   return 0;
 }

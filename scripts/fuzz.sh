@@ -30,7 +30,7 @@ ULTICODE_REPO_ROOT="${repo}"
 source "${repo}/scripts/lib/deps.sh"
 
 all_targets=(fuzz_entry_validation fuzz_envelope fuzz_receipt fuzz_page_token fuzz_request_validation
-  fuzz_bounded_replies)
+  fuzz_bounded_replies fuzz_tlog)
 
 seconds="${1:-${ULTICODE_FUZZ_SECONDS:-20}}"
 if [[ $# -gt 1 || ! "${seconds}" =~ ^[1-9][0-9]*$ ]]; then

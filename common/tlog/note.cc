@@ -50,8 +50,9 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text) {
   Checkpoint c;
   c.origin = std::string(lines[0]);
   if (c.origin.empty()) return absl::InvalidArgumentError("checkpoint: empty origin line");
-  if (lines[1].empty() || (lines[1].size() > 1 && lines[1][0] == '0') ||
-      !absl::SimpleAtoi(lines[1], &c.size) || !absl::ascii_isdigit(lines[1][0])) {
+  // Digits only, no leading zero: one text per size.
+  if (lines[1].empty() || lines[1].find_first_not_of("0123456789") != absl::string_view::npos ||
+      (lines[1].size() > 1 && lines[1][0] == '0') || !absl::SimpleAtoi(lines[1], &c.size)) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint: tree size \"", lines[1], "\" is not a decimal number"));
   }

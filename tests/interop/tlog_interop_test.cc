@@ -36,10 +36,9 @@ std::string Hashes(const std::vector<Hash>& hs) {
 testing::CommandResult GoCheck(const std::string& file) {
   char tmpl[] = "/tmp/ulticode-gocache-XXXXXX";
   const std::string cache = mkdtemp(tmpl);
-  auto r = testing::RunCommand(
-      absl::StrCat("cd ", testing::SourceDir(), " && GO111MODULE=off GOPATH=/usr/share/gocode",
-                   " GOCACHE=", cache, " GOFLAGS= go run tests/interop/tlog_check.go ", file,
-                   " 2>&1"));
+  auto r = testing::RunCommand(absl::StrCat(
+      "cd ", testing::SourceDir(), " && GO111MODULE=off GOPATH=/usr/share/gocode",
+      " GOCACHE=", cache, " GOFLAGS= go run tests/interop/tlog_check.go ", file, " 2>&1"));
   testing::RunCommand("rm -rf " + cache);
   return r;
 }
@@ -65,7 +64,8 @@ class TlogInteropTest : public ::testing::Test {
   // many pairs, and a signed checkpoint.
   std::string Claims(bool one_wrong_root) {
     std::string out;
-    for (const std::string& l : leaves_) absl::StrAppend(&out, "leaf x", absl::BytesToHexString(l), "\n");
+    for (const std::string& l : leaves_)
+      absl::StrAppend(&out, "leaf x", absl::BytesToHexString(l), "\n");
     const size_t n = hashes_.size();
     for (size_t size = 1; size <= n; ++size) {
       Hash root = RootOf(absl::MakeConstSpan(hashes_).subspan(0, size));
@@ -79,8 +79,8 @@ class TlogInteropTest : public ::testing::Test {
                         "\n");
       }
       for (size_t m = 1; m <= size; ++m) {
-        absl::StrAppend(&out, "consistency ", m, " ", size, " ",
-                        Hashes(*ConsistencyProof(m, tree)), "\n");
+        absl::StrAppend(&out, "consistency ", m, " ", size, " ", Hashes(*ConsistencyProof(m, tree)),
+                        "\n");
       }
     }
     auto key = crypto::SigningKey::Generate();

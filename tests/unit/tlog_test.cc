@@ -8,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "common/crypto/crypto.h"
+#include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
 #include "gtest/gtest.h"
@@ -136,10 +137,34 @@ TEST(NoteTest, MalformedKeysAndCheckpointsNameWhatIsWrong) {
   EXPECT_EQ(NoteVerifier::Parse(wrong_id).status().message(),
             "verifier key: the key id does not match name and key");
   EXPECT_FALSE(NoteVerifier::Parse("log+abc+AAAA").ok());
-  for (const char* text : {"log\n", "log\n012\nAAAA\n", "log\n-1\nAAAA\n", "\n1\nAAAA\n",
-                           "log\n1\nnot base64\n", "log\n1\nAAAA\n"}) {
+  for (const char* text :
+       {"log\n", "log\n012\nAAAA\n", "log\n-1\nAAAA\n", "\n1\nAAAA\n", "log\n5 \nAAAA\n",
+        "log\n+5\nAAAA\n", "log\n1\nnot base64\n", "log\n1\nAAAA\n"}) {
     EXPECT_EQ(ParseCheckpoint(text).status().code(), absl::StatusCode::kInvalidArgument) << text;
   }
+}
+
+// One row, one encoding: every truncation, a byte more, another version or
+// an oversized length is refused with its reason.
+TEST(LeafTest, OneEncodingPerRow) {
+  const LeafV1 leaf{"auth", "01a23577-d926-7479-a052-93d79727c5ff", "0123456789abcdef",
+                    std::string(64, 's'), std::string("\x0a\x24env\0elope", 12)};
+  const std::string bytes = EncodeLeaf(leaf);
+  EXPECT_EQ(bytes.size(), 1 + 5 * 4 + 4 + 36 + 16 + 64 + 12);
+  auto decoded = DecodeLeaf(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, leaf);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(DecodeLeaf(bytes.substr(0, n)).status().code(), absl::StatusCode::kInvalidArgument)
+        << n;
+  }
+  EXPECT_EQ(DecodeLeaf(bytes + "x").status().message(), "leaf: 1 bytes after the envelope");
+  std::string v2 = bytes;
+  v2[0] = 0x02;
+  EXPECT_EQ(DecodeLeaf(v2).status().message(), "leaf: not a version 1 leaf");
+  std::string huge = bytes;
+  huge[1] = 0x7f;  // the owner's length
+  EXPECT_NE(DecodeLeaf(huge).status().message().find("over 262144"), std::string::npos);
 }
 
 }  // namespace

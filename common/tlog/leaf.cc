@@ -17,18 +17,20 @@ void Field(std::string& out, absl::string_view x) {
 }
 
 absl::Status ReadField(absl::string_view& in, const char* name, std::string* out) {
-  if (in.size() < 4) return absl::InvalidArgumentError(absl::StrCat("leaf: ", name, ": truncated length"));
+  if (in.size() < 4)
+    return absl::InvalidArgumentError(absl::StrCat("leaf: ", name, ": truncated length"));
   const uint32_t n = (uint32_t{static_cast<uint8_t>(in[0])} << 24) |
                      (uint32_t{static_cast<uint8_t>(in[1])} << 16) |
-                     (uint32_t{static_cast<uint8_t>(in[2])} << 8) | uint32_t{static_cast<uint8_t>(in[3])};
+                     (uint32_t{static_cast<uint8_t>(in[2])} << 8) |
+                     uint32_t{static_cast<uint8_t>(in[3])};
   in.remove_prefix(4);
   if (n > kMaxLeafFieldBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("leaf: ", name, ": ", n, " bytes, over ",
-                                                   kMaxLeafFieldBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("leaf: ", name, ": ", n, " bytes, over ", kMaxLeafFieldBytes));
   }
   if (in.size() < n) {
-    return absl::InvalidArgumentError(absl::StrCat("leaf: ", name, ": ", n, " bytes announced, ",
-                                                   in.size(), " left"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("leaf: ", name, ": ", n, " bytes announced, ", in.size(), " left"));
   }
   out->assign(in.data(), n);
   in.remove_prefix(n);
@@ -53,14 +55,15 @@ absl::StatusOr<LeafV1> DecodeLeaf(absl::string_view bytes) {
   }
   bytes.remove_prefix(1);
   LeafV1 leaf;
-  for (auto [name, field] : {std::pair{"owner", &leaf.owner}, std::pair{"event_id", &leaf.event_id},
-                             std::pair{"key_id", &leaf.key_id},
-                             std::pair{"signature", &leaf.signature},
-                             std::pair{"envelope", &leaf.envelope}}) {
+  for (auto [name, field] :
+       {std::pair{"owner", &leaf.owner}, std::pair{"event_id", &leaf.event_id},
+        std::pair{"key_id", &leaf.key_id}, std::pair{"signature", &leaf.signature},
+        std::pair{"envelope", &leaf.envelope}}) {
     if (absl::Status s = ReadField(bytes, name, field); !s.ok()) return s;
   }
   if (!bytes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("leaf: ", bytes.size(), " bytes after the envelope"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("leaf: ", bytes.size(), " bytes after the envelope"));
   }
   return leaf;
 }

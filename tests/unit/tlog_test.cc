@@ -3,14 +3,17 @@
 // 40 leaves verifies, and every change to a proof, leaf, index, size or root
 // is refused. (An independent implementation checks the same encodings:
 // tests/interop, Go's golang.org/x/mod/sumdb.)
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "common/crypto/crypto.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
+#include "common/tlog/stored.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::tlog {
@@ -165,6 +168,51 @@ TEST(LeafTest, OneEncodingPerRow) {
   std::string huge = bytes;
   huge[1] = 0x7f;  // the owner's length
   EXPECT_NE(DecodeLeaf(huge).status().message().find("over 262144"), std::string::npos);
+}
+
+// A log grown in batches of random sizes stores each node once, and its
+// roots and proofs, read from the stored nodes alone, equal the RFC 9162
+// ones computed from all the leaves; reading a node that was never stored is
+// an error, never a wrong hash.
+TEST(StoredTreeTest, BatchedAppendsGiveTheSameRootsAndProofs) {
+  const std::vector<Hash> all = Leaves(100);
+  absl::flat_hash_map<NodeId, Hash> stored;
+  size_t reads = 0;
+  const NodeReader read = [&](const NodeId& id) -> absl::StatusOr<Hash> {
+    ++reads;
+    auto it = stored.find(id);
+    if (it == stored.end()) {
+      return absl::NotFoundError(absl::StrCat("node ", id.level, "/", id.index));
+    }
+    return it->second;
+  };
+  std::mt19937 rng(7);
+  uint64_t size = 0;
+  while (size < all.size()) {
+    const uint64_t batch = std::min<uint64_t>(1 + rng() % 9, all.size() - size);
+    auto nodes = NodesToAppend(size, absl::MakeConstSpan(all).subspan(size, batch), read);
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    for (const auto& [id, h] : *nodes) {
+      ASSERT_TRUE(stored.emplace(id, h).second) << "node stored twice";
+    }
+    size += batch;
+    const auto tree = absl::MakeConstSpan(all).subspan(0, size);
+    auto root = StoredRoot(size, read);
+    ASSERT_TRUE(root.ok()) << root.status();
+    ASSERT_EQ(*root, RootOf(tree)) << size;
+    for (uint64_t i = 0; i < size; ++i) {
+      ASSERT_EQ(*StoredInclusionProof(i, size, read), *InclusionProof(i, tree)) << i << " " << size;
+    }
+    for (uint64_t m = 1; m <= size; ++m) {
+      ASSERT_EQ(*StoredConsistencyProof(m, size, read), *ConsistencyProof(m, tree))
+          << m << " " << size;
+    }
+  }
+  EXPECT_EQ(stored.size(), 100u + 50 + 25 + 12 + 6 + 3 + 1);  // a node per complete subtree
+  reads = 0;
+  ASSERT_TRUE(StoredInclusionProof(37, 100, read).ok());
+  EXPECT_LE(reads, 30u) << "a proof reads O(log n) nodes";
+  EXPECT_EQ(StoredRoot(101, read).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -105,6 +105,9 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
       " poison_retention(float8, integer) TO {role}",
       "GRANT SELECT, INSERT ON audit_logs TO {role}",
+      // The sequencer sets each row's log index once (a trigger keeps it).
+      "GRANT UPDATE (log_index) ON audit_logs TO {role}",
+      "GRANT SELECT, INSERT ON log_nodes, log_checkpoints TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
       " consumer_inbox_fencing_token TO {role}",

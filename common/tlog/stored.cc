@@ -77,8 +77,8 @@ absl::Status Subproof(uint64_t m, uint64_t lo, uint64_t hi, bool complete, const
 }  // namespace
 
 absl::StatusOr<std::vector<std::pair<NodeId, Hash>>> NodesToAppend(uint64_t size,
-                                                                  absl::Span<const Hash> leaves,
-                                                                  const NodeReader& read) {
+                                                                   absl::Span<const Hash> leaves,
+                                                                   const NodeReader& read) {
   std::vector<std::pair<NodeId, Hash>> out;
   absl::flat_hash_map<NodeId, Hash> fresh;
   auto node = [&](const NodeId& id) -> absl::StatusOr<Hash> {

@@ -33,8 +33,8 @@ using NodeReader = std::function<absl::StatusOr<Hash>(const NodeId&)>;
 // The nodes to store when a tree of `size` leaves grows by `leaves` (leaf
 // hashes, in order): each new leaf and every subtree it completes.
 absl::StatusOr<std::vector<std::pair<NodeId, Hash>>> NodesToAppend(uint64_t size,
-                                                                  absl::Span<const Hash> leaves,
-                                                                  const NodeReader& read);
+                                                                   absl::Span<const Hash> leaves,
+                                                                   const NodeReader& read);
 
 // MTH of the tree of `size` leaves.
 absl::StatusOr<Hash> StoredRoot(uint64_t size, const NodeReader& read);

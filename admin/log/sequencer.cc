@@ -1,0 +1,120 @@
+#include "admin/log/sequencer.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/pg/params.h"
+#include "common/tlog/leaf.h"
+#include "common/tlog/stored.h"
+
+namespace ulticode::admin::log {
+namespace {
+
+constexpr pg::Statement kLock{
+    "log.lock", "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.log.sequencer', 0))"};
+
+constexpr pg::Statement kSize{"log.size",
+                              "SELECT coalesce(max(log_index) + 1, 0) FROM audit_logs"};
+
+constexpr pg::Statement kUnsequenced{
+    "log.unsequenced",
+    "SELECT event_id::text, owner, coalesce(key_id, ''), coalesce(signature, ''::bytea), envelope"
+    " FROM audit_logs WHERE log_index IS NULL ORDER BY ingested_at, event_id LIMIT $1"
+    " FOR UPDATE"};
+
+constexpr pg::Statement kAssign{
+    "log.assign",
+    "UPDATE audit_logs a SET log_index = t.idx FROM unnest($1::uuid[], $2::bigint[]) AS t(id, idx)"
+    " WHERE a.event_id = t.id"};
+
+constexpr pg::Statement kStoreNodes{
+    "log.store_nodes",
+    "INSERT INTO log_nodes (level, idx, hash)"
+    " SELECT t.level, t.idx, decode(t.hash, 'hex')"
+    " FROM unnest($1::smallint[], $2::bigint[], $3::text[]) AS t(level, idx, hash)"};
+
+constexpr pg::Statement kNode{"log.node",
+                              "SELECT hash FROM log_nodes WHERE level = $1 AND idx = $2"};
+
+constexpr pg::Statement kLastCheckpoint{
+    "log.last_checkpoint",
+    "SELECT size, signed_at <= now() - $1::float8 * interval '1 second' FROM log_checkpoints"
+    " ORDER BY size DESC LIMIT 1"};
+
+constexpr pg::Statement kCheckpoint{
+    "log.checkpoint",
+    "INSERT INTO log_checkpoints (size, root, note) VALUES ($1, $2, $3)"};
+
+tlog::NodeReader Reader(pg::Transaction& tx) {
+  return [&tx](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
+    ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kNode, {pg::Int(id.level),
+                                                      pg::Int(static_cast<int64_t>(id.index))}));
+    if (r.empty()) {
+      return absl::DataLossError(absl::StrCat("log node ", id.level, "/", id.index, " missing"));
+    }
+    return tlog::FromBytes(r.GetBytes(0, 0));
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
+  SequencerRun run;
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  ASSIGN_OR_RETURN(pg::Result locked, tx.Execute(kLock));
+  if (!locked.GetBool(0, 0)) {  // another replica sequences
+    RETURN_IF_ERROR(tx.Commit());
+    return run;
+  }
+  ASSIGN_OR_RETURN(pg::Result size_row, tx.Execute(kSize));
+  const int64_t size = size_row.GetInt64(0, 0);
+  ASSIGN_OR_RETURN(pg::Result rows, tx.Execute(kUnsequenced, {pg::Int(options_.batch)}));
+  std::vector<tlog::Hash> leaves;
+  std::vector<std::string> ids, indexes;
+  for (int i = 0; i < rows.rows(); ++i) {
+    leaves.push_back(tlog::LeafHash(tlog::EncodeLeaf(
+        {rows.GetString(i, 1), rows.GetString(i, 0), rows.GetString(i, 2), rows.GetBytes(i, 3),
+         rows.GetBytes(i, 4)})));
+    ids.push_back(rows.GetString(i, 0));
+    indexes.push_back(absl::StrCat(size + i));
+  }
+  run.sequenced = rows.rows();
+  run.size = size + rows.rows();
+  const tlog::NodeReader read = Reader(tx);
+  if (!leaves.empty()) {
+    ASSIGN_OR_RETURN(auto nodes, tlog::NodesToAppend(static_cast<uint64_t>(size), leaves, read));
+    std::vector<std::string> levels, idxs, hashes;
+    for (const auto& [id, hash] : nodes) {
+      levels.push_back(absl::StrCat(id.level));
+      idxs.push_back(absl::StrCat(id.index));
+      hashes.push_back(absl::BytesToHexString(tlog::ToBytes(hash)));
+    }
+    RETURN_IF_ERROR(tx.Execute(kAssign, {pg::TextArray(ids), pg::TextArray(indexes)}).status());
+    RETURN_IF_ERROR(
+        tx.Execute(kStoreNodes, {pg::TextArray(levels), pg::TextArray(idxs), pg::TextArray(hashes)})
+            .status());
+  }
+  if (options_.signer != nullptr && run.size > 0) {
+    ASSIGN_OR_RETURN(pg::Result last,
+                     tx.Execute(kLastCheckpoint, {pg::Seconds(options_.checkpoint_interval)}));
+    const bool due = last.empty() || (last.GetInt64(0, 0) < run.size && last.GetBool(0, 1));
+    if (due) {
+      ASSIGN_OR_RETURN(const tlog::Hash root,
+                       tlog::StoredRoot(static_cast<uint64_t>(run.size), read));
+      const tlog::Checkpoint checkpoint{options_.origin, static_cast<uint64_t>(run.size), root, {}};
+      ASSIGN_OR_RETURN(const std::string note,
+                       options_.signer->Sign(tlog::CheckpointText(checkpoint)));
+      RETURN_IF_ERROR(tx.Execute(kCheckpoint, {pg::Int(run.size), pg::Bytes(tlog::ToBytes(root)),
+                                               pg::Text(note)})
+                          .status());
+      run.checkpointed = true;
+    }
+  }
+  RETURN_IF_ERROR(tx.Commit());
+  return run;
+}
+
+}  // namespace ulticode::admin::log

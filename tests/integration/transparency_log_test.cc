@@ -1,0 +1,171 @@
+// Admin's transparency log on real PostgreSQL: the sequencer gives every
+// audit row a dense index, stores the subtree hashes and signs checkpoints
+// that Go-compatible verifiers accept (common/tlog); two sequencers racing
+// while rows arrive still give 0..n-1 exactly once; an index is final.
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "admin/log/sequencer.h"
+#include "admin/migrations.h"
+#include "common/crypto/crypto.h"
+#include "common/ids/uuid.h"
+#include "common/migrations/migrations.h"
+#include "common/pg/connection.h"
+#include "common/tlog/leaf.h"
+#include "common/tlog/merkle.h"
+#include "common/tlog/note.h"
+#include "common/tlog/stored.h"
+#include "gtest/gtest.h"
+#include "tests/support/pg_query.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode::admin::log {
+namespace {
+
+class TransparencyLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    connect_.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "tlog"));
+    auto conn = pg::Connection::Connect(connect_);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_ = std::move(conn).value();
+    ASSERT_TRUE(migrations::Apply(*conn_, admin::Migrations()).ok());
+    auto key = crypto::SigningKey::Generate();
+    ASSERT_TRUE(key.ok());
+    key_ = std::make_unique<crypto::SigningKey>(*std::move(key));
+    auto signer = tlog::NoteSigner::Create("audit.test/log", *key_);
+    ASSERT_TRUE(signer.ok());
+    signer_ = std::make_unique<tlog::NoteSigner>(*signer);
+  }
+
+  // One audit row, as the writer stores it.
+  void Add(pg::Connection& c, int n) {
+    const std::string id = ids::NewUuidV7();
+    pg::Statement st{"add",
+                     "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, "
+                     "entity_type, entity_id, occurred_at, envelope, signature, key_id) VALUES "
+                     "($1::uuid, 'auth', 'auth.user.created', 'a', 'create_user', 'user', $2, "
+                     "now(), $3, $4, 'k1')"};
+    auto r = c.Execute(st, {pg::Text(id), pg::Text(absl::StrCat("u", n)),
+                            pg::Bytes(absl::StrCat("envelope ", n)), pg::Bytes(std::string(64, 's'))});
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+
+  // The leaf hashes of audit_logs in index order, recomputed from the rows.
+  std::vector<tlog::Hash> Leaves() {
+    pg::Statement st{"leaves",
+                     "SELECT event_id::text, owner, key_id, signature, envelope FROM audit_logs"
+                     " WHERE log_index IS NOT NULL ORDER BY log_index"};
+    auto r = conn_->Execute(st);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<tlog::Hash> out;
+    for (int i = 0; i < r->rows(); ++i) {
+      out.push_back(tlog::LeafHash(tlog::EncodeLeaf({r->GetString(i, 1), r->GetString(i, 0),
+                                                     r->GetString(i, 2), r->GetBytes(i, 3),
+                                                     r->GetBytes(i, 4)})));
+    }
+    return out;
+  }
+
+  tlog::NodeReader Reader() {
+    return [this](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
+      pg::Statement st{"node", "SELECT hash FROM log_nodes WHERE level = $1 AND idx = $2"};
+      auto r = conn_->Execute(st, {pg::Int(id.level), pg::Int(static_cast<int64_t>(id.index))});
+      if (!r.ok()) return r.status();
+      if (r->empty()) return absl::NotFoundError("node");
+      return tlog::FromBytes(r->GetBytes(0, 0));
+    };
+  }
+
+  pg::ConnectOptions connect_;
+  std::unique_ptr<pg::Connection> conn_;
+  std::unique_ptr<crypto::SigningKey> key_;
+  std::unique_ptr<tlog::NoteSigner> signer_;
+};
+
+TEST_F(TransparencyLogTest, EveryRowGetsTheNextIndexAndTheCheckpointSignsTheirTree) {
+  for (int i = 0; i < 250; ++i) Add(*conn_, i);
+  Sequencer sequencer({"audit.test/log", signer_.get(), 100, absl::ZeroDuration()});
+  int64_t size = 0;
+  for (int run = 0; run < 3; ++run) {
+    auto r = sequencer.RunOnce(*conn_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    size = r->size;
+    EXPECT_TRUE(r->checkpointed);
+  }
+  EXPECT_EQ(size, 250);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(DISTINCT log_index) FROM audit_logs"), 250);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT max(log_index) FROM audit_logs"), 249);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM log_checkpoints"), 3);
+
+  const std::vector<tlog::Hash> leaves = Leaves();
+  pg::Statement latest{"latest", "SELECT note FROM log_checkpoints ORDER BY size DESC LIMIT 1"};
+  auto note = conn_->Execute(latest);
+  ASSERT_TRUE(note.ok());
+  auto text = tlog::OpenNote(note->GetString(0, 0),
+                             {*tlog::NoteVerifier::Parse(signer_->VerifierKey())});
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto checkpoint = tlog::ParseCheckpoint(*text);
+  ASSERT_TRUE(checkpoint.ok());
+  EXPECT_EQ(checkpoint->size, 250u);
+  EXPECT_EQ(checkpoint->root, tlog::RootOf(leaves)) << "the checkpoint signs the rows' tree";
+  for (uint64_t i : {0, 1, 99, 100, 127, 128, 249}) {
+    auto proof = tlog::StoredInclusionProof(i, 250, Reader());
+    ASSERT_TRUE(proof.ok()) << proof.status();
+    EXPECT_TRUE(tlog::VerifyInclusion(i, 250, leaves[i], *proof, checkpoint->root).ok()) << i;
+  }
+  // Earlier checkpoints are consistent with the latest.
+  pg::Statement first{"first", "SELECT size, root FROM log_checkpoints ORDER BY size LIMIT 1"};
+  auto f = conn_->Execute(first);
+  ASSERT_TRUE(f.ok());
+  const uint64_t m = static_cast<uint64_t>(f->GetInt64(0, 0));
+  auto consistency = tlog::StoredConsistencyProof(m, 250, Reader());
+  ASSERT_TRUE(consistency.ok());
+  EXPECT_TRUE(tlog::VerifyConsistency(m, 250, *tlog::FromBytes(f->GetBytes(0, 1)),
+                                      checkpoint->root, *consistency)
+                  .ok());
+
+  // An index is final; a row rewritten after it was logged no longer
+  // matches its leaf.
+  auto moved = conn_->Execute(
+      pg::Statement{"move", "UPDATE audit_logs SET log_index = 9999 WHERE log_index = 3"});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_NE(std::string(moved.status().message()).find("log index 3 is final"), std::string::npos)
+      << moved.status();
+  ASSERT_TRUE(conn_->Execute(pg::Statement{"tamper", "UPDATE audit_logs SET envelope = 'forged'"
+                                                     " WHERE log_index = 7"})
+                  .ok());
+  EXPECT_NE(Leaves()[7], leaves[7]);
+  EXPECT_NE(tlog::RootOf(Leaves()), checkpoint->root);
+}
+
+TEST_F(TransparencyLogTest, TwoSequencersRacingGiveEachRowOneIndexWithoutGaps) {
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    auto c = pg::Connection::Connect(connect_);
+    for (int i = 0; i < 400; ++i) Add(**c, i);
+    stop = true;
+  });
+  auto race = [&] {
+    auto c = pg::Connection::Connect(connect_);
+    Sequencer s({"audit.test/log", signer_.get(), 37, absl::Milliseconds(5)});
+    while (!stop) ASSERT_TRUE(s.RunOnce(**c).ok());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(s.RunOnce(**c).ok());
+  };
+  std::thread a(race), b(race);
+  writer.join();
+  a.join();
+  b.join();
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM audit_logs WHERE log_index IS NULL"), 0);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(DISTINCT log_index) FROM audit_logs"), 400);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT max(log_index) FROM audit_logs"), 399);
+  auto root = tlog::StoredRoot(400, Reader());
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(*root, tlog::RootOf(Leaves()));
+}
+
+}  // namespace
+}  // namespace ulticode::admin::log

@@ -16,8 +16,7 @@ namespace {
 constexpr pg::Statement kLock{
     "log.lock", "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.log.sequencer', 0))"};
 
-constexpr pg::Statement kSize{"log.size",
-                              "SELECT coalesce(max(log_index) + 1, 0) FROM audit_logs"};
+constexpr pg::Statement kSize{"log.size", "SELECT coalesce(max(log_index) + 1, 0) FROM audit_logs"};
 
 constexpr pg::Statement kUnsequenced{
     "log.unsequenced",
@@ -45,8 +44,7 @@ constexpr pg::Statement kLastCheckpoint{
     " ORDER BY size DESC LIMIT 1"};
 
 constexpr pg::Statement kCheckpoint{
-    "log.checkpoint",
-    "INSERT INTO log_checkpoints (size, root, note) VALUES ($1, $2, $3)"};
+    "log.checkpoint", "INSERT INTO log_checkpoints (size, root, note) VALUES ($1, $2, $3)"};
 
 tlog::NodeReader Reader(pg::Transaction& tx) {
   return [&tx](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
@@ -75,9 +73,9 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
   std::vector<tlog::Hash> leaves;
   std::vector<std::string> ids, indexes;
   for (int i = 0; i < rows.rows(); ++i) {
-    leaves.push_back(tlog::LeafHash(tlog::EncodeLeaf(
-        {rows.GetString(i, 1), rows.GetString(i, 0), rows.GetString(i, 2), rows.GetBytes(i, 3),
-         rows.GetBytes(i, 4)})));
+    leaves.push_back(tlog::LeafHash(
+        tlog::EncodeLeaf({rows.GetString(i, 1), rows.GetString(i, 0), rows.GetString(i, 2),
+                          rows.GetBytes(i, 3), rows.GetBytes(i, 4)})));
     ids.push_back(rows.GetString(i, 0));
     indexes.push_back(absl::StrCat(size + i));
   }

@@ -19,15 +19,15 @@
 namespace ulticode::admin::log {
 
 struct SequencerOptions {
-  std::string origin;                     // the checkpoints' first line
+  std::string origin;                        // the checkpoints' first line
   const tlog::NoteSigner* signer = nullptr;  // null: no checkpoints
   int batch = 1000;
   absl::Duration checkpoint_interval = absl::Seconds(1);
 };
 
 struct SequencerRun {
-  int64_t sequenced = 0;     // rows given an index
-  int64_t size = 0;          // the tree's size after the run
+  int64_t sequenced = 0;      // rows given an index
+  int64_t size = 0;           // the tree's size after the run
   bool checkpointed = false;  // a checkpoint of `size` was signed
 };
 

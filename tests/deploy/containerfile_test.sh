@@ -61,7 +61,8 @@ build_pkgs, runtime_pkgs = installed(stages[0]), installed(stages[1])
 problems = []
 
 deps = re.search(r"ULTICODE_DEB_PACKAGES=\(([^)]*)\)", open(deps_sh).read()).group(1).split()
-not_for_image = {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev"}
+# Test-only libraries: GoogleTest, the fuzzers' runtime, Go's sumdb (the interop test).
+not_for_image = {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev", "golang-golang-x-mod-dev"}
 for p in deps:
     if p.endswith("-dev") and p not in not_for_image and p not in build_pkgs:
         problems.append(f"build stage lacks {p} (scripts/lib/deps.sh builds with it)")

@@ -49,8 +49,9 @@ class TransparencyLogTest : public ::testing::Test {
                      "entity_type, entity_id, occurred_at, envelope, signature, key_id) VALUES "
                      "($1::uuid, 'auth', 'auth.user.created', 'a', 'create_user', 'user', $2, "
                      "now(), $3, $4, 'k1')"};
-    auto r = c.Execute(st, {pg::Text(id), pg::Text(absl::StrCat("u", n)),
-                            pg::Bytes(absl::StrCat("envelope ", n)), pg::Bytes(std::string(64, 's'))});
+    auto r =
+        c.Execute(st, {pg::Text(id), pg::Text(absl::StrCat("u", n)),
+                       pg::Bytes(absl::StrCat("envelope ", n)), pg::Bytes(std::string(64, 's'))});
     ASSERT_TRUE(r.ok()) << r.status();
   }
 
@@ -63,9 +64,9 @@ class TransparencyLogTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status();
     std::vector<tlog::Hash> out;
     for (int i = 0; i < r->rows(); ++i) {
-      out.push_back(tlog::LeafHash(tlog::EncodeLeaf({r->GetString(i, 1), r->GetString(i, 0),
-                                                     r->GetString(i, 2), r->GetBytes(i, 3),
-                                                     r->GetBytes(i, 4)})));
+      out.push_back(tlog::LeafHash(
+          tlog::EncodeLeaf({r->GetString(i, 1), r->GetString(i, 0), r->GetString(i, 2),
+                            r->GetBytes(i, 3), r->GetBytes(i, 4)})));
     }
     return out;
   }
@@ -105,8 +106,8 @@ TEST_F(TransparencyLogTest, EveryRowGetsTheNextIndexAndTheCheckpointSignsTheirTr
   pg::Statement latest{"latest", "SELECT note FROM log_checkpoints ORDER BY size DESC LIMIT 1"};
   auto note = conn_->Execute(latest);
   ASSERT_TRUE(note.ok());
-  auto text = tlog::OpenNote(note->GetString(0, 0),
-                             {*tlog::NoteVerifier::Parse(signer_->VerifierKey())});
+  auto text =
+      tlog::OpenNote(note->GetString(0, 0), {*tlog::NoteVerifier::Parse(signer_->VerifierKey())});
   ASSERT_TRUE(text.ok()) << text.status();
   auto checkpoint = tlog::ParseCheckpoint(*text);
   ASSERT_TRUE(checkpoint.ok());
@@ -124,8 +125,8 @@ TEST_F(TransparencyLogTest, EveryRowGetsTheNextIndexAndTheCheckpointSignsTheirTr
   const uint64_t m = static_cast<uint64_t>(f->GetInt64(0, 0));
   auto consistency = tlog::StoredConsistencyProof(m, 250, Reader());
   ASSERT_TRUE(consistency.ok());
-  EXPECT_TRUE(tlog::VerifyConsistency(m, 250, *tlog::FromBytes(f->GetBytes(0, 1)),
-                                      checkpoint->root, *consistency)
+  EXPECT_TRUE(tlog::VerifyConsistency(m, 250, *tlog::FromBytes(f->GetBytes(0, 1)), checkpoint->root,
+                                      *consistency)
                   .ok());
 
   // An index is final; a row rewritten after it was logged no longer
@@ -135,8 +136,10 @@ TEST_F(TransparencyLogTest, EveryRowGetsTheNextIndexAndTheCheckpointSignsTheirTr
   ASSERT_FALSE(moved.ok());
   EXPECT_NE(std::string(moved.status().message()).find("log index 3 is final"), std::string::npos)
       << moved.status();
-  ASSERT_TRUE(conn_->Execute(pg::Statement{"tamper", "UPDATE audit_logs SET envelope = 'forged'"
-                                                     " WHERE log_index = 7"})
+  ASSERT_TRUE(conn_
+                  ->Execute(pg::Statement{"tamper",
+                                          "UPDATE audit_logs SET envelope = 'forged'"
+                                          " WHERE log_index = 7"})
                   .ok());
   EXPECT_NE(Leaves()[7], leaves[7]);
   EXPECT_NE(tlog::RootOf(Leaves()), checkpoint->root);
@@ -159,7 +162,8 @@ TEST_F(TransparencyLogTest, TwoSequencersRacingGiveEachRowOneIndexWithoutGaps) {
   writer.join();
   a.join();
   b.join();
-  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM audit_logs WHERE log_index IS NULL"), 0);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM audit_logs WHERE log_index IS NULL"),
+            0);
   EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(DISTINCT log_index) FROM audit_logs"), 400);
   EXPECT_EQ(testing::QueryInt(*conn_, "SELECT max(log_index) FROM audit_logs"), 399);
   auto root = tlog::StoredRoot(400, Reader());

@@ -12,6 +12,10 @@ namespace {
 
 constexpr char kComponent[] = "admin.sequence_watch";
 
+constexpr pg::Statement kLock{
+    "sequence.lock",
+    "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.sequence_watch.' || $1, 0))"};
+
 constexpr pg::Statement kState{
     "sequence.state",
     "SELECT through, horizon, horizon_at <= now() - $2::float8 * interval '1 second'"
@@ -147,14 +151,20 @@ absl::Status SequenceWatch::Check(pg::Connection& conn) {
 }
 
 absl::Status SequenceWatch::CheckOwner(pg::Connection& conn, const std::string& owner) {
-  ASSIGN_OR_RETURN(pg::Result bounds, conn.Execute(kBounds, {pg::Text(owner)}));
-  if (bounds.IsNull(0, 1)) return absl::OkStatus();  // no numbered event yet
+  // One replica at a time per owner: the state is read, then advanced.
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  ASSIGN_OR_RETURN(pg::Result locked, tx.Execute(kLock, {pg::Text(owner)}));
+  if (!locked.GetBool(0, 0)) return tx.Commit();
+  ASSIGN_OR_RETURN(pg::Result bounds, tx.Execute(kBounds, {pg::Text(owner)}));
+  if (bounds.IsNull(0, 1)) return tx.Commit();  // no numbered event yet
   const int64_t lowest = bounds.GetInt64(0, 0), highest = bounds.GetInt64(0, 1);
-  ASSIGN_OR_RETURN(pg::Result state, conn.Execute(kState, {pg::Text(owner), pg::Seconds(grace_)}));
+  ASSIGN_OR_RETURN(pg::Result state, tx.Execute(kState, {pg::Text(owner), pg::Seconds(grace_)}));
   if (state.empty()) {
-    return conn.Execute(kStart, {pg::Text(owner), pg::Int(lowest - 1), pg::Int(highest)}).status();
+    RETURN_IF_ERROR(
+        tx.Execute(kStart, {pg::Text(owner), pg::Int(lowest - 1), pg::Int(highest)}).status());
+    return tx.Commit();
   }
-  ASSIGN_OR_RETURN(pg::Result void_rows, conn.Execute(kVoids, {pg::Text(owner)}));
+  ASSIGN_OR_RETURN(pg::Result void_rows, tx.Execute(kVoids, {pg::Text(owner)}));
   std::vector<Run> attested;
   for (int i = 0; i < void_rows.rows(); ++i) {
     attested.emplace_back(void_rows.GetInt64(i, 0), void_rows.GetInt64(i, 1));
@@ -162,44 +172,45 @@ absl::Status SequenceWatch::CheckOwner(pg::Connection& conn, const std::string& 
   const std::vector<Run> voids = Merged(std::move(attested));
   const int64_t through = state.GetInt64(0, 0), horizon = state.GetInt64(0, 1);
   if (state.GetBool(0, 2)) {  // the horizon is `grace` old: examine up to it
-    if (horizon > through) RETURN_IF_ERROR(RecordGaps(conn, owner, through, horizon, voids));
-    RETURN_IF_ERROR(conn.Execute(kAdvance, {pg::Text(owner), pg::Int(std::max(through, horizon)),
-                                            pg::Int(highest)})
+    if (horizon > through) RETURN_IF_ERROR(RecordGaps(tx, owner, through, horizon, voids));
+    RETURN_IF_ERROR(tx.Execute(kAdvance, {pg::Text(owner), pg::Int(std::max(through, horizon)),
+                                          pg::Int(highest)})
                         .status());
   }
   // Open gaps: resolved once every number arrived or was attested void.
-  ASSIGN_OR_RETURN(pg::Result open, conn.Execute(kOpenGaps, {pg::Text(owner)}));
+  ASSIGN_OR_RETURN(pg::Result open, tx.Execute(kOpenGaps, {pg::Text(owner)}));
   int64_t missing = 0;
   for (int i = 0; i < open.rows(); ++i) {
     const int64_t first = open.GetInt64(i, 0), last = open.GetInt64(i, 1);
     ASSIGN_OR_RETURN(pg::Result present,
-                     conn.Execute(kPresent, {pg::Text(owner), pg::Int(first - 1), pg::Int(last)}));
+                     tx.Execute(kPresent, {pg::Text(owner), pg::Int(first - 1), pg::Int(last)}));
     const int64_t still = last - first + 1 - present.GetInt64(0, 0) - Covered(voids, first, last);
     if (still > 0) {
       missing += still;
       continue;
     }
-    RETURN_IF_ERROR(conn.Execute(kResolve, {pg::Text(owner), pg::Int(first)}).status());
+    RETURN_IF_ERROR(tx.Execute(kResolve, {pg::Text(owner), pg::Int(first)}).status());
     log::Info(kComponent, "missing event numbers arrived or were attested void",
               {{"owner", owner}, {"first", absl::StrCat(first)}, {"last", absl::StrCat(last)}});
   }
+  RETURN_IF_ERROR(tx.Commit());
   missing_->Add({{"owner", owner}}).Set(static_cast<double>(missing));
   return absl::OkStatus();
 }
 
-absl::Status SequenceWatch::RecordGaps(pg::Connection& conn, const std::string& owner,
+absl::Status SequenceWatch::RecordGaps(pg::Transaction& tx, const std::string& owner,
                                        int64_t through, int64_t horizon,
                                        const std::vector<Run>& voids) {
   ASSIGN_OR_RETURN(pg::Result present,
-                   conn.Execute(kPresent, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
+                   tx.Execute(kPresent, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
   if (present.GetInt64(0, 0) + Covered(voids, through + 1, horizon) >= horizon - through) {
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(pg::Result numbers,
-                   conn.Execute(kNumbers, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
+                   tx.Execute(kNumbers, {pg::Text(owner), pg::Int(through), pg::Int(horizon)}));
   for (const auto& [first, last] : Missing(through, horizon, numbers, voids)) {
     ASSIGN_OR_RETURN(pg::Result added,
-                     conn.Execute(kRecordGap, {pg::Text(owner), pg::Int(first), pg::Int(last)}));
+                     tx.Execute(kRecordGap, {pg::Text(owner), pg::Int(first), pg::Int(last)}));
     if (added.affected_rows() == 0) continue;
     gaps_->Add({{"owner", owner}}).Increment();
     log::Error(kComponent, "event numbers missing: committed events that never arrived",

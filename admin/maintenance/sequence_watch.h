@@ -40,7 +40,7 @@ class SequenceWatch {
  private:
   absl::Status CheckOwner(pg::Connection& conn, const std::string& owner);
   // Records the runs of (through, horizon] neither present nor attested void.
-  absl::Status RecordGaps(pg::Connection& conn, const std::string& owner, int64_t through,
+  absl::Status RecordGaps(pg::Transaction& tx, const std::string& owner, int64_t through,
                           int64_t horizon, const std::vector<std::pair<int64_t, int64_t>>& voids);
 
   const std::vector<std::string> owners_;

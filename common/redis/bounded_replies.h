@@ -38,7 +38,6 @@ class BoundedReplies {
   void Install(redisReader* reader);
   // A string element is arriving that is larger than max_element_bytes.
   bool ElementTooLarge(const redisReader* reader) const;
-  const ReplyLimits& limits() const { return limits_; }
 
   // hiredis' redisReplyObjectFunctions, bound to an instance via privdata.
   static void* CreateString(const redisReadTask* task, char* str, size_t len);

@@ -271,9 +271,4 @@ ReflectionService::~ReflectionService() {
 
 std::vector<grpc::Service*> ReflectionService::services() { return {v1_.get(), v1alpha_.get()}; }
 
-int ReflectionService::open_streams() const {
-  absl::MutexLock lock(&state_->mu);
-  return static_cast<int>(state_->open.size());
-}
-
 }  // namespace ulticode::server

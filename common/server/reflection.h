@@ -30,9 +30,6 @@ class ReflectionService {
   // The v1 and v1alpha services, to register with a ServerBuilder.
   std::vector<grpc::Service*> services();
 
-  // Streams open now (both versions).
-  int open_streams() const;
-
   struct State;
 
  private:

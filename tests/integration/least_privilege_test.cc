@@ -118,8 +118,8 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRolesHaveOnlyTheirDml) {
        {"DELETE FROM audit_outbox", "DELETE FROM users", "TRUNCATE users",
         "DELETE FROM idempotency_keys", "UPDATE roles SET description = ''", "DROP TABLE users",
         "CREATE TABLE shadow (x int)", "DELETE FROM schema_migrations",
-        "SELECT setval('audit_outbox_sequence', 1)",
-        "UPDATE audit_outbox SET owner_sequence = 1"}) {
+        "SELECT setval('audit_outbox_sequence', 1)", "UPDATE audit_outbox SET owner_sequence = 1",
+        "DELETE FROM outbox_numbers_attested"}) {
     absl::Status s = Exec(**auth, sql);
     EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << sql << ": " << s;
   }
@@ -173,6 +173,14 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotRewriteOrBackdateOutboxRows) {
             1);
   EXPECT_EQ(testing::QueryInt(**auth, "SELECT outbox_retention(0, 10000)"), 0);
   EXPECT_EQ(testing::QueryInt(**auth, "SELECT count(*) FROM audit_outbox" + first), 1);
+  // The attestation mark never moves back: moved back, the attestor would
+  // void numbers whose rows retention deleted since.
+  ASSERT_TRUE(Exec(**auth,
+                   "INSERT INTO outbox_numbers_attested (through, attested_at)"
+                   " VALUES (1000000, now()) ON CONFLICT DO NOTHING")
+                  .ok());
+  absl::Status back = Exec(**auth, "UPDATE outbox_numbers_attested SET through = 1");
+  EXPECT_NE(std::string(back.message()).find("only moves forward"), std::string::npos) << back;
 }
 
 TEST_F(LeastPrivilegeTest, RuntimeRolesNeedTheirScramPassword) {

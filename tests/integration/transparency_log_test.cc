@@ -136,6 +136,14 @@ TEST_F(TransparencyLogTest, EveryRowGetsTheNextIndexAndTheCheckpointSignsTheirTr
   ASSERT_FALSE(moved.ok());
   EXPECT_NE(std::string(moved.status().message()).find("log index 3 is final"), std::string::npos)
       << moved.status();
+  auto preset = conn_->Execute(pg::Statement{
+      "preset",
+      "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, entity_type,"
+      " entity_id, occurred_at, envelope, log_index) VALUES (gen_random_uuid(), 'auth',"
+      " 'auth.user.created', 'a', 'create_user', 'user', 'u', now(), 'e', 5000)"});
+  EXPECT_NE(std::string(preset.status().message()).find("inserted without a log index"),
+            std::string::npos)
+      << preset.status();
   ASSERT_TRUE(conn_
                   ->Execute(pg::Statement{"tamper",
                                           "UPDATE audit_logs SET envelope = 'forged'"

@@ -68,9 +68,21 @@ void BoundedReplies::Attach(const redisReadTask* task, redisReply* reply) {
   parent->element[task->idx] = reply;
 }
 
+void BoundedReplies::Forget(const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ARRAY) return;
+  array_bytes_.erase(reply);
+  omitted_.erase(reply);
+  for (size_t i = 0; i < reply->elements; ++i) {
+    if (reply->element[i] != nullptr) Forget(reply->element[i]);
+  }
+}
+
 void BoundedReplies::Omit(redisReply* array, size_t attached, const std::string& why) {
   for (size_t i = 0; i < attached && i < array->elements; ++i) {
-    if (array->element[i] != nullptr) freeReplyObject(array->element[i]);
+    if (array->element[i] == nullptr) continue;
+    // A later array of this reply may get the same address.
+    Forget(array->element[i]);
+    freeReplyObject(array->element[i]);
   }
   free(array->element);
   array->element = nullptr;

@@ -51,6 +51,8 @@ class BoundedReplies {
   bool Dropped(const redisReadTask* task);
   void Attach(const redisReadTask* task, redisReply* reply);
   void Omit(redisReply* array, size_t attached, const std::string& why);
+  // Drops the bookkeeping of `reply` and its arrays before they are freed.
+  void Forget(const redisReply* reply);
 
   const ReplyLimits limits_;
   redisReply dropped_{};  // stands in for every element that is not kept

@@ -91,16 +91,7 @@ class HostilePeersTest : public ::testing::Test {
 
   // One business change on each owner.
   void MutateBoth(int i) {
-    grpc::ClientContext a;
-    As(&a, "alice", "auth.admin");
-    auth::v1::CreateUserRequest user;
-    user.set_username(absl::StrCat("user", i));
-    user.set_email(absl::StrCat("user", i, "@example.com"));
-    auth::v1::CreateUserResponse created;
-    const grpc::Status auth_status =
-        auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
-            ->CreateUser(&a, user, &created);
-    EXPECT_TRUE(auth_status.ok()) << auth_status.error_message();
+    CreateUser(absl::StrCat("user", i));
     grpc::ClientContext p;
     As(&p, "alice", "app.editor");
     app::v1::CreateProblemRequest problem;

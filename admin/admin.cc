@@ -8,6 +8,9 @@
 #include "admin/maintenance/sequence_watch.h"
 #include "admin/operations/operations_service.h"
 #include "admin/query/audit_query_service.h"
+#include "admin/transparency/audit_log_service.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
 #include "common/retention/retention.h"
 #include "common/worker/periodic.h"
 
@@ -29,6 +32,24 @@ void StartPipeline(const Options& options, runtime::ServiceContext& context) {
   bridge.keys = &context.keys();
   bridge.receipt_signer = &context.signer();
   context.Start(std::make_unique<inbox::InboxBridge>(bridge, context.registry()));
+}
+
+// The sequencer on its own connection and thread: retention or a slow
+// gauge never delays a checkpoint.
+absl::Status StartLog(const Options& options, runtime::ServiceContext& context) {
+  ASSIGN_OR_RETURN(std::unique_ptr<transparency::LogJob> job,
+                   transparency::LogJob::Create(options.log, context.registry()));
+  log::Info("admin", "transparency log", {{"verifier_key", job->VerifierKey()}});
+  auto& kept = context.Keep(std::move(job));
+  context.Start(std::make_unique<worker::Periodic>(
+      context.Connection("log"),
+      std::vector<worker::PeriodicJob>{
+          {"log.sequence", options.log.sequence_interval,
+           [&kept](pg::Connection* c, const worker::Stopping& stopping) {
+             return kept.Run(*c, stopping);
+           }}},
+      context.registry()));
+  return absl::OkStatus();
 }
 
 void StartHousekeeping(const Options& options, runtime::ServiceContext& context) {
@@ -79,6 +100,9 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   context.Serve(std::make_unique<query::AuditQueryService>(
                     context.pool(), context.Authorizer(query::AccessRules()), query),
                 "ulticode.admin.v1.AdminService");
+  context.Serve(std::make_unique<transparency::AuditLogService>(
+                    context.pool(), context.Authorizer(transparency::AccessRules())),
+                transparency::kServiceName);
   context.Serve(
       std::make_unique<operations::AdminOperationsService>(
           context.pool(), context.Authorizer(operations::AccessRules()),
@@ -93,6 +117,7 @@ void RegisterFlags(config::Flags& flags, Options* options) {
   inbox::RegisterBridgeFlags(flags, &options->bridge, &options->auth_stream, &options->app_stream);
   consumer::RegisterConsumerFlags(flags, &options->consumer);
   maintenance::RegisterHousekeepingFlags(flags, &options->housekeeping);
+  transparency::RegisterLogFlags(flags, &options->log);
 }
 
 const std::vector<std::string>& RuntimeGrants() {
@@ -118,6 +143,7 @@ const std::vector<std::string>& RuntimeGrants() {
 absl::Status Assemble(Options options, runtime::ServiceContext& context) {
   inbox::FinishBridgeOptions(&options.bridge, options.auth_stream, options.app_stream);
   StartPipeline(options, context);
+  RETURN_IF_ERROR(StartLog(options, context));
   StartHousekeeping(options, context);
   ServeApis(options, context);
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 // Admin as one service: its flags, the grants of its runtime role, and the
-// parts it runs (lease consumer, inbox bridge, housekeeping, the
-// AdminService query API and the AdminOperations repairs). Admin's main() is
+// parts it runs (lease consumer, inbox bridge, the transparency log,
+// housekeeping, the AdminService query API, the AuditLogService and the
+// AdminOperations repairs). Admin's main() is
 // a runtime::ServiceSpec made of these.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include "admin/consumer/lease_consumer.h"
 #include "admin/inbox/bridge.h"
 #include "admin/maintenance/housekeeping.h"
+#include "admin/transparency/log_job.h"
 #include "common/config/flags.h"
 #include "common/runtime/service.h"
 
@@ -27,17 +29,19 @@ struct Options {
   std::string app_stream;
   consumer::ConsumerOptions consumer;
   maintenance::AdminHousekeepingOptions housekeeping;
+  transparency::LogOptions log;
 };
 
-// The --inbox-*, --consumer-*, retention and sampling flags.
+// The --inbox-*, --consumer-*, --log-*, retention and sampling flags.
 void RegisterFlags(config::Flags& flags, Options* options);
 
 // Least privilege for Admin's runtime role: the audit trail is append-only
 // (INSERT and SELECT on audit_logs, never UPDATE, DELETE or TRUNCATE).
 const std::vector<std::string>& RuntimeGrants();
 
-// Starts the lease consumer, the inbox bridge and the housekeeping jobs, and
-// serves AdminService and AdminOperations.
+// Starts the lease consumer, the inbox bridge, the log's sequencer and the
+// housekeeping jobs, and serves AdminService, AuditLogService and
+// AdminOperations.
 absl::Status Assemble(Options options, runtime::ServiceContext& context);
 
 }  // namespace ulticode::admin

@@ -234,6 +234,11 @@ ulticode_redis_start "${state}/redis" "${REDIS_PORT}" yes "${secrets}/redis-user
 # Dev keys (events, receipts) and the key directory public-keys.txt.
 ulticode_dev_signing_keys "${secrets}" scripts/run-local.sh
 public_keys="${secrets}/public-keys.txt"
+# The transparency log's key, and its verifier key for auditors
+# (docs/transparency-log.md): public, but kept beside the other keys.
+LOG_ORIGIN=ulticode.local/audit
+log_vkey="${secrets}/log.vkey"
+ulticode_log_key "${secrets}" "${LOG_ORIGIN}" "${build_dir}/tools/verify/ulticode-verify"
 # The dev token issuer: scripts/dev-token.sh signs with its key; every
 # service verifies callers against jwks.json (re-read when it changes).
 ulticode_dev_jwt_issuer "${secrets}"
@@ -280,6 +285,10 @@ for svc in "${SERVICES[@]}"; do
   # the servers in order. The pid of `setsid prog &` is the server's own pid.
   svc_transport=("${TRANSPORT[@]}")
   if ((tls)); then svc_transport+=(--health-listen="${HEALTH[${svc}]}"); fi
+  svc_log=()
+  if [[ "${svc}" == admin ]]; then
+    svc_log=(--log-signing-key-file="${secrets}/log-ed25519.key" --log-origin="${LOG_ORIGIN}")
+  fi
   setsid "${bin}" \
     --grpc-listen="${GRPC[${svc}]}" \
     --metrics-listen="${METRICS[${svc}]}" \
@@ -295,6 +304,7 @@ for svc in "${SERVICES[@]}"; do
     "${svc_transport[@]}" \
     --jwt-issuer=ulticode-dev \
     "${KEY_FLAG[${svc}]}" \
+    "${svc_log[@]}" \
     </dev/null >"${logfile}" 2>&1 9>&- &
   PIDS[${svc}]=$!
   printf '%s\n' "${PIDS[${svc}]}" >"${rundir}/${svc}.pid"
@@ -368,7 +378,8 @@ rel() { printf '%s\n' "${1#"${repo}/"}"; }
   echo "Operators (passwords in $(rel "${secrets}"), never on a command line):"
   echo "  PGPASSFILE=$(rel "${secrets}")/pgpass psql -h 127.0.0.1 -p ${PG_PORT} -U postgres ulticode_admin"
   echo "  REDISCLI_AUTH=\"\$(cat $(rel "${secrets}")/redis-ops.password)\" redis-cli -p ${REDIS_PORT} --user ops --scan"
-  echo "Keys: $(rel "${secrets}")/{auth,app,admin}-ed25519.key, directory $(rel "${public_keys}")"
+  echo "Keys: $(rel "${secrets}")/{auth,app,admin,log}-ed25519.key, directory $(rel "${public_keys}")"
+  echo "The log's verifier key (for ulticode-verify, docs/transparency-log.md): $(rel "${log_vkey}")"
   echo
 } >&2
 

@@ -43,7 +43,7 @@ constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
 #define ULTI_AUDIT_LOG_COLUMNS                                                          \
   "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, " \
   "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "     \
-  "occurred_at, ingested_at"
+  "occurred_at, ingested_at, log_index"
 
 constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
                                      "SELECT " ULTI_AUDIT_LOG_COLUMNS
@@ -52,7 +52,7 @@ constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
 // The query's SQL is assembled per request from the filters present (see
 // BuildQuery); its name labels it in logs and errors like any statement.
 constexpr char kQueryName[] = "admin.audit_logs.query";
-constexpr int kPageFullColumn = 16;  // after ULTI_AUDIT_LOG_COLUMNS' 16
+constexpr int kPageFullColumn = 17;  // after ULTI_AUDIT_LOG_COLUMNS' 17
 constexpr absl::Duration kQueryTimeout = absl::Seconds(10);
 
 // One pass over the consumer's inbox rows, plus the poison count, in one
@@ -115,6 +115,7 @@ absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row) {
   log.set_trace_id(r.GetString(row, 13));
   *log.mutable_occurred_at() = ToProto(r.GetTime(row, 14));
   *log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
+  if (!r.IsNull(row, 16)) log.set_log_index(static_cast<uint64_t>(r.GetInt64(row, 16)));
   return log;
 }
 
@@ -252,7 +253,8 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   std::string rows =
       "SELECT event_id, event_id::text AS event_text, owner, event_type, actor, subject, action,"
       " entity_type, entity_id, old_value::text AS old_text, new_value::text AS new_text,"
-      " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at FROM audit_logs";
+      " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at, log_index"
+      " FROM audit_logs";
   if (!where.empty()) absl::StrAppend(&rows, " WHERE ", absl::StrJoin(where, " AND "));
   absl::StrAppend(&rows, " ORDER BY occurred_at DESC, event_id DESC LIMIT ",
                   param(pg::Int(q.page_size + 1)));
@@ -260,7 +262,7 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   out.sql = absl::StrCat(
       "SELECT event_text, owner, event_type, actor, subject, action, entity_type, entity_id,"
       " old_text, new_text, client_ip, user_agent, request_id, trace_id, occurred_at,"
-      " ingested_at, page_bytes >= ",
+      " ingested_at, log_index, page_bytes >= ",
       budget,
       " FROM (SELECT r.*, " ULTI_PAGE_ROW_BYTES " AS row_bytes, sum(" ULTI_PAGE_ROW_BYTES
       ") OVER (ORDER BY occurred_at DESC, event_id DESC ROWS UNBOUNDED PRECEDING) AS page_bytes"

@@ -5,21 +5,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/base/status_macros.h"
 
 namespace ulticode::tlog {
 namespace {
 
 constexpr absl::string_view kDash = "\xe2\x80\x94 ";  // U+2014 and a space
-constexpr char kEd25519 = 0x01;
-
-bool ValidName(absl::string_view name) {
-  if (name.empty()) return false;
-  for (unsigned char c : name) {
-    if (c == '+' || absl::ascii_isspace(c) || c < 0x20) return false;
-  }
-  return true;
-}
 
 std::string BigEndian(uint32_t v) {
   return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
@@ -30,6 +24,12 @@ uint32_t ReadBigEndian(absl::string_view b) {
   return (uint32_t{static_cast<uint8_t>(b[0])} << 24) |
          (uint32_t{static_cast<uint8_t>(b[1])} << 16) |
          (uint32_t{static_cast<uint8_t>(b[2])} << 8) | uint32_t{static_cast<uint8_t>(b[3])};
+}
+
+absl::Status CheckNoteKeyName(absl::string_view name) {
+  if (ValidKeyName(name)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("note key name \"", name, "\": must be non-empty, without '+' or spaces"));
 }
 
 }  // namespace
@@ -72,24 +72,100 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text) {
   return c;
 }
 
+bool ValidKeyName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    if (c == '+' || absl::ascii_isspace(c) || c < 0x20) return false;
+  }
+  return true;
+}
+
+uint32_t KeyIdOf(absl::string_view name, char type, absl::string_view raw) {
+  return ReadBigEndian(crypto::Sha256(absl::StrCat(name, "\n", std::string(1, type), raw)));
+}
+
 uint32_t NoteKeyId(absl::string_view name, absl::string_view raw) {
-  const std::string digest =
-      crypto::Sha256(absl::StrCat(name, "\n", std::string(1, kEd25519), raw));
-  return ReadBigEndian(digest);
+  return KeyIdOf(name, kNoteEd25519, raw);
+}
+
+std::string FormatVerifierKey(absl::string_view name, char type, absl::string_view raw) {
+  return absl::StrCat(name, "+", absl::BytesToHexString(BigEndian(KeyIdOf(name, type, raw))), "+",
+                      absl::Base64Escape(absl::StrCat(std::string(1, type), raw)));
+}
+
+absl::StatusOr<std::string> VerifierKeyOf(absl::string_view name, const crypto::VerifyKey& key) {
+  RETURN_IF_ERROR(CheckNoteKeyName(name));
+  return FormatVerifierKey(name, kNoteEd25519, key.raw());
+}
+
+absl::StatusOr<VerifierKeyParts> ParseVerifierKey(absl::string_view vkey, char type) {
+  // The base64 key may itself hold '+'.
+  std::vector<absl::string_view> parts = absl::StrSplit(vkey, absl::MaxSplits('+', 2));
+  if (parts.size() != 3) {
+    return absl::InvalidArgumentError("verifier key: want <name>+<hex key id>+<base64 key>");
+  }
+  if (!ValidKeyName(parts[0])) return absl::InvalidArgumentError("verifier key: bad name");
+  if (parts[1].size() != 8 ||
+      parts[1].find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
+    return absl::InvalidArgumentError("verifier key: the key id is not 8 hex digits");
+  }
+  std::string key;
+  if (!absl::Base64Unescape(parts[2], &key) || key.size() != 33 || key[0] != type) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verifier key: not a key of type 0x%02x (that byte and 32 bytes of Ed25519 key)", type));
+  }
+  auto verify = crypto::VerifyKey::FromRaw(key.substr(1));
+  if (!verify.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("verifier key: ", verify.status().message()));
+  }
+  const uint32_t id = ReadBigEndian(absl::HexStringToBytes(parts[1]));
+  if (id != KeyIdOf(parts[0], type, key.substr(1))) {
+    return absl::InvalidArgumentError("verifier key: the key id does not match name and key");
+  }
+  return VerifierKeyParts{std::string(parts[0]), id, *std::move(verify)};
+}
+
+absl::StatusOr<SplitNote> SplitNoteSignatures(absl::string_view note) {
+  const size_t split = note.rfind("\n\n");
+  if (split == absl::string_view::npos) {
+    return absl::InvalidArgumentError("note: no empty line before the signatures");
+  }
+  absl::string_view sigs = note.substr(split + 2);
+  if (sigs.empty() || !absl::EndsWith(sigs, "\n")) {
+    return absl::InvalidArgumentError("note: no signature lines");
+  }
+  std::vector<std::string> lines = absl::StrSplit(sigs.substr(0, sigs.size() - 1), '\n');
+  return SplitNote{std::string(note.substr(0, split + 1)), std::move(lines)};
+}
+
+absl::StatusOr<NoteSignature> ParseSignatureLine(absl::string_view line) {
+  if (!absl::ConsumePrefix(&line, kDash)) {
+    return absl::InvalidArgumentError("note: a signature line does not start with U+2014");
+  }
+  const size_t space = line.rfind(' ');
+  if (space == absl::string_view::npos) {
+    return absl::InvalidArgumentError("note: a signature line has no signature");
+  }
+  std::string sig;
+  if (!absl::Base64Unescape(line.substr(space + 1), &sig) || sig.size() < 5) {
+    return absl::InvalidArgumentError("note: a signature is not base64");
+  }
+  return NoteSignature{std::string(line.substr(0, space)), ReadBigEndian(sig), sig.substr(4)};
+}
+
+std::string SignatureLine(absl::string_view name, uint32_t key_id, absl::string_view signature) {
+  return absl::StrCat(kDash, name, " ",
+                      absl::Base64Escape(absl::StrCat(BigEndian(key_id), signature)), "\n");
 }
 
 absl::StatusOr<NoteSigner> NoteSigner::Create(std::string name, const crypto::SigningKey& key) {
-  if (!ValidName(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("note key name \"", name, "\": must be non-empty, without '+' or spaces"));
-  }
+  RETURN_IF_ERROR(CheckNoteKeyName(name));
   const uint32_t id = NoteKeyId(name, key.public_key().raw());
   return NoteSigner(std::move(name), key, id);
 }
 
 std::string NoteSigner::VerifierKey() const {
-  return absl::StrCat(name_, "+", absl::BytesToHexString(BigEndian(key_id_)), "+",
-                      absl::Base64Escape(std::string(1, kEd25519) + key_->public_key().raw()));
+  return FormatVerifierKey(name_, kNoteEd25519, key_->public_key().raw());
 }
 
 absl::StatusOr<std::string> NoteSigner::Sign(absl::string_view text) const {
@@ -98,74 +174,34 @@ absl::StatusOr<std::string> NoteSigner::Sign(absl::string_view text) const {
   }
   auto signature = key_->Sign(text);
   if (!signature.ok()) return signature.status();
-  return absl::StrCat(text, "\n", kDash, name_, " ",
-                      absl::Base64Escape(BigEndian(key_id_) + *signature), "\n");
+  return absl::StrCat(text, "\n", SignatureLine(name_, key_id_, *signature));
 }
 
 absl::StatusOr<NoteVerifier> NoteVerifier::Parse(absl::string_view vkey) {
-  // The base64 key may itself hold '+'.
-  std::vector<absl::string_view> parts = absl::StrSplit(vkey, absl::MaxSplits('+', 2));
-  if (parts.size() != 3) {
-    return absl::InvalidArgumentError("verifier key: want <name>+<hex key id>+<base64 key>");
-  }
-  if (!ValidName(parts[0])) return absl::InvalidArgumentError("verifier key: bad name");
-  std::string id_bytes, key;
-  if (parts[1].size() != 8 ||
-      parts[1].find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
-    return absl::InvalidArgumentError("verifier key: the key id is not 8 hex digits");
-  }
-  id_bytes = absl::HexStringToBytes(parts[1]);
-  if (!absl::Base64Unescape(parts[2], &key) || key.size() != 33 || key[0] != kEd25519) {
-    return absl::InvalidArgumentError("verifier key: not an Ed25519 key (0x01 and 32 bytes)");
-  }
-  auto verify = crypto::VerifyKey::FromRaw(key.substr(1));
-  if (!verify.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("verifier key: ", verify.status().message()));
-  }
-  const uint32_t id = ReadBigEndian(id_bytes);
-  if (id != NoteKeyId(parts[0], key.substr(1))) {
-    return absl::InvalidArgumentError("verifier key: the key id does not match name and key");
-  }
-  return NoteVerifier(std::string(parts[0]), id, *std::move(verify));
+  auto parts = ParseVerifierKey(vkey, kNoteEd25519);
+  if (!parts.ok()) return parts.status();
+  return NoteVerifier(std::move(parts->name), parts->key_id, std::move(parts->key));
 }
 
 absl::StatusOr<std::string> OpenNote(absl::string_view note,
                                      const std::vector<NoteVerifier>& verifiers) {
-  const size_t split = note.rfind("\n\n");
-  if (split == absl::string_view::npos) {
-    return absl::InvalidArgumentError("note: no empty line before the signatures");
-  }
-  const absl::string_view text = note.substr(0, split + 1);
-  absl::string_view sigs = note.substr(split + 2);
-  if (sigs.empty() || !absl::EndsWith(sigs, "\n")) {
-    return absl::InvalidArgumentError("note: no signature lines");
-  }
+  auto split = SplitNoteSignatures(note);
+  if (!split.ok()) return split.status();
   bool verified = false;
-  for (absl::string_view line : absl::StrSplit(sigs.substr(0, sigs.size() - 1), '\n')) {
-    if (!absl::ConsumePrefix(&line, kDash)) {
-      return absl::InvalidArgumentError("note: a signature line does not start with U+2014");
-    }
-    const size_t space = line.rfind(' ');
-    if (space == absl::string_view::npos) {
-      return absl::InvalidArgumentError("note: a signature line has no signature");
-    }
-    const absl::string_view name = line.substr(0, space);
-    std::string sig;
-    if (!absl::Base64Unescape(line.substr(space + 1), &sig) || sig.size() < 5) {
-      return absl::InvalidArgumentError("note: a signature is not base64");
-    }
-    const uint32_t id = ReadBigEndian(sig);
+  for (const std::string& line : split->signatures) {
+    auto sig = ParseSignatureLine(line);
+    if (!sig.ok()) return sig.status();
     for (const NoteVerifier& v : verifiers) {
-      if (v.name() != name || v.key_id() != id) continue;
-      if (!v.Verify(text, absl::string_view(sig).substr(4))) {
+      if (v.name() != sig->name || v.key_id() != sig->key_id) continue;
+      if (!v.Verify(split->text, sig->signature)) {
         return absl::FailedPreconditionError(
-            absl::StrCat("note: the signature by ", name, " does not verify"));
+            absl::StrCat("note: the signature by ", sig->name, " does not verify"));
       }
       verified = true;
     }
   }
   if (!verified) return absl::FailedPreconditionError("note: no signature by a known key");
-  return std::string(text);
+  return std::move(split->text);
 }
 
 }  // namespace ulticode::tlog

@@ -8,6 +8,7 @@
 //  - the key id of an Ed25519 key is the first 4 bytes (big-endian) of
 //    SHA-256(name || "\n" || 0x01 || the 32-byte public key);
 //  - a verifier key is "<name>+<key id, 8 hex digits>+<base64(0x01 || key)>".
+// Witness keys (cosignature.h) use the same forms with type byte 0x04.
 // A checkpoint's text is "<origin>\n<size in decimal>\n<base64 root>\n"
 // followed by optional extension lines.
 #pragma once
@@ -35,8 +36,52 @@ std::string CheckpointText(const Checkpoint& checkpoint);
 // INVALID_ARGUMENT naming the line that is wrong.
 absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view text);
 
-// The key id of an Ed25519 key `raw` (32 bytes) named `name`.
+// Signature types (c2sp.org/signed-note): the byte hashed into a key id and
+// written before the public key in a verifier key.
+inline constexpr char kNoteEd25519 = 0x01;
+inline constexpr char kCosignatureV1Ed25519 = 0x04;  // c2sp.org/tlog-cosignature
+
+// A key name: non-empty, without '+' or whitespace.
+bool ValidKeyName(absl::string_view name);
+
+// The first 4 bytes (big-endian) of SHA-256(name || "\n" || type || raw).
+uint32_t KeyIdOf(absl::string_view name, char type, absl::string_view raw);
+// The key id of an Ed25519 note key `raw` (32 bytes) named `name`.
 uint32_t NoteKeyId(absl::string_view name, absl::string_view raw);
+
+// "<name>+<key id, 8 hex digits>+<base64(type || raw)>".
+std::string FormatVerifierKey(absl::string_view name, char type, absl::string_view raw);
+// The note verifier key of `key` named `name` (what NoteSigner::VerifierKey
+// gives, from the public key alone); INVALID_ARGUMENT for a bad name.
+absl::StatusOr<std::string> VerifierKeyOf(absl::string_view name, const crypto::VerifyKey& key);
+struct VerifierKeyParts {
+  std::string name;
+  uint32_t key_id = 0;
+  crypto::VerifyKey key;
+};
+// A verifier key of signature type `type` with an Ed25519 key; INVALID_ARGUMENT
+// naming what is wrong (another type, a key id that is not the key's).
+absl::StatusOr<VerifierKeyParts> ParseVerifierKey(absl::string_view vkey, char type);
+
+// A signed note cut at its last empty line: the text (ending in "\n") and
+// the signature lines, each without its "\n". INVALID_ARGUMENT without an
+// empty line or signature lines.
+struct SplitNote {
+  std::string text;
+  std::vector<std::string> signatures;
+};
+absl::StatusOr<SplitNote> SplitNoteSignatures(absl::string_view note);
+
+// One signature line: the key name, the key id and the bytes after it.
+struct NoteSignature {
+  std::string name;
+  uint32_t key_id = 0;
+  std::string signature;
+};
+// From a line without its "\n"; INVALID_ARGUMENT naming what is wrong.
+absl::StatusOr<NoteSignature> ParseSignatureLine(absl::string_view line);
+// U+2014, a space, the name, a space, base64(key id || signature), "\n".
+std::string SignatureLine(absl::string_view name, uint32_t key_id, absl::string_view signature);
 
 class NoteSigner {
  public:

@@ -440,6 +440,23 @@ ulticode_dev_signing_keys() {
   mv -f -- "${secrets}/public-keys.txt.tmp" "${secrets}/public-keys.txt"
 }
 
+# The transparency log's signing key <secrets>/log-ed25519.key (made once)
+# and its c2sp.org/signed-note verifier key <secrets>/log.vkey, named
+# <origin>, as `ulticode-verify vkey` writes it.
+ulticode_log_key() {
+  local secrets="${1:?usage: ulticode_log_key <secrets dir> <origin> <ulticode-verify>}"
+  local origin="${2:?usage: ulticode_log_key <secrets dir> <origin> <ulticode-verify>}"
+  local verify="${3:?usage: ulticode_log_key <secrets dir> <origin> <ulticode-verify>}"
+  local key="${secrets}/log-ed25519.key" public
+  if [[ ! -s "${key}" ]]; then
+    (umask 077 && openssl genpkey -algorithm ed25519 -out "${key}") || return 1
+    _ulticode_log "created dev log key ${key}"
+  fi
+  public="$(openssl pkey -in "${key}" -pubout -outform DER | tail -c 32 | base64)" || return 1
+  "${verify}" vkey --name="${origin}" --public-key="${public}" >"${secrets}/log.vkey.tmp" || return 1
+  mv -f -- "${secrets}/log.vkey.tmp" "${secrets}/log.vkey"
+}
+
 # ---------------------------------------------------------------- tokens
 
 ulticode_dev_jwt_issuer() {

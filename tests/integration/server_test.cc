@@ -225,7 +225,8 @@ class ServerTest : public ::testing::TestWithParam<Service> {
          "ULTICODE_REDIS_USER=" + redis.user, "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
          "ULTICODE_JWKS_FILE=" + ::ulticode::testing::SharedTestTokens().jwks_file(),
          "ULTICODE_GRPC_PLAINTEXT=true",
-         "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin")}));
+         "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin"),
+         "ULTICODE_LOG_SIGNING_KEY_FILE=" + keys_.KeyFile("log")}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));
     ASSERT_TRUE(server_.Running()) << server_.Output();

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "admin/log/sequencer.h"
 #include "admin/migrations.h"
+#include "admin/transparency/sequencer.h"
 #include "common/crypto/crypto.h"
 #include "common/ids/uuid.h"
 #include "common/migrations/migrations.h"
@@ -21,7 +21,7 @@
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
-namespace ulticode::admin::log {
+namespace ulticode::admin::transparency {
 namespace {
 
 class TransparencyLogTest : public ::testing::Test {
@@ -180,4 +180,4 @@ TEST_F(TransparencyLogTest, TwoSequencersRacingGiveEachRowOneIndexWithoutGaps) {
 }
 
 }  // namespace
-}  // namespace ulticode::admin::log
+}  // namespace ulticode::admin::transparency

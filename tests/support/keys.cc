@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/tlog/note.h"
 
 namespace ulticode::testing {
 namespace {
@@ -25,9 +26,13 @@ std::string TempDir() {
 
 }  // namespace
 
-TestKeys::TestKeys() : auth_(NewKey()), app_(NewKey()), admin_(NewKey()), dir_(TempDir()) {
-  for (const auto* k : {&auth_, &app_, &admin_}) {
-    const std::string party = k == &auth_ ? "auth" : k == &app_ ? "app" : "admin";
+TestKeys::TestKeys()
+    : auth_(NewKey()), app_(NewKey()), admin_(NewKey()), log_(NewKey()), dir_(TempDir()) {
+  for (const auto* k : {&auth_, &app_, &admin_, &log_}) {
+    const std::string party = k == &auth_  ? "auth"
+                              : k == &app_ ? "app"
+                              : k == &log_ ? "log"
+                                           : "admin";
     if (!crypto::WriteSecretFile(KeyFile(party), k->PrivatePem().value()).ok()) std::abort();
   }
   public_keys_file_ = dir_ + "/public-keys";
@@ -52,6 +57,12 @@ const crypto::SigningKey& TestKeys::owner(const std::string& name) const {
 
 std::string TestKeys::Line(const std::string& party, const crypto::SigningKey& key) {
   return absl::StrCat(party, " ", absl::Base64Escape(key.public_key().raw()), "\n");
+}
+
+std::string TestKeys::LogVerifierKey() const {
+  auto signer = tlog::NoteSigner::Create(kLogOrigin, log_);
+  if (!signer.ok()) std::abort();
+  return signer->VerifierKey();
 }
 
 const TestKeys& SharedTestKeys() {

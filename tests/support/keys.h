@@ -1,4 +1,5 @@
-// Ed25519 keys for tests: one signing key each for auth, app and admin,
+// Ed25519 keys for tests: one signing key each for auth, app and admin, and
+// Admin's transparency log key ("log": KeyFile("log"), LogVerifierKey()),
 // written as 0600 PEM files with a public key directory beside them in a
 // fresh temporary directory (what run-local keeps under .state/secrets/).
 #pragma once
@@ -19,6 +20,10 @@ class TestKeys {
   const crypto::SigningKey& auth() const { return auth_; }
   const crypto::SigningKey& app() const { return app_; }
   const crypto::SigningKey& admin() const { return admin_; }
+  const crypto::SigningKey& log() const { return log_; }
+  // The log key's c2sp.org/signed-note verifier key under kLogOrigin.
+  std::string LogVerifierKey() const;
+  static constexpr char kLogOrigin[] = "ulticode.test/audit";
   // The signing key of an owner by name ("auth" / "app").
   const crypto::SigningKey& owner(const std::string& name) const;
 
@@ -32,7 +37,7 @@ class TestKeys {
   static std::string Line(const std::string& party, const crypto::SigningKey& key);
 
  private:
-  crypto::SigningKey auth_, app_, admin_;
+  crypto::SigningKey auth_, app_, admin_, log_;
   std::string dir_;
   std::string public_keys_file_;
   crypto::KeyDirectory directory_;

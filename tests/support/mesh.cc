@@ -261,6 +261,8 @@ bool Mesh::StartServer(Service service, int replica, std::string* error) {
       argv.push_back("--inbox-consumer-name=" + name);
       argv.push_back("--consumer-instance-id=" + name);
       argv.push_back("--receipt-signing-key-file=" + keys_.KeyFile("admin"));
+      argv.push_back("--log-signing-key-file=" + keys_.KeyFile("log"));
+      argv.push_back(absl::StrCat("--log-origin=", TestKeys::kLogOrigin));
       extra = &options_.admin_args;
       break;
   }

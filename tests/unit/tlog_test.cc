@@ -9,7 +9,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/crypto/crypto.h"
+#include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
@@ -140,6 +144,9 @@ TEST(NoteTest, MalformedKeysAndCheckpointsNameWhatIsWrong) {
   EXPECT_EQ(NoteVerifier::Parse(wrong_id).status().message(),
             "verifier key: the key id does not match name and key");
   EXPECT_FALSE(NoteVerifier::Parse("log+abc+AAAA").ok());
+  EXPECT_EQ(*VerifierKeyOf("log", key->public_key()), vkey);
+  EXPECT_EQ(VerifierKeyOf("a b", key->public_key()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   for (const char* text :
        {"log\n", "log\n012\nAAAA\n", "log\n-1\nAAAA\n", "\n1\nAAAA\n", "log\n5 \nAAAA\n",
         "log\n+5\nAAAA\n", "log\n1\nnot base64\n", "log\n1\nAAAA\n"}) {
@@ -151,7 +158,10 @@ TEST(NoteTest, MalformedKeysAndCheckpointsNameWhatIsWrong) {
 // an oversized length is refused with its reason.
 TEST(LeafTest, OneEncodingPerRow) {
   const LeafV1 leaf{"auth", "01a23577-d926-7479-a052-93d79727c5ff", "0123456789abcdef",
-                    std::string(64, 's'), std::string("\x0a\x24env\0elope", 12)};
+                    std::string(64, 's'),
+                    std::string("\x0a\x24"
+                                "env\0elope",
+                                12)};
   const std::string bytes = EncodeLeaf(leaf);
   EXPECT_EQ(bytes.size(), 1 + 5 * 4 + 4 + 36 + 16 + 64 + 12);
   auto decoded = DecodeLeaf(bytes);
@@ -213,6 +223,121 @@ TEST(StoredTreeTest, BatchedAppendsGiveTheSameRootsAndProofs) {
   ASSERT_TRUE(StoredInclusionProof(37, 100, read).ok());
   EXPECT_LE(reads, 30u) << "a proof reads O(log n) nodes";
   EXPECT_EQ(StoredRoot(101, read).status().code(), absl::StatusCode::kNotFound);
+}
+
+// The bytes in base64 at the end of a signature line.
+std::string SignatureBytes(absl::string_view line) {
+  absl::ConsumeSuffix(&line, "\n");
+  std::string out;
+  EXPECT_TRUE(absl::Base64Unescape(line.substr(line.rfind(' ') + 1), &out));
+  return out;
+}
+
+// c2sp.org/tlog-cosignature: a cosignature line verifies against its own
+// checkpoint text, key and time only; the key id hashes type 0x04, so the
+// same key as a note key (0x01) has another id; lines by other keys are
+// told apart from bad ones.
+TEST(CosignatureTest, RoundTripAndEveryChangeRefused) {
+  auto key = crypto::SigningKey::Generate();
+  ASSERT_TRUE(key.ok());
+  auto signer = CosignatureSigner::Create("witness.example/w1", *key);
+  ASSERT_TRUE(signer.ok()) << signer.status();
+  auto verifier = CosignatureVerifier::Parse(signer->VerifierKey());
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  EXPECT_EQ(verifier->key_id(), signer->key_id());
+  EXPECT_EQ(verifier->name(), "witness.example/w1");
+
+  const std::string text = CheckpointText({"audit.example/log", 13, RootOf(Leaves(13)), {}});
+  auto line = signer->Cosign(text, 1700000000);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_TRUE(line->starts_with("\xe2\x80\x94 witness.example/w1 "));
+  EXPECT_TRUE(line->ends_with("\n"));
+  auto time = verifier->Verify(text, *line);
+  ASSERT_TRUE(time.ok()) << time.status();
+  EXPECT_EQ(*time, 1700000000u);
+
+  // The line, split from a note like any signature, verifies the same.
+  auto note = NoteSigner::Create("audit.example/log", *key)->Sign(text);
+  auto split = SplitNoteSignatures(*note + *line);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->signatures.size(), 2u);
+  EXPECT_EQ(split->text, text);
+  EXPECT_EQ(*verifier->Verify(split->text, split->signatures[1]), 1700000000u);
+  EXPECT_EQ(verifier->Verify(text, split->signatures[0]).status().code(),
+            absl::StatusCode::kNotFound);
+
+  // Another time: the 8 bytes after the key id.
+  std::string sig = SignatureBytes(*line);
+  sig[4 + 7] ^= 1;
+  const std::string other_time =
+      absl::StrCat("\xe2\x80\x94 witness.example/w1 ", absl::Base64Escape(sig), "\n");
+  EXPECT_EQ(verifier->Verify(text, other_time).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Another text.
+  const std::string other_text = CheckpointText({"audit.example/log", 14, RootOf(Leaves(14)), {}});
+  EXPECT_EQ(verifier->Verify(other_text, *line).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Another key under the same name.
+  auto other_key = crypto::SigningKey::Generate();
+  auto other = CosignatureVerifier::Parse(
+      CosignatureSigner::Create("witness.example/w1", *other_key)->VerifierKey());
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->Verify(text, *line).status().code(), absl::StatusCode::kNotFound);
+  // Malformed lines and texts.
+  EXPECT_EQ(verifier->Verify(text, "witness.example/w1 AAAA").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(verifier->Verify("", *line).status().code(), absl::StatusCode::kInvalidArgument);
+  sig.pop_back();
+  EXPECT_EQ(
+      verifier
+          ->Verify(text, absl::StrCat("\xe2\x80\x94 witness.example/w1 ", absl::Base64Escape(sig)))
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CosignatureTest, KeyIdHashesType04AndOtherTypesAreRefused) {
+  auto key = crypto::SigningKey::Generate();
+  ASSERT_TRUE(key.ok());
+  const std::string raw = key->public_key().raw();
+  auto signer = CosignatureSigner::Create("w", *key);
+  ASSERT_TRUE(signer.ok());
+  EXPECT_EQ(signer->key_id(), KeyIdOf("w", 0x04, raw));
+  EXPECT_NE(signer->key_id(), NoteKeyId("w", raw));
+
+  // A verifier key whose id was computed with 0x01 is not this key's.
+  const std::string b64 = absl::Base64Escape(std::string(1, 0x04) + raw);
+  const std::string id01 = absl::StrFormat("%08x", NoteKeyId("w", raw));
+  EXPECT_EQ(CosignatureVerifier::Parse(absl::StrCat("w+", id01, "+", b64)).status().message(),
+            "verifier key: the key id does not match name and key");
+  // A note key (type 0x01) is not a witness key, and a witness key is not a
+  // note key.
+  auto note_signer = NoteSigner::Create("w", *key);
+  EXPECT_EQ(CosignatureVerifier::Parse(note_signer->VerifierKey()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NoteVerifier::Parse(signer->VerifierKey()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // A line carrying the 0x01 id, signed correctly, is not by this key.
+  const std::string text = CheckpointText({"log", 1, LeafHash("a"), {}});
+  const std::string line = *signer->Cosign(text, 5);
+  const std::string with_01 =
+      SignatureLine("w", NoteKeyId("w", raw), SignatureBytes(line).substr(4));
+  auto verifier = CosignatureVerifier::Parse(signer->VerifierKey());
+  ASSERT_TRUE(verifier.ok());
+  EXPECT_EQ(verifier->Verify(text, with_01).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*verifier->Verify(text, line), 5u);
+}
+
+TEST(NoteTest, SplitNoteSignaturesKeepsTextAndLines) {
+  auto split = SplitNoteSignatures("a\nb\n\n\xe2\x80\x94 k AAAA\n\xe2\x80\x94 j BBBB\n");
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->text, "a\nb\n");
+  EXPECT_EQ(split->signatures,
+            (std::vector<std::string>{"\xe2\x80\x94 k AAAA", "\xe2\x80\x94 j BBBB"}));
+  EXPECT_EQ(SplitNoteSignatures("a\n").status().message(),
+            "note: no empty line before the signatures");
+  EXPECT_EQ(SplitNoteSignatures("a\n\n").status().message(), "note: no signature lines");
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "common/pg/connection.h"
 #include "common/tlog/note.h"
 
-namespace ulticode::admin::log {
+namespace ulticode::admin::transparency {
 
 struct SequencerOptions {
   std::string origin;                        // the checkpoints' first line
@@ -26,6 +26,7 @@ struct SequencerOptions {
 };
 
 struct SequencerRun {
+  bool locked = false;        // this run held the sequencer's lock
   int64_t sequenced = 0;      // rows given an index
   int64_t size = 0;           // the tree's size after the run
   bool checkpointed = false;  // a checkpoint of `size` was signed
@@ -40,4 +41,4 @@ class Sequencer {
   const SequencerOptions options_;
 };
 
-}  // namespace ulticode::admin::log
+}  // namespace ulticode::admin::transparency

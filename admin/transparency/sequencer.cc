@@ -1,4 +1,4 @@
-#include "admin/log/sequencer.h"
+#include "admin/transparency/sequencer.h"
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "common/tlog/leaf.h"
 #include "common/tlog/stored.h"
 
-namespace ulticode::admin::log {
+namespace ulticode::admin::transparency {
 namespace {
 
 constexpr pg::Statement kLock{
@@ -67,6 +67,7 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
     RETURN_IF_ERROR(tx.Commit());
     return run;
   }
+  run.locked = true;
   ASSIGN_OR_RETURN(pg::Result size_row, tx.Execute(kSize));
   const int64_t size = size_row.GetInt64(0, 0);
   ASSIGN_OR_RETURN(pg::Result rows, tx.Execute(kUnsequenced, {pg::Int(options_.batch)}));
@@ -115,4 +116,4 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
   return run;
 }
 
-}  // namespace ulticode::admin::log
+}  // namespace ulticode::admin::transparency

@@ -1,0 +1,120 @@
+#include "admin/transparency/log_reader.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/pg/params.h"
+#include "common/tlog/leaf.h"
+
+namespace ulticode::admin::transparency {
+namespace {
+
+constexpr pg::Statement kLatestCheckpoint{
+    "log.read.latest_checkpoint",
+    "SELECT size, note FROM log_checkpoints ORDER BY size DESC LIMIT 1"};
+
+constexpr pg::Statement kCheckpointAt{"log.read.checkpoint_at",
+                                      "SELECT size, note FROM log_checkpoints WHERE size = $1"};
+
+constexpr pg::Statement kCheckpointsFrom{
+    "log.read.checkpoints_from",
+    "SELECT size, note FROM log_checkpoints WHERE size >= $1 ORDER BY size LIMIT $2"};
+
+// The leaf's fields, and a running size so a page stops at its byte budget
+// inside the query (the first row always comes).
+constexpr pg::Statement kLeaves{
+    "log.read.leaves",
+    "SELECT log_index, owner, event_id::text, coalesce(key_id, ''),"
+    " coalesce(signature, ''::bytea), envelope FROM ("
+    "  SELECT *, sum(length(envelope) + coalesce(length(signature), 0) + 128)"
+    "   OVER (ORDER BY log_index ROWS UNBOUNDED PRECEDING) AS running,"
+    "   length(envelope) + coalesce(length(signature), 0) + 128 AS own"
+    "  FROM audit_logs WHERE log_index >= $1 AND log_index < $1 + $2"
+    "  ORDER BY log_index) page"
+    " WHERE running - own < $3 ORDER BY log_index"};
+
+constexpr pg::Statement kIndexOf{"log.read.index_of",
+                                 "SELECT log_index FROM audit_logs WHERE event_id = $1::uuid"};
+
+constexpr pg::Statement kNode{"log.read.node",
+                              "SELECT hash FROM log_nodes WHERE level = $1 AND idx = $2"};
+
+constexpr pg::Statement kNodeRange{"log.read.node_range",
+                                   "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 "
+                                   "AND idx < $2 + $3 ORDER BY idx"};
+
+StoredCheckpoint CheckpointFromRow(const pg::Result& r, int row) {
+  return {static_cast<uint64_t>(r.GetInt64(row, 0)), r.GetString(row, 1)};
+}
+
+pg::Param Index(uint64_t v) { return pg::Int(static_cast<int64_t>(v)); }
+
+}  // namespace
+
+absl::StatusOr<std::optional<StoredCheckpoint>> LatestCheckpoint(pg::Connection& conn) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLatestCheckpoint));
+  if (r.empty()) return std::nullopt;
+  return CheckpointFromRow(r, 0);
+}
+
+absl::StatusOr<std::optional<StoredCheckpoint>> CheckpointAt(pg::Connection& conn, uint64_t size) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kCheckpointAt, {Index(size)}));
+  if (r.empty()) return std::nullopt;
+  return CheckpointFromRow(r, 0);
+}
+
+absl::StatusOr<std::vector<StoredCheckpoint>> CheckpointsFrom(pg::Connection& conn, uint64_t first,
+                                                              int limit) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kCheckpointsFrom, {Index(first), pg::Int(limit)}));
+  std::vector<StoredCheckpoint> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(CheckpointFromRow(r, i));
+  return out;
+}
+
+absl::StatusOr<std::vector<StoredLeaf>> LeavesFrom(pg::Connection& conn, uint64_t start, int count,
+                                                   int64_t max_bytes) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kLeaves, {Index(start), pg::Int(count), pg::Int(max_bytes)}));
+  std::vector<StoredLeaf> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back({static_cast<uint64_t>(r.GetInt64(i, 0)),
+                   tlog::EncodeLeaf({r.GetString(i, 1), r.GetString(i, 2), r.GetString(i, 3),
+                                     r.GetBytes(i, 4), r.GetBytes(i, 5)})});
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<uint64_t>> IndexOf(pg::Connection& conn, const std::string& event_id) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kIndexOf, {pg::Text(event_id)}));
+  if (r.empty()) return absl::NotFoundError(absl::StrCat("audit log ", event_id, " not found"));
+  if (r.IsNull(0, 0)) return std::nullopt;
+  return static_cast<uint64_t>(r.GetInt64(0, 0));
+}
+
+tlog::NodeReader NodesOf(pg::Connection& conn) {
+  return [&conn](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
+    ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kNode, {pg::Int(id.level), Index(id.index)}));
+    if (r.empty()) {
+      return absl::DataLossError(absl::StrCat("log node ", id.level, "/", id.index, " missing"));
+    }
+    return tlog::FromBytes(r.GetBytes(0, 0));
+  };
+}
+
+absl::StatusOr<std::vector<tlog::Hash>> NodeRange(pg::Connection& conn, int level, uint64_t first,
+                                                  uint64_t width) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kNodeRange, {pg::Int(level), Index(first), Index(width)}));
+  std::vector<tlog::Hash> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (static_cast<uint64_t>(r.GetInt64(i, 0)) != first + out.size()) break;
+    ASSIGN_OR_RETURN(tlog::Hash h, tlog::FromBytes(r.GetBytes(i, 1)));
+    out.push_back(h);
+  }
+  if (out.size() != width) {
+    return absl::DataLossError(
+        absl::StrCat("log node ", level, "/", first + out.size(), " missing"));
+  }
+  return out;
+}
+
+}  // namespace ulticode::admin::transparency

@@ -1,0 +1,52 @@
+// Reads of the transparency log's tables (migration 0011): checkpoints,
+// leaves, stored nodes. Named SQL next to the typed rows it returns. What
+// the log stores is written once and never changed, so reads need no
+// transaction: a node or checkpoint read once stays true.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/pg/connection.h"
+#include "common/tlog/merkle.h"
+#include "common/tlog/stored.h"
+
+namespace ulticode::admin::transparency {
+
+struct StoredCheckpoint {
+  uint64_t size = 0;
+  std::string note;  // the signed note, verbatim
+};
+
+struct StoredLeaf {
+  uint64_t index = 0;
+  std::string leaf;  // tlog::EncodeLeaf of the row
+};
+
+// The latest checkpoint; nullopt before the first.
+absl::StatusOr<std::optional<StoredCheckpoint>> LatestCheckpoint(pg::Connection& conn);
+// The checkpoint of exactly `size`; nullopt when the log signed none.
+absl::StatusOr<std::optional<StoredCheckpoint>> CheckpointAt(pg::Connection& conn, uint64_t size);
+// Checkpoints of size >= first, ascending, at most `limit`.
+absl::StatusOr<std::vector<StoredCheckpoint>> CheckpointsFrom(pg::Connection& conn, uint64_t first,
+                                                              int limit);
+
+// Leaves with index in [start, start + count), ascending; stops once the
+// leaves reach `max_bytes` (at least one comes).
+absl::StatusOr<std::vector<StoredLeaf>> LeavesFrom(pg::Connection& conn, uint64_t start, int count,
+                                                   int64_t max_bytes);
+// The log index of an audit row: NOT_FOUND for no such row, nullopt while
+// it has none yet.
+absl::StatusOr<std::optional<uint64_t>> IndexOf(pg::Connection& conn, const std::string& event_id);
+
+// Reads log_nodes one node at a time, through `conn`.
+tlog::NodeReader NodesOf(pg::Connection& conn);
+// `width` nodes of `level` from `first`, in order; DATA_LOSS when one is
+// not stored.
+absl::StatusOr<std::vector<tlog::Hash>> NodeRange(pg::Connection& conn, int level, uint64_t first,
+                                                  uint64_t width);
+
+}  // namespace ulticode::admin::transparency

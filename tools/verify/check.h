@@ -1,0 +1,92 @@
+// The offline check of a log export (docs/transparency-log.md, "Export"):
+// everything an auditor can prove about the log from its export, its keys
+// and optionally a checkpoint they already hold. An export is a directory:
+//
+//   checkpoint              the newest checkpoint note (the bytes of
+//                           checkpoints/<its size>); its size is the export's
+//   checkpoints/<size>      every checkpoint the log signed up to that size:
+//                           the log's signed note, then any witness
+//                           cosignature lines
+//   tile/<L>/<N>[.p/<W>]    the log's stored hashes of the tree of the
+//                           export's size (tiles.h)
+//   entries/<N>[.p/<W>]     leaves 0 .. size - 1 in entry bundles (tiles.h);
+//                           a leaf the exporter could not read is empty
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/crypto/key_directory.h"
+#include "common/tlog/cosignature.h"
+#include "common/tlog/note.h"
+
+namespace ulticode::verify {
+
+struct Keys {
+  std::vector<tlog::NoteVerifier> log;  // the log's keys: a signature by any one counts
+  crypto::KeyDirectory owners;          // the owners' event keys: party "auth", "app", "admin"
+  std::vector<tlog::CosignatureVerifier> witnesses;
+};
+
+enum class BreakKind {
+  kModified,
+  kDeleted,
+  kInserted,
+  kReordered,
+  kTruncated,
+  kRolledBack,
+  kForked,
+  kBadSignature,
+  kUnknownKey,
+  kMalformed,
+};
+// "modified", "deleted", ..., "forked checkpoint", "bad signature", ...
+absl::string_view BreakKindName(BreakKind kind);
+
+struct Break {
+  BreakKind kind = BreakKind::kMalformed;
+  // A leaf index; for a checkpoints/ file the size it signs; for a trusted
+  // checkpoint that does not verify, or the history cut short below it,
+  // the export's size.
+  uint64_t index = 0;
+  std::string detail;
+};
+
+struct Report {
+  uint64_t size = 0;            // the size of `checkpoint`
+  uint64_t leaves_checked = 0;  // leaves read from the entry bundles
+  uint64_t checkpoints = 0;     // checkpoints/ files with a valid log signature
+  uint64_t cosignatures = 0;    // verified cosignatures by keys.witnesses
+  // The break with the smallest index; at one index, the first the checks
+  // find (checkpoints, leaves, stored tree, roots, trusted checkpoint).
+  std::optional<Break> first_break;
+};
+
+// Checks the export in `dir`. `trusted`: a checkpoint note the auditor
+// already holds (signed by one of keys.log), or none. Everything wrong in
+// the export is a Break in the report; an error status means only that `dir`
+// is not a readable directory.
+//
+// The checks:
+//  - checkpoints: each one's file name is its size, it carries a valid
+//    signature by one of keys.log, all have one origin, every cosignature
+//    by keys.witnesses verifies, and `checkpoint` is the newest (behind a
+//    larger one the log signed: rolled back);
+//  - leaves: every bundle is there and holds its width of leaves; each leaf
+//    decodes, is signed over its envelope by a key of keys.owners of its
+//    owner's party, its envelope's event id and owner are the leaf's, and
+//    no event id comes twice;
+//  - the stored tree: the leaves' hashes equal the stored level-0 hashes
+//    (the first difference named modified, deleted, inserted or reordered)
+//    and every stored higher hash is the one the leaves give;
+//  - roots: each checkpoint's root is the root of that many exported leaves;
+//  - the trusted checkpoint, if any: the export reaches its size and gives
+//    its root.
+absl::StatusOr<Report> CheckExport(const std::string& dir, const Keys& keys,
+                                   const std::optional<std::string>& trusted);
+
+}  // namespace ulticode::verify

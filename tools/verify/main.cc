@@ -1,0 +1,336 @@
+// ulticode-verify: an auditor's tool for Admin's transparency log
+// (docs/transparency-log.md). It trusts nothing Admin says that public keys
+// cannot check.
+//
+//   ulticode-verify export --admin=HOST:PORT --token-file=F --out=DIR [--size=N]
+//   ulticode-verify check --dir=DIR --log-keys-file=F --owner-keys-file=F
+//                   [--witness-keys-file=F] [--trusted-checkpoint=F]
+//   ulticode-verify inclusion --admin=HOST:PORT --token-file=F --log-keys-file=F
+//                   --event-id=UUID [--trusted-checkpoint=F]
+//   ulticode-verify vkey --name=NAME --public-key=BASE64
+//
+// Exit status: 0 when everything verifies, 1 when something does not (the
+// first break is printed), 2 for a usage or I/O error.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/base/status_macros.h"
+#include "common/config/flags.h"
+#include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
+#include "common/tlog/cosignature.h"
+#include "common/tlog/leaf.h"
+#include "common/tlog/note.h"
+#include "grpcpp/grpcpp.h"
+#include "tools/verify/check.h"
+#include "tools/verify/export.h"
+
+namespace ulticode::verify {
+namespace {
+
+namespace v1 = admin::v1;
+
+constexpr int kOk = 0, kBroken = 1, kError = 2;
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "ulticode-verify: %s\n", std::string(s.message()).c_str());
+  return kError;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// One key a line; blank lines and lines starting with '#' are skipped.
+template <typename Verifier>
+absl::StatusOr<std::vector<Verifier>> ReadKeys(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  std::vector<Verifier> keys;
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++n;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    auto key = Verifier::Parse(line);
+    if (!key.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": ", key.status().message()));
+    keys.push_back(*std::move(key));
+  }
+  if (keys.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no keys"));
+  return keys;
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& address, const std::string& cacert) {
+  if (cacert.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFile(cacert).value_or("");
+  return grpc::CreateChannel(address, grpc::SslCredentials(ssl));
+}
+
+struct ClientFlags {
+  std::string admin = "127.0.0.1:50053";
+  std::string token_file;
+  std::string cacert;
+  void Register(config::Flags& flags) {
+    flags.String("admin", &admin, "Admin's gRPC address", config::ValidateHostPort);
+    flags.String("token-file", &token_file, "file holding an audit.reader bearer token (0600)");
+    flags.Require("token-file");
+    flags.String("cacert", &cacert, "CA certificate (PEM) when Admin serves TLS");
+  }
+};
+
+int ExportCommand(int argc, char** argv) {
+  ClientFlags client;
+  std::string out;
+  int64_t size = 0;
+  config::Flags flags("ulticode-verify export",
+                      "Exports the log's checkpoints, hash tiles and leaves from leaf 0.");
+  client.Register(flags);
+  flags.String("out", &out, "directory to write (must not hold an export)");
+  flags.Require("out");
+  flags.Int("size", &size, "tree size to export (0: the latest checkpoint's)", 0, INT64_MAX);
+  config::ParseOrExit(flags, argc, argv);
+  auto token = crypto::ReadSecretFile(client.token_file);
+  if (!token.ok()) return Fail(token.status());
+  auto stub = v1::AuditLogService::NewStub(Channel(client.admin, client.cacert));
+  auto summary = Export(*stub, {out, static_cast<uint64_t>(size), *token});
+  if (!summary.ok()) return Fail(summary.status());
+  std::printf("exported tree size %llu, %llu checkpoints, %llu leaves missing, to %s\n",
+              static_cast<unsigned long long>(summary->size),
+              static_cast<unsigned long long>(summary->checkpoints),
+              static_cast<unsigned long long>(summary->missing), out.c_str());
+  return kOk;
+}
+
+int CheckCommand(int argc, char** argv) {
+  std::string dir, log_keys, owner_keys, witness_keys, trusted_file;
+  config::Flags flags("ulticode-verify check",
+                      "Checks an export with public keys only; prints the first break.");
+  flags.String("dir", &dir, "the export's directory");
+  flags.Require("dir");
+  flags.String("log-keys-file", &log_keys, "the log's verifier keys, one a line");
+  flags.Require("log-keys-file");
+  flags.String("owner-keys-file", &owner_keys, "the owners' public keys (key directory format)");
+  flags.Require("owner-keys-file");
+  flags.String("witness-keys-file", &witness_keys, "the witnesses' cosignature verifier keys");
+  flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note the auditor already holds");
+  config::ParseOrExit(flags, argc, argv);
+  Keys keys;
+  auto log = ReadKeys<tlog::NoteVerifier>(log_keys);
+  if (!log.ok()) return Fail(log.status());
+  keys.log = *std::move(log);
+  auto owners = crypto::KeyDirectory::FromFile(owner_keys);
+  if (!owners.ok()) return Fail(owners.status());
+  keys.owners = *std::move(owners);
+  if (!witness_keys.empty()) {
+    auto witnesses = ReadKeys<tlog::CosignatureVerifier>(witness_keys);
+    if (!witnesses.ok()) return Fail(witnesses.status());
+    keys.witnesses = *std::move(witnesses);
+  }
+  std::optional<std::string> trusted;
+  if (!trusted_file.empty()) {
+    auto note = ReadFile(trusted_file);
+    if (!note.ok()) return Fail(note.status());
+    trusted = *std::move(note);
+  }
+  auto report = CheckExport(dir, keys, trusted);
+  if (!report.ok()) return Fail(report.status());
+  if (report->first_break) {
+    const Break& b = *report->first_break;
+    std::printf("FIRST BREAK at index %llu: %s: %s\n", static_cast<unsigned long long>(b.index),
+                std::string(BreakKindName(b.kind)).c_str(), b.detail.c_str());
+    return kBroken;
+  }
+  std::printf("OK: %llu leaves, %llu checkpoints, %llu cosignatures verified\n",
+              static_cast<unsigned long long>(report->leaves_checked),
+              static_cast<unsigned long long>(report->checkpoints),
+              static_cast<unsigned long long>(report->cosignatures));
+  return kOk;
+}
+
+// The checkpoint `note`, opened with the log's keys and parsed.
+absl::StatusOr<tlog::Checkpoint> OpenCheckpoint(const std::string& note,
+                                                const std::vector<tlog::NoteVerifier>& keys) {
+  ASSIGN_OR_RETURN(const std::string text, tlog::OpenNote(note, keys));
+  return tlog::ParseCheckpoint(text);
+}
+
+// Checks that `latest` extends `trusted` (a consistency proof from Admin).
+absl::Status CheckExtends(v1::AuditLogService::Stub& stub, const std::string& token,
+                          const tlog::Checkpoint& trusted, const tlog::Checkpoint& latest) {
+  if (trusted.origin != latest.origin) {
+    return absl::FailedPreconditionError(
+        "forked checkpoint: the trusted checkpoint is of another log");
+  }
+  if (trusted.size > latest.size) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rolled back: the log's latest checkpoint has size ", latest.size,
+                     ", the trusted one ", trusted.size));
+  }
+  if (trusted.size == latest.size || trusted.size == 0) {
+    if (trusted.size == latest.size && trusted.root != latest.root) {
+      return absl::FailedPreconditionError("forked checkpoint: same size, another root");
+    }
+    return absl::OkStatus();
+  }
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + token);
+  v1::GetConsistencyProofRequest req;
+  req.set_first(trusted.size);
+  req.set_second(latest.size);
+  v1::ConsistencyProof resp;
+  const grpc::Status s = stub.GetConsistencyProof(&ctx, req, &resp);
+  if (!s.ok())
+    return absl::UnavailableError(absl::StrCat("GetConsistencyProof: ", s.error_message()));
+  std::vector<tlog::Hash> proof;
+  for (const std::string& h : resp.hashes()) {
+    ASSIGN_OR_RETURN(tlog::Hash hash, tlog::FromBytes(h));
+    proof.push_back(hash);
+  }
+  const absl::Status consistent =
+      tlog::VerifyConsistency(trusted.size, latest.size, trusted.root, latest.root, proof);
+  if (!consistent.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("forked checkpoint: the latest checkpoint does not extend the trusted one: ",
+                     consistent.message()));
+  }
+  return absl::OkStatus();
+}
+
+int InclusionCommand(int argc, char** argv) {
+  ClientFlags client;
+  std::string log_keys, event_id, trusted_file;
+  config::Flags flags("ulticode-verify inclusion",
+                      "Proves one event is in the log, against a checkpoint the log's keys "
+                      "signed (and, given one, that it extends a checkpoint you hold).");
+  client.Register(flags);
+  flags.String("log-keys-file", &log_keys, "the log's verifier keys, one a line");
+  flags.Require("log-keys-file");
+  flags.String("event-id", &event_id, "the audit event to prove");
+  flags.Require("event-id");
+  flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note you already hold");
+  config::ParseOrExit(flags, argc, argv);
+  auto keys = ReadKeys<tlog::NoteVerifier>(log_keys);
+  if (!keys.ok()) return Fail(keys.status());
+  auto token = crypto::ReadSecretFile(client.token_file);
+  if (!token.ok()) return Fail(token.status());
+  auto stub = v1::AuditLogService::NewStub(Channel(client.admin, client.cacert));
+  auto call = [&](auto method, const auto& req, auto* resp, const char* name) -> absl::Status {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + *token);
+    const grpc::Status s = ((*stub).*method)(&ctx, req, resp);
+    if (s.ok()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(name, ": ", s.error_message()));
+  };
+  v1::SignedCheckpoint signed_checkpoint;
+  if (auto s = call(&v1::AuditLogService::Stub::GetCheckpoint, v1::GetCheckpointRequest(),
+                    &signed_checkpoint, "GetCheckpoint");
+      !s.ok()) {
+    return Fail(s);
+  }
+  auto checkpoint = OpenCheckpoint(signed_checkpoint.checkpoint(), *keys);
+  if (!checkpoint.ok()) {
+    std::printf("BROKEN: the latest checkpoint: %s\n",
+                std::string(checkpoint.status().message()).c_str());
+    return kBroken;
+  }
+  if (!trusted_file.empty()) {
+    auto note = ReadFile(trusted_file);
+    if (!note.ok()) return Fail(note.status());
+    auto trusted = OpenCheckpoint(*note, *keys);
+    if (!trusted.ok()) return Fail(trusted.status());
+    if (auto s = CheckExtends(*stub, *token, *trusted, *checkpoint); !s.ok()) {
+      if (absl::IsUnavailable(s)) return Fail(s);
+      std::printf("BROKEN: %s\n", std::string(s.message()).c_str());
+      return kBroken;
+    }
+  }
+  v1::GetInclusionProofRequest proof_req;
+  proof_req.set_event_id(event_id);
+  proof_req.set_tree_size(checkpoint->size);
+  v1::InclusionProof proof;
+  if (auto s = call(&v1::AuditLogService::Stub::GetInclusionProof, proof_req, &proof,
+                    "GetInclusionProof");
+      !s.ok()) {
+    return Fail(s);
+  }
+  v1::ListLogEntriesRequest leaf_req;
+  leaf_req.set_start(proof.leaf_index());
+  leaf_req.set_count(1);
+  v1::ListLogEntriesResponse leaves;
+  if (auto s =
+          call(&v1::AuditLogService::Stub::ListLogEntries, leaf_req, &leaves, "ListLogEntries");
+      !s.ok()) {
+    return Fail(s);
+  }
+  const auto verdict = [&]() -> absl::Status {
+    if (leaves.entries_size() != 1 || leaves.entries(0).index() != proof.leaf_index()) {
+      return absl::NotFoundError(absl::StrCat("Admin returned no leaf ", proof.leaf_index()));
+    }
+    ASSIGN_OR_RETURN(const tlog::LeafV1 leaf, tlog::DecodeLeaf(leaves.entries(0).leaf()));
+    if (leaf.event_id != event_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("leaf ", proof.leaf_index(), " is event ", leaf.event_id));
+    }
+    std::vector<tlog::Hash> hashes;
+    for (const std::string& h : proof.hashes()) {
+      ASSIGN_OR_RETURN(tlog::Hash hash, tlog::FromBytes(h));
+      hashes.push_back(hash);
+    }
+    return tlog::VerifyInclusion(proof.leaf_index(), checkpoint->size,
+                                 tlog::LeafHash(leaves.entries(0).leaf()), hashes,
+                                 checkpoint->root);
+  }();
+  if (!verdict.ok()) {
+    std::printf("BROKEN: event %s: %s\n", event_id.c_str(), std::string(verdict.message()).c_str());
+    return kBroken;
+  }
+  std::printf("OK: event %s is leaf %llu of the tree of size %llu signed by the log%s\n",
+              event_id.c_str(), static_cast<unsigned long long>(proof.leaf_index()),
+              static_cast<unsigned long long>(checkpoint->size),
+              trusted_file.empty() ? "" : ", which extends the trusted checkpoint");
+  return kOk;
+}
+
+int VkeyCommand(int argc, char** argv) {
+  std::string name, public_key;
+  config::Flags flags("ulticode-verify vkey",
+                      "Prints the c2sp.org/signed-note verifier key of an Ed25519 public key.");
+  flags.String("name", &name, "the key's name (the log's origin)");
+  flags.Require("name");
+  flags.String("public-key", &public_key, "base64 of the 32 raw bytes of the public key");
+  flags.Require("public-key");
+  config::ParseOrExit(flags, argc, argv);
+  auto key = crypto::VerifyKey::FromBase64(public_key);
+  if (!key.ok()) return Fail(key.status());
+  auto vkey = tlog::VerifierKeyOf(name, *key);
+  if (!vkey.ok()) return Fail(vkey.status());
+  std::printf("%s\n", vkey->c_str());
+  return kOk;
+}
+
+}  // namespace
+}  // namespace ulticode::verify
+
+int main(int argc, char** argv) {
+  using namespace ulticode::verify;
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "export") return ExportCommand(argc - 1, argv + 1);
+  if (command == "check") return CheckCommand(argc - 1, argv + 1);
+  if (command == "inclusion") return InclusionCommand(argc - 1, argv + 1);
+  if (command == "vkey") return VkeyCommand(argc - 1, argv + 1);
+  std::fprintf(stderr,
+               "usage: ulticode-verify export|check|inclusion|vkey [flags] (--help for each)\n");
+  return kError;
+}

@@ -9,6 +9,7 @@
 #include "admin/operations/operations_service.h"
 #include "admin/query/audit_query_service.h"
 #include "admin/transparency/audit_log_service.h"
+#include "admin/transparency/witness_feed.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/retention/retention.h"
@@ -41,13 +42,23 @@ absl::Status StartLog(const Options& options, runtime::ServiceContext& context) 
                    transparency::LogJob::Create(options.log, context.registry()));
   log::Info("admin", "transparency log", {{"verifier_key", job->VerifierKey()}});
   auto& kept = context.Keep(std::move(job));
+  transparency::WitnessFeedOptions witnesses;
+  for (const auto& [owner, stream] : options.bridge.streams) {
+    witnesses.owners.emplace_back(audit::OwnerName(owner), stream);
+  }
+  witnesses.redis = context.Redis();
+  witnesses.keys = &context.keys();
+  auto& feed = context.Keep(
+      std::make_unique<transparency::WitnessFeed>(std::move(witnesses), context.registry()));
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("log"),
       std::vector<worker::PeriodicJob>{
           {"log.sequence", options.log.sequence_interval,
            [&kept](pg::Connection* c, const worker::Stopping& stopping) {
              return kept.Run(*c, stopping);
-           }}},
+           }},
+          {"log.witness", options.log.sequence_interval,
+           [&feed](pg::Connection* c, const worker::Stopping&) { return feed.RunOnce(*c); }}},
       context.registry()));
   return absl::OkStatus();
 }
@@ -132,7 +143,8 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT SELECT, INSERT ON audit_logs TO {role}",
       // The sequencer sets each row's log index once (a trigger keeps it).
       "GRANT UPDATE (log_index) ON audit_logs TO {role}",
-      "GRANT SELECT, INSERT ON log_nodes, log_checkpoints TO {role}",
+      "GRANT SELECT, INSERT ON log_nodes, log_checkpoints, log_cosignatures TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON log_witnesses TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
       " consumer_inbox_fencing_token TO {role}",

@@ -285,7 +285,8 @@ for svc in "${SERVICES[@]}"; do
   # the servers in order. The pid of `setsid prog &` is the server's own pid.
   svc_transport=("${TRANSPORT[@]}")
   if ((tls)); then svc_transport+=(--health-listen="${HEALTH[${svc}]}"); fi
-  svc_log=()
+  # Admin signs the log; the owners witness it.
+  svc_log=(--log-keys-file="${log_vkey}")
   if [[ "${svc}" == admin ]]; then
     svc_log=(--log-signing-key-file="${secrets}/log-ed25519.key" --log-origin="${LOG_ORIGIN}")
   fi

@@ -23,6 +23,7 @@ v1::SignedCheckpoint ToProto(const StoredCheckpoint& c) {
   v1::SignedCheckpoint out;
   out.set_checkpoint(c.note);
   out.set_tree_size(c.size);
+  for (const std::string& line : c.cosignatures) out.add_cosignatures(line);
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "admin/transparency/log_reader.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/base/status_macros.h"
 #include "common/pg/params.h"
 #include "common/tlog/leaf.h"
@@ -8,16 +9,23 @@
 namespace ulticode::admin::transparency {
 namespace {
 
-constexpr pg::Statement kLatestCheckpoint{
-    "log.read.latest_checkpoint",
-    "SELECT size, note FROM log_checkpoints ORDER BY size DESC LIMIT 1"};
+// A checkpoint with its cosignature lines, joined by "\n".
+#define ULTI_CHECKPOINT_COLUMNS                                   \
+  "size, note, (SELECT string_agg(line, E'\\n' ORDER BY witness)" \
+  " FROM log_cosignatures w WHERE w.size = c.size)"
+
+constexpr pg::Statement kLatestCheckpoint{"log.read.latest_checkpoint",
+                                          "SELECT " ULTI_CHECKPOINT_COLUMNS
+                                          " FROM log_checkpoints c ORDER BY size DESC LIMIT 1"};
 
 constexpr pg::Statement kCheckpointAt{"log.read.checkpoint_at",
-                                      "SELECT size, note FROM log_checkpoints WHERE size = $1"};
+                                      "SELECT " ULTI_CHECKPOINT_COLUMNS
+                                      " FROM log_checkpoints c WHERE size = $1"};
 
-constexpr pg::Statement kCheckpointsFrom{
-    "log.read.checkpoints_from",
-    "SELECT size, note FROM log_checkpoints WHERE size >= $1 ORDER BY size LIMIT $2"};
+constexpr pg::Statement kCheckpointsFrom{"log.read.checkpoints_from",
+                                         "SELECT " ULTI_CHECKPOINT_COLUMNS
+                                         " FROM log_checkpoints c WHERE size >= $1"
+                                         " ORDER BY size LIMIT $2"};
 
 // The leaf's fields, and a running size so a page stops at its byte budget
 // inside the query (the first row always comes).
@@ -43,7 +51,9 @@ constexpr pg::Statement kNodeRange{"log.read.node_range",
                                    "AND idx < $2 + $3 ORDER BY idx"};
 
 StoredCheckpoint CheckpointFromRow(const pg::Result& r, int row) {
-  return {static_cast<uint64_t>(r.GetInt64(row, 0)), r.GetString(row, 1)};
+  StoredCheckpoint c{static_cast<uint64_t>(r.GetInt64(row, 0)), r.GetString(row, 1), {}};
+  if (!r.IsNull(row, 2)) c.cosignatures = absl::StrSplit(r.GetString(row, 2), '\n');
+  return c;
 }
 
 pg::Param Index(uint64_t v) { return pg::Int(static_cast<int64_t>(v)); }

@@ -18,7 +18,8 @@ namespace ulticode::admin::transparency {
 
 struct StoredCheckpoint {
   uint64_t size = 0;
-  std::string note;  // the signed note, verbatim
+  std::string note;                       // the signed note, verbatim
+  std::vector<std::string> cosignatures;  // the witnesses' lines, without "\n"
 };
 
 struct StoredLeaf {

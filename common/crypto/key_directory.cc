@@ -57,6 +57,14 @@ const KeyDirectory::Entry* KeyDirectory::Find(absl::string_view key_id) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+std::vector<const KeyDirectory::Entry*> KeyDirectory::OfParty(absl::string_view party) const {
+  std::vector<const Entry*> out;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.party == party) out.push_back(&entry);
+  }
+  return out;
+}
+
 std::string KeyDirectory::Describe() const {
   std::vector<std::string> parts;
   for (const auto& [id, e] : entries_) parts.push_back(absl::StrCat(e.party, ":", id));

@@ -39,6 +39,8 @@ class KeyDirectory {
 
   // The entry of `key_id`, or null.
   const Entry* Find(absl::string_view key_id) const;
+  // Every entry of `party`.
+  std::vector<const Entry*> OfParty(absl::string_view party) const;
   size_t size() const { return entries_.size(); }
   // "auth:1a2b...,app:..." for start-up logs.
   std::string Describe() const;

@@ -211,6 +211,7 @@ const std::vector<std::string>& RuntimeGrants() {
       // (migration 10009; setval needs UPDATE).
       "GRANT USAGE, SELECT ON SEQUENCE audit_outbox_sequence TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON outbox_numbers_attested TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON log_witnessed TO {role}",
       // Not used any more; kept for one release so that dispatchers of the
       // previous version keep working during a rolling upgrade (owner-side.md).
       "GRANT USAGE ON SEQUENCE audit_outbox_fencing_token TO {role}",

@@ -79,6 +79,12 @@ absl::StatusOr<ReceiptCycle> ReceiptReader::RunOnce(pg::Connection& pg, redis::C
   const std::shared_ptr<const crypto::KeyDirectory> keys = options_.keys->Current();
   std::vector<audit::ReceiptItem> items;
   for (const redis::StreamEntry& e : entries) {
+    if (Witness::IsCheckpoint(e.fields)) {
+      if (options_.witness != nullptr) {
+        RETURN_IF_ERROR(options_.witness->Observe(pg, redis, e.fields));
+      }
+      continue;
+    }
     auto decoded = audit::DecodeReceipt(options_.audit_stream, e.fields, *keys);
     if (!decoded.ok()) {
       ++cycle.rejected;

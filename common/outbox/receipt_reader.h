@@ -1,4 +1,6 @@
-// The owner's receipt reader: applies Admin's receipts to the outbox.
+// The owner's receipt reader: applies Admin's receipts to the outbox, and
+// hands the checkpoints of Admin's log on the same stream to the owner's
+// Witness.
 //
 // One thread reads the owner's receipt stream (`<audit stream>:receipts`)
 // with plain XREAD BLOCK from a cursor it keeps in memory, starting
@@ -21,6 +23,7 @@
 #include "common/audit/event.h"
 #include "common/backoff/backoff.h"
 #include "common/crypto/key_directory.h"
+#include "common/outbox/witness.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/worker/waker.h"
@@ -45,6 +48,9 @@ struct ReceiptReaderOptions {
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
   pg::ConnectOptions pg;
   redis::Options redis;
+  // Handles the entries that carry a checkpoint of Admin's log; null: they
+  // are skipped (the owner does not witness).
+  Witness* witness = nullptr;
 };
 
 struct ReceiptCycle {

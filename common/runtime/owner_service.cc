@@ -2,20 +2,24 @@
 
 #include <memory>
 
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
 #include "common/operations/operations_service.h"
 #include "common/outbox/dispatcher_flags.h"
 #include "common/outbox/migrations.h"
 #include "common/outbox/number_attestor.h"
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
+#include "common/outbox/witness.h"
 #include "common/retention/retention.h"
+#include "common/tlog/note.h"
 #include "common/worker/periodic.h"
 
 namespace ulticode::runtime {
 namespace {
 
-void StartDispatcherAndReceipts(audit::Owner owner, outbox::DispatcherOptions dispatch,
-                                ServiceContext& context) {
+absl::Status StartDispatcherAndReceipts(audit::Owner owner, outbox::DispatcherOptions dispatch,
+                                        const std::string& log_keys_file, ServiceContext& context) {
   dispatch.owner = owner;
   dispatch.pg = context.Connection("dispatcher");
   // Cycle commits (PUBLISHED, re-schedules) and sweeps: a lost one leaves the
@@ -36,7 +40,17 @@ void StartDispatcherAndReceipts(audit::Owner owner, outbox::DispatcherOptions di
   // A lost CONFIRMED only causes a re-send, which Admin receipts again.
   receipts.pg.asynchronous_commit = true;
   receipts.redis = dispatch.redis;
+  if (!log_keys_file.empty()) {
+    outbox::WitnessOptions witness{owner, receipts.audit_stream, {}, &context.signer()};
+    ASSIGN_OR_RETURN(witness.log_keys, tlog::NoteVerifiersFromFile(log_keys_file));
+    ASSIGN_OR_RETURN(std::unique_ptr<outbox::Witness> made,
+                     outbox::Witness::Create(std::move(witness), context.registry()));
+    receipts.witness = &context.Keep(std::move(made));
+  } else {
+    log::Warn("owner", "--log-keys-file is not set: this owner does not witness Admin's log");
+  }
   context.Start(std::make_unique<outbox::ReceiptReader>(receipts, context.registry()));
+  return absl::OkStatus();
 }
 
 void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOptions& options,
@@ -66,6 +80,9 @@ void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOption
 void RegisterOwnerFlags(config::Flags& flags, OwnerOptions* options) {
   outbox::RegisterDispatcherFlags(flags, &options->dispatch);
   outbox::RegisterHousekeepingFlags(flags, &options->housekeeping);
+  flags.String("log-keys-file", &options->log_keys_file,
+               "Verifier keys of Admin's transparency log, one a line: this owner witnesses the "
+               "log, refuses forks and rollbacks, and cosigns what it accepts");
 }
 
 std::vector<migrations::Migration> WithOutboxMigrations(
@@ -82,7 +99,8 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
 }
 
 absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context) {
-  StartDispatcherAndReceipts(owner, std::move(options.dispatch), context);
+  RETURN_IF_ERROR(StartDispatcherAndReceipts(owner, std::move(options.dispatch),
+                                             options.log_keys_file, context));
   StartHousekeeping(owner, options.housekeeping, context);
   context.Serve(
       std::make_unique<operations::OutboxOperationsService>(

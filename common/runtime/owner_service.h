@@ -25,9 +25,12 @@ inline constexpr char kAuditSigningKeyHelp[] =
 struct OwnerOptions {
   outbox::DispatcherOptions dispatch;
   outbox::OwnerHousekeepingOptions housekeeping;
+  // The verifier keys of Admin's transparency log: the owner witnesses it
+  // (outbox/witness.h). Empty: it does not.
+  std::string log_keys_file;
 };
 
-// The --dispatch-*, retention and sampling flags.
+// The --dispatch-*, --log-keys-file, retention and sampling flags.
 void RegisterOwnerFlags(config::Flags& flags, OwnerOptions* options);
 
 // The owner's own migrations (or grants) followed by the outbox's.

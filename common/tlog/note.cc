@@ -1,5 +1,8 @@
 #include "common/tlog/note.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -202,6 +205,35 @@ absl::StatusOr<std::string> OpenNote(absl::string_view note,
   }
   if (!verified) return absl::FailedPreconditionError("note: no signature by a known key");
   return std::move(split->text);
+}
+
+absl::StatusOr<std::vector<NoteVerifier>> ParseNoteVerifiers(absl::string_view text) {
+  std::vector<NoteVerifier> keys;
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++n;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    auto key = NoteVerifier::Parse(line);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("line ", n, ": ", key.status().message()));
+    }
+    keys.push_back(*std::move(key));
+  }
+  if (keys.empty()) return absl::InvalidArgumentError("no verifier keys");
+  return keys;
+}
+
+absl::StatusOr<std::vector<NoteVerifier>> NoteVerifiersFromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
+  std::stringstream content;
+  content << in.rdbuf();
+  auto keys = ParseNoteVerifiers(content.str());
+  if (!keys.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", keys.status().message()));
+  }
+  return keys;
 }
 
 }  // namespace ulticode::tlog

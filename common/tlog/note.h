@@ -119,6 +119,13 @@ class NoteVerifier {
   crypto::VerifyKey key_;
 };
 
+// Verifier keys, one a line ('#' starts a comment, blank lines are
+// skipped): a log's key set. INVALID_ARGUMENT naming the line that is
+// wrong, or a set without keys.
+absl::StatusOr<std::vector<NoteVerifier>> ParseNoteVerifiers(absl::string_view text);
+// The same from a file; NOT_FOUND naming it when it cannot be read.
+absl::StatusOr<std::vector<NoteVerifier>> NoteVerifiersFromFile(const std::string& path);
+
 // The text of `note` once a signature by one of `verifiers` verifies.
 // Signatures by unknown keys are skipped; a known key whose signature does
 // not verify, or no known signature at all, is FAILED_PRECONDITION; a

@@ -8,7 +8,9 @@
 // two swapped rows, a rewritten tree hash, an edited checkpoint, a leaf
 // signed by a key not in the directory, and (last, it is not undone) the
 // newest rows truncated and a smaller checkpoint re-signed with the log's
-// own key, which only a checkpoint held from before exposes.
+// own key, which only a checkpoint held from before exposes: the auditor's,
+// and live the owners', who witness the log: both cosign its checkpoints,
+// and both refuse the shorter history as a rollback.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/pg/connection.h"
 #include "common/pg/params.h"
+#include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
@@ -69,13 +72,19 @@ class TransparencyLogTest : public ::testing::Test {
     }
     WaitUntilSigned(2 * kUsers);
     dir_ = mesh_->keys().dir();
-    std::ofstream(dir_ + "/log.vkey") << mesh_->keys().LogVerifierKey() << "\n";
+    std::ofstream(dir_ + "/witnesses.vkey") << WitnessKey("auth", mesh_->keys().auth()) << "\n"
+                                            << WitnessKey("app", mesh_->keys().app()) << "\n";
     testing::TokenSpec spec;
     spec.subject = "auditor";
     spec.roles = {"audit.reader"};
     ASSERT_TRUE(
         crypto::WriteSecretFile(dir_ + "/auditor.token", testing::SharedTestTokens().Mint(spec))
             .ok());
+  }
+
+  // An owner's cosignature/v1 verifier key: the owner's key, named as it.
+  static std::string WitnessKey(const std::string& owner, const crypto::SigningKey& key) {
+    return tlog::FormatVerifierKey(owner, tlog::kCosignatureV1Ed25519, key.public_key().raw());
   }
 
   static void TearDownTestSuite() {
@@ -175,8 +184,8 @@ class TransparencyLogTest : public ::testing::Test {
   static testing::CommandResult Check(const std::string& export_dir,
                                       const std::string& extra = "") {
     return testing::RunCommand(Verify(absl::StrCat(
-        "check --dir=", export_dir, " --log-keys-file=", dir_,
-        "/log.vkey --owner-keys-file=", mesh_->keys().public_keys_file(), " ", extra)));
+        "check --dir=", export_dir, " --log-keys-file=", dir_, "/log.vkey --witness-keys-file=",
+        dir_, "/witnesses.vkey --owner-keys-file=", mesh_->keys().public_keys_file(), " ", extra)));
   }
 
   // The first break `check` reports for the log as it is now.
@@ -247,6 +256,38 @@ TEST_F(TransparencyLogTest, TheUntouchedLogVerifiesWithPublicKeysOnly) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("OK: ", latest.tree_size(), " leaves")));
   EXPECT_GE(QueryInt(*db_, "SELECT count(*) FROM log_checkpoints"), 3);
+}
+
+TEST_F(TransparencyLogTest, BothOwnersCosignTheLatestCheckpoint) {
+  v1::SignedCheckpoint latest;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        latest = Latest();
+        return latest.cosignatures_size() == 2;
+      },
+      std::chrono::seconds(10)))
+      << latest.DebugString() << mesh_->Output(Service::kAdmin, 0);
+  auto split = tlog::SplitNoteSignatures(latest.checkpoint());
+  ASSERT_TRUE(split.ok());
+  const std::vector<std::pair<std::string, const crypto::SigningKey*>> owners = {
+      {"app", &mesh_->keys().app()}, {"auth", &mesh_->keys().auth()}};
+  for (int i = 0; i < 2; ++i) {
+    auto witness = tlog::CosignatureVerifier::Parse(WitnessKey(owners[i].first, *owners[i].second));
+    ASSERT_TRUE(witness.ok());
+    EXPECT_TRUE(witness->Verify(split->text, latest.cosignatures(i)).ok())
+        << latest.cosignatures(i);
+  }
+  // The owners keep what they accepted.
+  for (Service s : {Service::kAuth, Service::kApp}) {
+    pg::ConnectOptions o;
+    o.conninfo = mesh_->Dsn(s);
+    auto owner = pg::Connection::Connect(o).value();
+    EXPECT_EQ(QueryInt(*owner, "SELECT size FROM log_witnessed"),
+              static_cast<int64_t>(latest.tree_size()));
+  }
+  const auto r = Check(Export());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoints, [1-9][0-9]* cosignatures verified"));
 }
 
 TEST_F(TransparencyLogTest, ProofsFromTheRpcsVerifyAgainstTheSignedCheckpoint) {
@@ -512,6 +553,22 @@ TEST_F(TransparencyLogTest, ZTruncationResignedWithTheLogKeyIsCaughtByAHeldCheck
                    QueryText(*db_, "SELECT event_id::text FROM audit_logs WHERE log_index = 0"))));
   EXPECT_EQ(inclusion.exit_code, 1) << inclusion.output;
   EXPECT_THAT(inclusion.output, HasSubstr("rolled back"));
+
+  // Live: shown the shorter history (the attacker also forgets what they
+  // cosigned), each owner refuses it as a rollback and counts it.
+  Sql("UPDATE log_witnesses SET cosigned_size = 0, sent_size = 0");
+  for (Service s : {Service::kAuth, Service::kApp}) {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return testing::RunCommand(
+                     absl::StrCat("curl -s http://127.0.0.1:", mesh_->metrics_port(s, 0),
+                                  "/metrics | grep -E "
+                                  "'^ulticode_log_witness_checkpoints_total.*rollback.* [1-9]'"))
+                     .exit_code == 0;
+        },
+        std::chrono::seconds(15)))
+        << mesh_->Output(s, 0);
+  }
 }
 
 }  // namespace

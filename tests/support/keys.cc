@@ -35,6 +35,7 @@ TestKeys::TestKeys()
                                            : "admin";
     if (!crypto::WriteSecretFile(KeyFile(party), k->PrivatePem().value()).ok()) std::abort();
   }
+  std::ofstream(LogVerifierKeyFile()) << LogVerifierKey() << "\n";
   public_keys_file_ = dir_ + "/public-keys";
   std::ofstream(public_keys_file_)
       << "# test keys\n"

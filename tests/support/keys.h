@@ -23,6 +23,8 @@ class TestKeys {
   const crypto::SigningKey& log() const { return log_; }
   // The log key's c2sp.org/signed-note verifier key under kLogOrigin.
   std::string LogVerifierKey() const;
+  // A file holding LogVerifierKey() (what owners and auditors are given).
+  std::string LogVerifierKeyFile() const { return dir_ + "/log.vkey"; }
   static constexpr char kLogOrigin[] = "ulticode.test/audit";
   // The signing key of an owner by name ("auth" / "app").
   const crypto::SigningKey& owner(const std::string& name) const;

@@ -248,11 +248,13 @@ bool Mesh::StartServer(Service service, int replica, std::string* error) {
     case Service::kAuth:
       argv.push_back("--dispatch-stream=" + auth_stream_);
       argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("auth"));
+      argv.push_back("--log-keys-file=" + keys_.LogVerifierKeyFile());
       extra = &options_.auth_args;
       break;
     case Service::kApp:
       argv.push_back("--dispatch-stream=" + app_stream_);
       argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("app"));
+      argv.push_back("--log-keys-file=" + keys_.LogVerifierKeyFile());
       extra = &options_.app_args;
       break;
     case Service::kAdmin:

@@ -151,18 +151,22 @@ std::vector<std::string> AclRules(const RedisUser& user) {
     case RedisRole::kOwner: {
       const std::string& stream = user.streams.at(0);
       add({absl::StrCat("~", stream), "+xadd",
-           absl::StrCat("(%R~", stream, ":receipts +xread +xinfo|stream)")});
+           absl::StrCat("(%R~", stream, ":receipts +xread +xinfo|stream)"),
+           // Its cosignatures of Admin's log checkpoints (witness.h).
+           absl::StrCat("(%W~", stream, ":cosignatures +xadd)")});
       break;
     }
     case RedisRole::kAdmin: {
-      std::vector<std::string> receipts;
+      std::vector<std::string> receipts, cosignatures;
       for (const std::string& s : user.streams) {
         rules.push_back(absl::StrCat("~", s));
         receipts.push_back(absl::StrCat("~", s, ":receipts"));
+        cosignatures.push_back(absl::StrCat("%R~", s, ":cosignatures"));
       }
       add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xinfo|stream", "+xtrim",
            "+xinfo|groups", "+xpending",
-           absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd +xtrim)")});
+           absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd +xtrim)"),
+           absl::StrCat("(", absl::StrJoin(cosignatures, " "), " +xread)")});
       break;
     }
     case RedisRole::kOps:

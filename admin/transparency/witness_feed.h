@@ -1,0 +1,55 @@
+// Admin's side of the owners witnessing the log (common/tlog/witnessing.h):
+// each run, under an advisory lock (one replica at a time),
+//  - collects the cosignatures the owners sent since the last run, keeps
+//    those that verify with the owner's key from the key directory
+//    (log_cosignatures) and moves the owner's cosigned size forward;
+//  - hands the latest checkpoint, with a consistency proof from the
+//    owner's cosigned size, to every owner that has not cosigned it: once
+//    when it is new, again every `resend` until the owner cosigns it.
+// An owner is a witness named as its party ("auth", "app"), with its own
+// Ed25519 key as a cosignature/v1 key.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/crypto/key_directory.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/registry.h"
+
+namespace ulticode::admin::transparency {
+
+struct WitnessFeedOptions {
+  // Witness (owner party name) -> its audit stream.
+  std::vector<std::pair<std::string, std::string>> owners;
+  redis::Options redis;
+  const crypto::KeyDirectoryFile* keys = nullptr;
+  absl::Duration resend = absl::Seconds(5);
+};
+
+class WitnessFeed {
+ public:
+  WitnessFeed(WitnessFeedOptions options, prometheus::Registry& registry);
+  absl::Status RunOnce(pg::Connection& conn);
+
+ private:
+  absl::Status Collect(pg::Connection& conn, const std::string& witness, const std::string& stream);
+  absl::Status Feed(pg::Connection& conn, const std::string& witness, const std::string& stream);
+
+  const WitnessFeedOptions options_;
+  redis::Client redis_;
+  // Per cosignature stream, the last entry read (in memory: re-reading the
+  // stream after a restart only finds cosignatures already kept).
+  absl::flat_hash_map<std::string, std::string> cursors_;
+  prometheus::Family<prometheus::Counter>& sent_;
+  prometheus::Family<prometheus::Counter>& cosignatures_;
+};
+
+}  // namespace ulticode::admin::transparency

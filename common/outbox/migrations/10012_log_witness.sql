@@ -1,0 +1,10 @@
+-- The owner as a witness of Admin's transparency log
+-- (docs/transparency-log.md, "Witnesses"): the newest checkpoint of each
+-- log it accepted. A checkpoint that does not extend it is refused.
+CREATE TABLE log_witnessed (
+  origin      text PRIMARY KEY,
+  size        bigint NOT NULL,
+  root        bytea NOT NULL CHECK (length(root) = 32),
+  note        text NOT NULL,
+  accepted_at timestamptz NOT NULL DEFAULT now()
+);

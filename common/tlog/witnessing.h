@@ -1,0 +1,37 @@
+// How the owners witness Admin's log over Redis (docs/transparency-log.md,
+// "Witnesses"):
+//  - Admin puts each new checkpoint on an owner's receipt stream
+//    (`<audit stream>:receipts`) as an entry of three fields: the signed
+//    note, the size of the checkpoint the owner last cosigned (0: none)
+//    and the RFC 9162 consistency proof from that size. The entry needs no
+//    signature of its own: the log's key signed the note, and the proof
+//    ties it to what the owner holds.
+//  - The owner answers on `<audit stream>:cosignatures` with the size and
+//    its c2sp.org/tlog-cosignature line; Admin keeps what verifies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/tlog/merkle.h"
+
+namespace ulticode::tlog {
+
+inline constexpr char kCheckpointField[] = "log_checkpoint";
+inline constexpr char kFromField[] = "log_from";
+inline constexpr char kConsistencyField[] = "log_consistency";
+
+inline constexpr char kSizeField[] = "size";
+inline constexpr char kCosignatureField[] = "cosignature";
+
+// "<audit stream>:cosignatures".
+std::string CosignatureStreamFor(absl::string_view audit_stream);
+
+// Base64 of the hashes, concatenated; the decoder refuses anything that is
+// not whole hashes.
+std::string EncodeHashes(const std::vector<Hash>& hashes);
+absl::StatusOr<std::vector<Hash>> DecodeHashes(absl::string_view encoded);
+
+}  // namespace ulticode::tlog

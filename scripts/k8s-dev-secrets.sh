@@ -4,7 +4,7 @@
 # that exist, so it is safe to run again:
 #   pg-*.password, redis-*.password   PostgreSQL roles and Redis ACL users
 #   {auth,app,admin}-ed25519.key      event and receipt signing keys
-#   log-ed25519.key                   the transparency log's checkpoint key
+#   log-ed25519.key, log.vkey         the transparency log's key and verifier key
 #   public-keys.txt                   the key directory all services verify with
 #   jwt-ed25519.key, jwks.json        the dev token issuer (scripts/dev-token.sh)
 #   tls/                              a dev CA, a certificate per service (gRPC
@@ -34,8 +34,9 @@ done
 for user in auth app admin ops; do password "redis-${user}.password"; done
 
 ulticode_dev_signing_keys "${dir}" scripts/k8s-dev-secrets.sh
-[[ -s "${dir}/log-ed25519.key" ]] ||
-  (umask 077 && openssl genpkey -algorithm ed25519 -out "${dir}/log-ed25519.key")
+# The transparency log's key and verifier key (ulticode-verify, built first).
+ulticode_log_key "${dir}" ulticode.example/audit \
+  "${ULTICODE_BUILD_DIR:-${repo}/build}/tools/verify/ulticode-verify"
 ulticode_dev_jwt_issuer "${dir}"
 
 # Servers are reached in the cluster by Service name and, through

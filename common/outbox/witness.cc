@@ -62,7 +62,12 @@ Witness::Witness(WitnessOptions options, tlog::CosignatureSigner signer,
                 .Name("ulticode_log_witness_size")
                 .Help("Tree size of the newest checkpoint of Admin's log this owner accepted")
                 .Register(registry)
-                .Add({{"owner", audit::OwnerName(options_.owner)}})) {
+                .Add({{"owner", audit::OwnerName(options_.owner)}})),
+      accepted_at_(prometheus::BuildGauge()
+                       .Name("ulticode_log_witness_accepted_timestamp_seconds")
+                       .Help("When this owner last accepted a checkpoint of Admin's log")
+                       .Register(registry)
+                       .Add({{"owner", audit::OwnerName(options_.owner)}})) {
   for (const char* outcome :
        {"accepted", "fork", "rollback", "bad_signature", "malformed", "stale_proof"}) {
     outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", outcome}});
@@ -158,6 +163,7 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
   RETURN_IF_ERROR(tx.Commit());
   outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", "accepted"}}).Increment();
   size_.Set(static_cast<double>(size));
+  accepted_at_.SetToCurrentTime();
   return Cosign(redis, size, *text);
 }
 

@@ -14,7 +14,9 @@
 //    owner's (Admin has not seen its last cosignature) is not a fork: the
 //    owner sends that cosignature again.
 // Counted in ulticode_log_witness_checkpoints_total{owner,outcome}; the
-// alert UlticodeLogForkOrRollback fires on fork and rollback.
+// alert UlticodeLogForkOrRollback fires on fork and rollback, and
+// UlticodeLogNotWitnessed when the owner has accepted nothing for 10 minutes
+// while Admin signed new checkpoints.
 #pragma once
 
 #include <string>
@@ -63,6 +65,7 @@ class Witness {
   const tlog::CosignatureSigner signer_;
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Gauge& size_;
+  prometheus::Gauge& accepted_at_;
 };
 
 }  // namespace ulticode::outbox

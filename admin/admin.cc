@@ -38,6 +38,7 @@ void StartPipeline(const Options& options, runtime::ServiceContext& context) {
 // The sequencer on its own connection and thread: retention or a slow
 // gauge never delays a checkpoint.
 absl::Status StartLog(const Options& options, runtime::ServiceContext& context) {
+  if (!options.log.sequencer) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::unique_ptr<transparency::LogJob> job,
                    transparency::LogJob::Create(options.log, context.registry()));
   log::Info("admin", "transparency log", {{"verifier_key", job->VerifierKey()}});

@@ -36,7 +36,10 @@ shape (bench/reference_*.sql). Phases:
 ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
 the soak; ULTICODE_BENCH_PHASES=replication the closed loop and the
 replication phase; ULTICODE_BENCH_PHASES=sequence the closed loop and the
-sequence phase.
+sequence phase; ULTICODE_BENCH_PHASES=log the closed loop and the
+transparency log's phase (the closed loop with the log off and on,
+alternated; checkpoint and cosignature freshness at half the maximum;
+storage per entry).
 
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
@@ -269,6 +272,70 @@ class Suite:
                 "share_of_audited_mutation_cpu": round((cpu["numbered"] - cpu["plain"]) /
                                                        closed_cpu_ms, 3)}
 
+    def unsequenced(self):
+        return int(self.mesh.psql("ulticode_admin",
+                                  "SELECT count(*) FROM audit_logs WHERE log_index IS NULL"))
+
+    def freshness_ms(self, tag):
+        """Per audit row of `tag`: from its insert to the first checkpoint
+        covering it, and to the last of the two owners' cosignatures of a
+        checkpoint covering it (p50, p99, in ms)."""
+        p = self.mesh.psql("ulticode_admin", f"""WITH t AS (
+          SELECT extract(epoch FROM (SELECT min(signed_at) FROM log_checkpoints c
+                   WHERE c.size > a.log_index) - a.ingested_at) AS signed,
+                 extract(epoch FROM (SELECT max(first) FROM (SELECT min(w.received_at) AS first
+                   FROM log_cosignatures w WHERE w.size > a.log_index GROUP BY w.witness) f
+                   HAVING count(*) = 2) - a.ingested_at) AS cosigned
+          FROM audit_logs a WHERE request_id LIKE '{self.run_id}-{tag}-%')
+          SELECT round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY signed)::numeric, 1)
+            || ',' || round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY signed)::numeric, 1)
+            || ',' || round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY cosigned)::numeric, 1)
+            || ',' || round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY cosigned)::numeric, 1)
+            || ',' || count(*) FILTER (WHERE signed IS NULL OR cosigned IS NULL)
+          FROM t""").split(",")
+        return {"checkpoint_p50": float(p[0]), "checkpoint_p99": float(p[1]),
+                "cosigned_p50": float(p[2]), "cosigned_p99": float(p[3]),
+                "rows_not_covered": int(p[4])}
+
+    def transparency(self, max_rate):
+        """What the transparency log costs: the closed loop with the log's
+        sequencer (and signer, and witness feed) off and on, alternated twice
+        each in this run; how fresh its checkpoints and cosignatures are at
+        half the maximum; its storage per entry."""
+        runs = {"off": [], "on": []}
+        for i in range(2):
+            for mode in ("off", "on"):
+                self.mesh.stop()
+                self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"} if mode == "off" else None)
+                if mode == "on":  # the rows of the "off" run are sequenced first
+                    deadline = time.time() + 600
+                    while self.unsequenced() > 0 and time.time() < deadline:
+                        time.sleep(0.5)
+                log(f"transparency: closed loop with the log {mode} ({i + 1}/2)")
+                self.closed(tag=f"log{mode}{i}")
+                runs[mode].append({k: self.result["closed"][k] for k in
+                                   ("cpu_ms_per_mutation", "commit_to_audit_row_ms")} |
+                                  {"ok_per_second": self.result["closed"]["loadgen"]["ok_per_second"]})
+        tps = {k: sum(r["ok_per_second"] for r in v) / len(v) for k, v in runs.items()}
+        rate = max(1, int(max_rate * 0.5))
+        log(f"transparency: freshness at {rate}/s (half the maximum), {self.seconds}s")
+        run = self.loadgen("logfresh", "open", rate=rate)
+        self.wait_landed("logfresh", run["ok"])
+        deadline = time.time() + 60
+        while self.unsequenced() > 0 and time.time() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)  # the last checkpoint's cosignatures
+        entries = int(self.mesh.psql("ulticode_admin", "SELECT count(*) FROM audit_logs"))
+        storage = int(self.mesh.psql("ulticode_admin", "SELECT pg_total_relation_size('log_nodes')"
+                                     " + pg_total_relation_size('log_checkpoints')"
+                                     " + pg_total_relation_size('log_cosignatures')"))
+        return {"runs": runs,
+                "throughput_on_vs_off": round(tps["on"] / tps["off"], 3),
+                "freshness_ms": self.freshness_ms("logfresh"),
+                "offered_per_second": rate, "achieved_per_second": run["ok_per_second"],
+                "entries": entries,
+                "log_storage_bytes_per_entry": round(storage / max(entries, 1))}
+
     def closed(self, tag="closed"):
         log(f"closed loop ({tag}): {self.clients} in flight, {self.seconds}s")
         c0, s0, b0 = cpu_by_comm(), self.pg_stats(), busy_jiffies()
@@ -427,6 +494,10 @@ class Suite:
             max_rate = self.closed()
             if self.phases == "sequence":
                 self.result["sequence"] = self.sequence(self.result["closed"]["cpu_ms_per_mutation"])
+            if self.phases == "log":
+                baseline = self.result["closed"]
+                self.result["transparency"] = self.transparency(max_rate)
+                self.result["closed"] = baseline
             if self.phases == "replication":
                 baseline = self.result["closed"]
                 self.result["replication"] = self.replication()
@@ -484,6 +555,14 @@ class Suite:
                 f"transaction, +{q['cpu_ms_added_per_txn']} ms CPU per transaction = "
                 f"{q['share_of_audited_mutation_cpu'] * 100:.1f} % of an audited mutation's CPU "
                 f"({r['closed']['cpu_ms_per_mutation']} ms in the closed loop)")
+        if "transparency" in r:
+            t = r["transparency"]
+            f = t["freshness_ms"]
+            log(f"transparency log: throughput x{t['throughput_on_vs_off']} of the log off; at "
+                f"{t['offered_per_second']}/s a row is in a checkpoint after p50/p99 "
+                f"{f['checkpoint_p50']}/{f['checkpoint_p99']} ms, cosigned by both owners after "
+                f"{f['cosigned_p50']}/{f['cosigned_p99']} ms ({f['rows_not_covered']} rows not "
+                f"covered); {t['log_storage_bytes_per_entry']} bytes of log storage per entry")
         if self.phases != "all":
             log(f"wrote {path}")
             return

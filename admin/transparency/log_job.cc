@@ -9,6 +9,9 @@
 namespace ulticode::admin::transparency {
 
 void RegisterLogFlags(config::Flags& flags, LogOptions* options) {
+  flags.Bool("log-sequencer", &options->sequencer,
+             "Run the log's sequencer, checkpoint signer and witness feed on this replica (one "
+             "replica at a time does, whichever holds the lock); false: only serve the log");
   flags.String(kLogSigningKeyFlag, &options->signing_key_file,
                "The transparency log's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every "
                "checkpoint. Verifiers take a set of log keys, so a new key is rolled out by adding "

@@ -29,6 +29,9 @@ namespace ulticode::admin::transparency {
 inline constexpr char kLogSigningKeyFlag[] = "log-signing-key-file";
 
 struct LogOptions {
+  // False: this replica neither sequences nor signs nor feeds the witnesses
+  // (another replica does); it still serves the log.
+  bool sequencer = true;
   std::string signing_key_file;
   // The checkpoints' origin line, also the log key's name in its verifier
   // key and signature lines.

@@ -1,16 +1,20 @@
 #include "tests/chaos/verdict.h"
 
+#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
+#include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
+#include "tests/support/tokens.h"
 
 namespace ulticode::chaos {
 namespace {
@@ -32,13 +36,14 @@ std::string Verdict::Summary() const {
   return absl::StrFormat(
       "events=%zu audit_rows=%zu resends=%lld lost=%lld duplicated=%lld orphaned=%lld wrong=%lld "
       "unconfirmed=%lld dead=%lld poison=%lld ok_events=%lld ok_missing=%lld ok_vanished=%lld "
-      "missing_numbers=%lld converge_s=%.1f",
+      "missing_numbers=%lld log_verified=%s converge_s=%.1f",
       outbox.size(), logged.size(), static_cast<long long>(resends), static_cast<long long>(lost),
       static_cast<long long>(duplicated), static_cast<long long>(orphaned),
       static_cast<long long>(wrong), static_cast<long long>(unconfirmed),
       static_cast<long long>(dead), static_cast<long long>(poison),
       static_cast<long long>(ok_with_event), static_cast<long long>(ok_missing),
-      static_cast<long long>(ok_vanished), static_cast<long long>(missing_numbers), converge_s);
+      static_cast<long long>(ok_vanished), static_cast<long long>(missing_numbers),
+      log_verified ? "yes" : "NO", converge_s);
 }
 
 void Verdict::ExpectClean() const {
@@ -54,7 +59,50 @@ void Verdict::ExpectClean() const {
   EXPECT_EQ(ok_missing, 0);
   EXPECT_EQ(ok_vanished, 0) << "a client was told OK for a change that no longer exists";
   EXPECT_EQ(missing_numbers, 0) << "event numbers reported missing that were never committed";
+  EXPECT_TRUE(log_verified) << "the transparency log does not verify: " << log_report;
 }
+
+namespace {
+
+// Waits until every audit row is in a signed checkpoint, exports the log
+// through the first Admin replica and checks the export with public keys.
+void VerifyLog(testing::Mesh& mesh, pg::Connection& admin_db, Verdict& v) {
+  const bool signed_all = WaitFor(
+      [&] {
+        return QueryInt(admin_db, "SELECT count(*) FROM audit_logs") ==
+               QueryInt(admin_db, "SELECT coalesce(max(size), 0) FROM log_checkpoints");
+      },
+      std::chrono::seconds(60));
+  EXPECT_TRUE(signed_all) << "the log's checkpoints do not cover every audit row";
+  const testing::TestKeys& keys = mesh.keys();
+  const std::string dir = keys.dir();
+  std::ofstream(dir + "/chaos-witnesses.vkey")
+      << tlog::FormatVerifierKey("auth", tlog::kCosignatureV1Ed25519,
+                                 keys.auth().public_key().raw())
+      << "\n"
+      << tlog::FormatVerifierKey("app", tlog::kCosignatureV1Ed25519, keys.app().public_key().raw())
+      << "\n";
+  testing::TokenSpec spec;
+  spec.subject = "chaos-auditor";
+  spec.roles = {"audit.reader"};
+  ASSERT_TRUE(
+      crypto::WriteSecretFile(dir + "/chaos-auditor.token", testing::SharedTestTokens().Mint(spec))
+          .ok());
+  const std::string verify = testing::BinDir() + "/tools/verify/ulticode-verify";
+  const auto exported = testing::RunCommand(
+      absl::StrCat(verify, " export --admin=127.0.0.1:", mesh.grpc_port(Service::kAdmin, 0),
+                   " --token-file=", dir, "/chaos-auditor.token --out=", dir, "/chaos-export"));
+  v.log_report = exported.output;
+  if (exported.exit_code != 0) return;
+  const auto checked = testing::RunCommand(absl::StrCat(
+      verify, " check --dir=", dir, "/chaos-export --log-keys-file=", keys.LogVerifierKeyFile(),
+      " --owner-keys-file=", keys.public_keys_file(), " --witness-keys-file=", dir,
+      "/chaos-witnesses.vkey"));
+  v.log_report += checked.output;
+  v.log_verified = checked.exit_code == 0;
+}
+
+}  // namespace
 
 void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time load_end,
             Verdict& v) {
@@ -94,6 +142,7 @@ void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time
   v.missing_numbers = QueryInt(*admin_db,
                                "SELECT coalesce(sum(last_missing - first_missing + 1), 0)"
                                " FROM owner_sequence_gaps WHERE resolved_at IS NULL");
+  VerifyLog(mesh, *admin_db, v);
 
   // Checks, directly in the three databases.
   int64_t outbox_duplicates = 0;

@@ -42,6 +42,11 @@ struct Verdict {
   // Event numbers Admin reports missing once every number has been examined:
   // numbers lost to kills, crashes and failovers must all be attested void.
   int64_t missing_numbers = 0;
+  // Admin's transparency log, exported through its RPCs, verified by
+  // `ulticode-verify check` with public keys only (the leaves, the roots,
+  // the checkpoints and the owners' cosignatures).
+  bool log_verified = false;
+  std::string log_report;  // the verifier's output
 
   // "events=... audit_rows=... lost=... ..." for the summary line.
   std::string Summary() const;

@@ -1,0 +1,435 @@
+// The owner as a witness of Admin's transparency log (common/outbox/
+// witness.h) on real PostgreSQL and Redis: it keeps the first checkpoint
+// and every one that extends what it holds (log_witnessed), cosigns them on
+// `<audit stream>:cosignatures`, and refuses rollbacks, forks, bad
+// signatures and malformed entries, counting each by outcome. The log is
+// built in memory (common/tlog/merkle.h) and signed with the test log key.
+#include "common/outbox/witness.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/types/span.h"
+#include "common/audit/event.h"
+#include "common/crypto/crypto.h"
+#include "common/migrations/migrations.h"
+#include "common/outbox/migrations.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "common/tlog/cosignature.h"
+#include "common/tlog/merkle.h"
+#include "common/tlog/note.h"
+#include "common/tlog/witnessing.h"
+#include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
+#include "tests/support/keys.h"
+#include "tests/support/pg_query.h"
+#include "tests/support/test_env.h"
+
+namespace ulticode {
+namespace {
+
+using ::ulticode::testing::TestKeys;
+
+const TestKeys& Keys() { return ::ulticode::testing::SharedTestKeys(); }
+
+// Every outcome the witness counts, in the order the tests list them.
+const std::vector<std::string>& AllOutcomes() {
+  static const std::vector<std::string> outcomes = {"accepted",      "fork",      "rollback",
+                                                    "bad_signature", "malformed", "stale_proof"};
+  return outcomes;
+}
+
+// n leaf hashes of the leaves "<prefix>-0", "<prefix>-1", ...
+std::vector<tlog::Hash> Leaves(const std::string& prefix, int n) {
+  std::vector<tlog::Hash> leaves;
+  for (int i = 0; i < n; ++i) leaves.push_back(tlog::LeafHash(absl::StrCat(prefix, "-", i)));
+  return leaves;
+}
+
+// A checkpoint as the log signs it: its text and the signed note.
+struct Signed {
+  uint64_t size = 0;
+  tlog::Hash root{};
+  std::string text;
+  std::string note;
+};
+
+// One cosignature entry the witness sent.
+struct Cosigned {
+  std::string size;
+  std::string line;
+};
+
+class WitnessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    pg::ConnectOptions owner_pg;
+    owner_pg.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "witness"));
+    auto conn = pg::Connection::Connect(owner_pg);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    owner_ = std::move(conn).value();
+    auto applied = migrations::Apply(*owner_, outbox::Migrations());
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    redis::Options ro;
+    ro.host = redis.host;
+    ro.port = redis.port;
+    ro.user = redis.user;
+    ro.password = redis.password;
+    redis_ = std::make_unique<redis::Client>(ro);
+    stream_ = "test:witness:" + ::ulticode::testing::RandomSuffix();
+
+    auto log_signer = tlog::NoteSigner::Create(TestKeys::kLogOrigin, Keys().log());
+    ASSERT_TRUE(log_signer.ok()) << log_signer.status();
+    log_signer_ = std::make_unique<tlog::NoteSigner>(*std::move(log_signer));
+    auto log_key = tlog::NoteVerifier::Parse(Keys().LogVerifierKey());
+    ASSERT_TRUE(log_key.ok()) << log_key.status();
+    auto cosignatures = tlog::CosignatureVerifier::Parse(tlog::FormatVerifierKey(
+        "auth", tlog::kCosignatureV1Ed25519, Keys().auth().public_key().raw()));
+    ASSERT_TRUE(cosignatures.ok()) << cosignatures.status();
+    cosignatures_ = std::make_unique<tlog::CosignatureVerifier>(*std::move(cosignatures));
+
+    outbox::WitnessOptions options;
+    options.owner = audit::v1::OWNER_AUTH;
+    options.audit_stream = stream_;
+    options.log_keys = {*std::move(log_key)};
+    options.key = &Keys().auth();
+    auto witness = outbox::Witness::Create(std::move(options), registry_);
+    ASSERT_TRUE(witness.ok()) << witness.status();
+    witness_ = *std::move(witness);
+  }
+
+  // The checkpoint of the first `size` of `leaves`, signed by `signer`
+  // (the log's own signer when null).
+  Signed Checkpoint(const std::vector<tlog::Hash>& leaves, uint64_t size,
+                    const tlog::NoteSigner* signer = nullptr) {
+    Signed s;
+    s.size = size;
+    s.root = tlog::RootOf(absl::MakeConstSpan(leaves.data(), size));
+    s.text = tlog::CheckpointText({TestKeys::kLogOrigin, size, s.root, {}});
+    auto note = (signer != nullptr ? signer : log_signer_.get())->Sign(s.text);
+    EXPECT_TRUE(note.ok()) << note.status();
+    s.note = note.ok() ? *note : "";
+    return s;
+  }
+
+  // RFC 9162 PROOF(from, D[0:size]) over `leaves`.
+  static std::vector<tlog::Hash> Proof(const std::vector<tlog::Hash>& leaves, uint64_t from,
+                                       uint64_t size) {
+    auto proof = tlog::ConsistencyProof(from, absl::MakeConstSpan(leaves.data(), size));
+    EXPECT_TRUE(proof.ok()) << proof.status();
+    return proof.ok() ? *proof : std::vector<tlog::Hash>{};
+  }
+
+  // The receipt stream entry Admin sends for `note`.
+  static redis::StreamFields Entry(const std::string& note, uint64_t from,
+                                   const std::vector<tlog::Hash>& proof) {
+    return {{tlog::kCheckpointField, note},
+            {tlog::kFromField, absl::StrCat(from)},
+            {tlog::kConsistencyField, tlog::EncodeHashes(proof)}};
+  }
+
+  void Observe(const redis::StreamFields& fields) {
+    const absl::Status status = witness_->Observe(*owner_, *redis_, fields);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  // Observes the checkpoints of `leaves` at `sizes`, the first from 0
+  // without a proof, each next one with a proof from the size before it;
+  // asserts all were accepted.
+  void Accept(const std::vector<tlog::Hash>& leaves, const std::vector<uint64_t>& sizes) {
+    uint64_t from = 0;
+    for (uint64_t size : sizes) {
+      const Signed s = Checkpoint(leaves, size);
+      ASSERT_NO_FATAL_FAILURE(Observe(
+          Entry(s.note, from, from == 0 ? std::vector<tlog::Hash>{} : Proof(leaves, from, size))));
+      from = size;
+    }
+    ASSERT_EQ(Outcome("accepted"), static_cast<double>(sizes.size()));
+    ASSERT_EQ(Held().first, static_cast<int64_t>(sizes.back()));
+  }
+
+  // ulticode_log_witness_checkpoints_total{owner="auth",outcome=...}; -1
+  // when the series is missing.
+  double Outcome(const std::string& outcome) {
+    for (const prometheus::MetricFamily& f : registry_.Collect()) {
+      if (f.name != "ulticode_log_witness_checkpoints_total") continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        std::map<std::string, std::string> labels;
+        for (const auto& l : m.label) labels[l.name] = l.value;
+        if (labels["owner"] == "auth" && labels["outcome"] == outcome) return m.counter.value;
+      }
+    }
+    return -1;
+  }
+
+  // Asserts every outcome counter: those in `expected` at their value, the
+  // others at 0.
+  void ExpectOutcomes(const std::map<std::string, double>& expected) {
+    for (const std::string& outcome : AllOutcomes()) {
+      const auto it = expected.find(outcome);
+      EXPECT_EQ(Outcome(outcome), it == expected.end() ? 0.0 : it->second) << "outcome " << outcome;
+    }
+  }
+
+  // ulticode_log_witness_size{owner="auth"}; -1 when missing.
+  double SizeGauge() {
+    for (const prometheus::MetricFamily& f : registry_.Collect()) {
+      if (f.name != "ulticode_log_witness_size") continue;
+      for (const prometheus::ClientMetric& m : f.metric) return m.gauge.value;
+    }
+    return -1;
+  }
+
+  // The rows of log_witnessed.
+  int64_t HeldRows() {
+    return ::ulticode::testing::QueryInt(*owner_, "SELECT count(*) FROM log_witnessed");
+  }
+
+  // (size, root) log_witnessed holds for the test log; (-1, {}) when none.
+  std::pair<int64_t, tlog::Hash> Held() {
+    pg::Statement st{"held", "SELECT size, root FROM log_witnessed WHERE origin = $1"};
+    auto r = owner_->Execute(st, {pg::Text(TestKeys::kLogOrigin)});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok() || r->rows() != 1) return {-1, tlog::Hash{}};
+    auto root = tlog::FromBytes(r->GetBytes(0, 1));
+    EXPECT_TRUE(root.ok()) << root.status();
+    return {r->GetInt64(0, 0), root.ok() ? *root : tlog::Hash{}};
+  }
+
+  // The note log_witnessed holds for the test log.
+  std::string HeldNote() {
+    return ::ulticode::testing::QueryText(
+        *owner_,
+        absl::StrCat("SELECT note FROM log_witnessed WHERE origin = '", TestKeys::kLogOrigin, "'"));
+  }
+
+  // Every entry on the cosignature stream, oldest first.
+  std::vector<Cosigned> Cosignatures() {
+    auto entries = redis_->XRead(tlog::CosignatureStreamFor(stream_), 0, absl::ZeroDuration(), "0");
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    std::vector<Cosigned> out;
+    if (!entries.ok()) return out;
+    for (const redis::StreamEntry& e : *entries) {
+      Cosigned c;
+      for (const auto& [k, v] : e.fields) {
+        if (k == tlog::kSizeField) c.size = v;
+        if (k == tlog::kCosignatureField) c.line = v;
+      }
+      EXPECT_EQ(e.fields.size(), 2u) << "size and cosignature only";
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  // Asserts `c` is the owner's valid cosignature of `s`, made just now.
+  void ExpectCosigns(const Cosigned& c, const Signed& s) {
+    EXPECT_EQ(c.size, absl::StrCat(s.size));
+    auto time = cosignatures_->Verify(s.text, c.line);
+    ASSERT_TRUE(time.ok()) << time.status() << " line: " << c.line;
+    const int64_t now = absl::ToUnixSeconds(absl::Now());
+    EXPECT_LE(static_cast<int64_t>(*time), now);
+    EXPECT_GE(static_cast<int64_t>(*time), now - 60);
+  }
+
+  std::unique_ptr<pg::Connection> owner_;
+  std::unique_ptr<redis::Client> redis_;
+  std::string stream_;
+  prometheus::Registry registry_;
+  std::unique_ptr<tlog::NoteSigner> log_signer_;
+  std::unique_ptr<tlog::CosignatureVerifier> cosignatures_;
+  std::unique_ptr<outbox::Witness> witness_;
+};
+
+TEST_F(WitnessTest, TheFirstCheckpointIsKeptAndCosigned) {
+  const auto leaves = Leaves("leaf", 5);
+  const Signed s = Checkpoint(leaves, 5);
+  const redis::StreamFields entry = Entry(s.note, 0, {});
+  EXPECT_TRUE(outbox::Witness::IsCheckpoint(entry));
+  ASSERT_NO_FATAL_FAILURE(Observe(entry));
+
+  ExpectOutcomes({{"accepted", 1}});
+  EXPECT_EQ(SizeGauge(), 5.0);
+  EXPECT_EQ(HeldRows(), 1);
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 5);
+  EXPECT_EQ(root, tlog::RootOf(leaves));
+  EXPECT_EQ(HeldNote(), s.note) << "the signed note is kept as shown";
+  const auto cosigned = Cosignatures();
+  ASSERT_EQ(cosigned.size(), 1u);
+  ExpectCosigns(cosigned[0], s);
+  // A cosignature of another checkpoint does not verify with that line.
+  const Signed other = Checkpoint(Leaves("other", 5), 5);
+  EXPECT_FALSE(cosignatures_->Verify(other.text, cosigned[0].line).ok());
+}
+
+TEST_F(WitnessTest, ALargerCheckpointWithAConsistencyProofIsAccepted) {
+  const auto leaves = Leaves("leaf", 9);
+  const Signed first = Checkpoint(leaves, 5);
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(first.note, 0, {})));
+  const Signed second = Checkpoint(leaves, 9);
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(second.note, 5, Proof(leaves, 5, 9))));
+
+  ExpectOutcomes({{"accepted", 2}});
+  EXPECT_EQ(SizeGauge(), 9.0);
+  EXPECT_EQ(HeldRows(), 1);
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 9);
+  EXPECT_EQ(root, tlog::RootOf(leaves));
+  EXPECT_EQ(HeldNote(), second.note);
+  const auto cosigned = Cosignatures();
+  ASSERT_EQ(cosigned.size(), 2u);
+  ExpectCosigns(cosigned[0], first);
+  ExpectCosigns(cosigned[1], second);
+}
+
+TEST_F(WitnessTest, ASmallerTreeAfterALargerOneIsARollback) {
+  const auto leaves = Leaves("leaf", 9);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+  ASSERT_EQ(Cosignatures().size(), 2u);
+
+  // Validly signed by the log, and a prefix of the same log: still refused.
+  const Signed smaller = Checkpoint(leaves, 5);
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(smaller.note, 9, {})));
+
+  ExpectOutcomes({{"accepted", 2}, {"rollback", 1}});
+  EXPECT_EQ(SizeGauge(), 9.0);
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 9);
+  EXPECT_EQ(root, tlog::RootOf(leaves));
+  EXPECT_EQ(Cosignatures().size(), 2u) << "no cosignature for a rollback";
+}
+
+TEST_F(WitnessTest, AnotherRootForTheSameSizeIsAFork) {
+  const auto leaves = Leaves("leaf", 9);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+
+  const auto forked = Leaves("forked", 9);
+  const Signed fork = Checkpoint(forked, 9);
+  ASSERT_NE(fork.root, tlog::RootOf(leaves));
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(fork.note, 9, {})));
+
+  ExpectOutcomes({{"accepted", 2}, {"fork", 1}});
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 9);
+  EXPECT_EQ(root, tlog::RootOf(leaves)) << "the first root is kept";
+  EXPECT_EQ(Cosignatures().size(), 2u) << "no cosignature for a fork";
+}
+
+TEST_F(WitnessTest, ALargerTreeWhoseProofDoesNotExtendTheHeldOneIsAFork) {
+  const auto leaves = Leaves("leaf", 5);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5}));
+
+  // Another log of 9 leaves whose first 5 differ; its proof from 5 is
+  // right for that log, but not from the root the owner holds.
+  const auto forked = Leaves("forked", 9);
+  const Signed fork = Checkpoint(forked, 9);
+  const auto proof = Proof(forked, 5, 9);
+  ASSERT_TRUE(tlog::VerifyConsistency(5, 9, tlog::RootOf(absl::MakeConstSpan(forked.data(), 5)),
+                                      fork.root, proof)
+                  .ok())
+      << "the proof verifies for its own log";
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(fork.note, 5, proof)));
+
+  ExpectOutcomes({{"accepted", 1}, {"fork", 1}});
+  EXPECT_EQ(SizeGauge(), 5.0);
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 5);
+  EXPECT_EQ(root, tlog::RootOf(leaves));
+  EXPECT_EQ(Cosignatures().size(), 1u) << "no cosignature for a fork";
+}
+
+TEST_F(WitnessTest, ANoteNotSignedByTheLogKeyIsABadSignature) {
+  const auto leaves = Leaves("leaf", 5);
+  // The log's name, another key.
+  auto impostor_key = crypto::SigningKey::Generate();
+  ASSERT_TRUE(impostor_key.ok()) << impostor_key.status();
+  auto impostor = tlog::NoteSigner::Create(TestKeys::kLogOrigin, *impostor_key);
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  const Signed forged = Checkpoint(leaves, 5, &*impostor);
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(forged.note, 0, {})));
+
+  ExpectOutcomes({{"bad_signature", 1}});
+  EXPECT_EQ(HeldRows(), 0) << "nothing kept";
+  EXPECT_TRUE(Cosignatures().empty());
+
+  // The log's own signature on a text whose root line was edited afterwards.
+  const Signed real = Checkpoint(leaves, 5);
+  auto split = tlog::SplitNoteSignatures(real.note);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->signatures.size(), 1u);
+  const tlog::Hash other_root = tlog::RootOf(Leaves("other", 5));
+  const std::string edited_text = tlog::CheckpointText({TestKeys::kLogOrigin, 5, other_root, {}});
+  ASSERT_NE(edited_text, real.text);
+  ASSERT_EQ(edited_text.substr(0, edited_text.find('\n', edited_text.find('\n') + 1)),
+            real.text.substr(0, real.text.find('\n', real.text.find('\n') + 1)))
+      << "only the root line differs";
+  const std::string edited = absl::StrCat(edited_text, "\n", split->signatures[0], "\n");
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(edited, 0, {})));
+
+  ExpectOutcomes({{"bad_signature", 2}});
+  EXPECT_EQ(HeldRows(), 0) << "nothing kept";
+  EXPECT_TRUE(Cosignatures().empty());
+}
+
+TEST_F(WitnessTest, AProofFromAnotherSizeIsStaleAndTheHeldCosignatureIsSentAgain) {
+  const auto leaves = Leaves("leaf", 12);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+  ASSERT_EQ(Cosignatures().size(), 2u);
+
+  // Admin has not seen the cosignature of 9: it proves 12 from 5.
+  const Signed newer = Checkpoint(leaves, 12);
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(newer.note, 5, Proof(leaves, 5, 12))));
+
+  ExpectOutcomes({{"accepted", 2}, {"stale_proof", 1}});
+  EXPECT_EQ(SizeGauge(), 9.0);
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 9);
+  EXPECT_EQ(root, tlog::RootOf(absl::MakeConstSpan(leaves.data(), 9)));
+  const auto cosigned = Cosignatures();
+  ASSERT_EQ(cosigned.size(), 3u);
+  ExpectCosigns(cosigned[2], Checkpoint(leaves, 9));
+  EXPECT_FALSE(cosignatures_->Verify(newer.text, cosigned[2].line).ok()) << "12 is not cosigned";
+}
+
+TEST_F(WitnessTest, TheSameCheckpointShownAgainIsCosignedAgain) {
+  const auto leaves = Leaves("leaf", 9);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+  ASSERT_EQ(Cosignatures().size(), 2u);
+
+  const Signed again = Checkpoint(leaves, 9);
+  ASSERT_NO_FATAL_FAILURE(Observe(Entry(again.note, 5, Proof(leaves, 5, 9))));
+
+  ExpectOutcomes({{"accepted", 2}});
+  const auto [size, root] = Held();
+  EXPECT_EQ(size, 9);
+  EXPECT_EQ(root, tlog::RootOf(leaves));
+  const auto cosigned = Cosignatures();
+  ASSERT_EQ(cosigned.size(), 3u);
+  ExpectCosigns(cosigned[2], again);
+}
+
+TEST_F(WitnessTest, AnEntryWithoutLogFromIsMalformed) {
+  const auto leaves = Leaves("leaf", 5);
+  const Signed s = Checkpoint(leaves, 5);
+  const redis::StreamFields entry = {{tlog::kCheckpointField, s.note},
+                                     {tlog::kConsistencyField, tlog::EncodeHashes({})}};
+  EXPECT_TRUE(outbox::Witness::IsCheckpoint(entry));
+  ASSERT_NO_FATAL_FAILURE(Observe(entry));
+
+  ExpectOutcomes({{"malformed", 1}});
+  EXPECT_EQ(HeldRows(), 0) << "nothing kept";
+  EXPECT_TRUE(Cosignatures().empty());
+}
+
+}  // namespace
+}  // namespace ulticode

@@ -146,6 +146,7 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT UPDATE (log_index) ON audit_logs TO {role}",
       "GRANT SELECT, INSERT ON log_nodes, log_checkpoints, log_cosignatures TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON log_witnesses TO {role}",
+      "GRANT SELECT, INSERT, DELETE ON log_proof_requests TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
       " consumer_inbox_fencing_token TO {role}",

@@ -69,6 +69,7 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
                                           const PreparedBatch& batch, InsertAs as) {
   InsertedBatch out;
   ASSIGN_OR_RETURN(out.take, InsertIfAbsent(tx, consumer, batch.arrivals, as));
+  RETURN_IF_ERROR(RequestProofs(tx, out.take.duplicates));
   const absl::flat_hash_set<const Arrival*> conflicted(out.take.conflicts.begin(),
                                                        out.take.conflicts.end());
   const absl::flat_hash_map<const Arrival*, std::string> foreign(out.take.foreign.begin(),

@@ -10,6 +10,11 @@ namespace ulticode::admin::inbox {
 namespace {
 
 // Payloads travel as hex text arrays (unnest of a text[]), decoded in SQL.
+constexpr pg::Statement kRequestProofs{
+    "inbox.request_proofs",
+    "INSERT INTO log_proof_requests (event_id, owner)"
+    " SELECT * FROM unnest($1::uuid[], $2::text[]) ON CONFLICT (event_id) DO NOTHING"};
+
 constexpr pg::Statement kInsert{
     "inbox.insert_if_absent",
     "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload, payload_sha256,"
@@ -156,6 +161,16 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
     }
   }
   return result;
+}
+
+absl::Status RequestProofs(pg::Transaction& tx, const std::vector<const Arrival*>& redelivered) {
+  if (redelivered.empty()) return absl::OkStatus();
+  std::vector<std::string> ids, owners;
+  for (const Arrival* a : redelivered) {
+    ids.push_back(a->entry.event_id);
+    owners.push_back(audit::OwnerName(a->entry.owner));
+  }
+  return tx.Execute(kRequestProofs, {pg::TextArray(ids), pg::TextArray(owners)}).status();
 }
 
 absl::StatusOr<int64_t> StorePoison(pg::Transaction& tx, const std::string& consumer,

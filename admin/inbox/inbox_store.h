@@ -49,6 +49,11 @@ enum class InsertAs { kPending, kProcessed };
 absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& consumer,
                                         const std::vector<Arrival>& arrivals, InsertAs status);
 
+// Asks for the log proofs of re-delivered events to be sent again
+// (log_proof_requests): their owner has not confirmed them, and confirms
+// only on proof that they are in the log (admin/transparency/witness_feed.h).
+absl::Status RequestProofs(pg::Transaction& tx, const std::vector<const Arrival*>& redelivered);
+
 struct Poison {
   std::string stream;
   std::string entry_id;

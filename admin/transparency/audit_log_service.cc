@@ -49,8 +49,17 @@ void AddHashes(const std::vector<tlog::Hash>& hashes,
   for (const tlog::Hash& h : hashes) out->Add(tlog::ToBytes(h));
 }
 
+// Tree sizes and indexes are PostgreSQL bigints.
+absl::Status InRange(const char* field, uint64_t value) {
+  if (value > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": at most ", INT64_MAX));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::SignedCheckpoint> Checkpoint(pg::Connection& conn,
                                                 const v1::GetCheckpointRequest& req) {
+  RETURN_IF_ERROR(InRange("tree_size", req.tree_size()));
   ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> c, req.tree_size() == 0
                                                           ? LatestCheckpoint(conn)
                                                           : CheckpointAt(conn, req.tree_size()));
@@ -68,6 +77,7 @@ absl::StatusOr<v1::ListCheckpointsResponse> Checkpoints(pg::Connection& conn,
     return absl::InvalidArgumentError(
         absl::StrCat("page_size: must be 0..", kMaxPage, " (0 means ", kDefaultPage, ")"));
   }
+  RETURN_IF_ERROR(InRange("first_size", req.first_size()));
   const int page = req.page_size() == 0 ? kDefaultPage : req.page_size();
   ASSIGN_OR_RETURN(std::vector<StoredCheckpoint> rows,
                    CheckpointsFrom(conn, req.first_size(), page + 1));
@@ -96,11 +106,13 @@ absl::StatusOr<v1::InclusionProof> Inclusion(pg::Connection& conn,
       break;
     }
     case v1::GetInclusionProofRequest::kIndex:
+      RETURN_IF_ERROR(InRange("index", req.index()));
       index = req.index();
       break;
     default:
       return absl::InvalidArgumentError("event_id or index: one is required");
   }
+  RETURN_IF_ERROR(InRange("tree_size", req.tree_size()));
   ASSIGN_OR_RETURN(const uint64_t size, TreeSize(conn, req.tree_size(), "tree_size"));
   if (index >= size) {
     return absl::FailedPreconditionError(
@@ -117,6 +129,7 @@ absl::StatusOr<v1::InclusionProof> Inclusion(pg::Connection& conn,
 
 absl::StatusOr<v1::ConsistencyProof> Consistency(pg::Connection& conn,
                                                  const v1::GetConsistencyProofRequest& req) {
+  RETURN_IF_ERROR(InRange("second", req.second()));
   if (req.first() == 0 || req.first() > req.second()) {
     return absl::InvalidArgumentError("first: must be 1..second");
   }
@@ -133,6 +146,7 @@ absl::StatusOr<v1::ListLogEntriesResponse> Entries(pg::Connection& conn,
   if (req.count() < 1 || req.count() > kMaxPage) {
     return absl::InvalidArgumentError(absl::StrCat("count: must be 1..", kMaxPage));
   }
+  RETURN_IF_ERROR(InRange("start", req.start()));
   ASSIGN_OR_RETURN(std::vector<StoredLeaf> leaves,
                    LeavesFrom(conn, req.start(), req.count(), server::kMaxPageBytes));
   v1::ListLogEntriesResponse resp;

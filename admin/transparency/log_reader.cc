@@ -50,6 +50,10 @@ constexpr pg::Statement kNodeRange{"log.read.node_range",
                                    "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 "
                                    "AND idx < $2 + $3 ORDER BY idx"};
 
+constexpr pg::Statement kNodesOver{
+    "log.read.nodes_over",
+    "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 AND idx <= $3"};
+
 StoredCheckpoint CheckpointFromRow(const pg::Result& r, int row) {
   StoredCheckpoint c{static_cast<uint64_t>(r.GetInt64(row, 0)), r.GetString(row, 1), {}};
   if (!r.IsNull(row, 2)) c.cosignatures = absl::StrSplit(r.GetString(row, 2), '\n');
@@ -125,6 +129,30 @@ absl::StatusOr<std::vector<tlog::Hash>> NodeRange(pg::Connection& conn, int leve
         absl::StrCat("log node ", level, "/", first + out.size(), " missing"));
   }
   return out;
+}
+
+absl::Status NodeCache::Prefetch(uint64_t first, uint64_t last, uint64_t size) {
+  for (int level = 0; level < 64 && (size >> level) > 0; ++level) {
+    const uint64_t lo = first >> level;
+    const uint64_t hi = (last >> level) + 1;
+    ASSIGN_OR_RETURN(
+        pg::Result r,
+        conn_.Execute(kNodesOver, {pg::Int(level), Index(lo > 0 ? lo - 1 : 0), Index(hi)}));
+    for (int i = 0; i < r.rows(); ++i) {
+      ASSIGN_OR_RETURN(tlog::Hash h, tlog::FromBytes(r.GetBytes(i, 1)));
+      nodes_[{level, static_cast<uint64_t>(r.GetInt64(i, 0))}] = h;
+    }
+  }
+  return absl::OkStatus();
+}
+
+tlog::NodeReader NodeCache::Reader() {
+  return [this, read = NodesOf(conn_)](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
+    if (auto it = nodes_.find(id); it != nodes_.end()) return it->second;
+    ASSIGN_OR_RETURN(tlog::Hash h, read(id));
+    nodes_[id] = h;
+    return h;
+  };
 }
 
 }  // namespace ulticode::admin::transparency

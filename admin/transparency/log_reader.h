@@ -1,7 +1,7 @@
-// Reads of the transparency log's tables (migration 0011): checkpoints,
-// leaves, stored nodes. Named SQL next to the typed rows it returns. What
-// the log stores is written once and never changed, so reads need no
-// transaction: a node or checkpoint read once stays true.
+// Reads of the transparency log's tables (migrations 0011 and 0013):
+// checkpoints with their cosignatures, leaves, stored nodes. Named SQL next to the typed rows it
+// returns. What the log stores is written once and never changed, so reads need no transaction: a
+// node or checkpoint read once stays true.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/pg/connection.h"
 #include "common/tlog/merkle.h"
@@ -45,6 +46,21 @@ absl::StatusOr<std::optional<uint64_t>> IndexOf(pg::Connection& conn, const std:
 
 // Reads log_nodes one node at a time, through `conn`.
 tlog::NodeReader NodesOf(pg::Connection& conn);
+
+// Many proofs at once (the witness feed): the nodes over a range of leaves
+// loaded with one query per level, and every node read once.
+class NodeCache {
+ public:
+  explicit NodeCache(pg::Connection& conn) : conn_(conn) {}
+  // Loads the stored nodes of every level of a tree of `size` leaves over
+  // leaves [first, last), with a neighbour on each side.
+  absl::Status Prefetch(uint64_t first, uint64_t last, uint64_t size);
+  tlog::NodeReader Reader();
+
+ private:
+  pg::Connection& conn_;
+  absl::flat_hash_map<tlog::NodeId, tlog::Hash> nodes_;
+};
 // `width` nodes of `level` from `first`, in order; DATA_LOSS when one is
 // not stored.
 absl::StatusOr<std::vector<tlog::Hash>> NodeRange(pg::Connection& conn, int level, uint64_t first,

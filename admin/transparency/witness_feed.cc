@@ -1,5 +1,6 @@
 #include "admin/transparency/witness_feed.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/numbers.h"
@@ -21,16 +22,21 @@ namespace {
 constexpr char kComponent[] = "admin.witness";
 constexpr int kReadBatch = 100;
 
+// Held for a whole run (a session lock): two replicas feeding at once would
+// send checkpoints out of order.
 constexpr pg::Statement kLock{
-    "log.witness.lock",
-    "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.log.witness', 0))"};
+    "log.witness.lock", "SELECT pg_try_advisory_lock(hashtextextended('ulticode.log.witness', 0))"};
+constexpr pg::Statement kUnlock{
+    "log.witness.unlock", "SELECT pg_advisory_unlock(hashtextextended('ulticode.log.witness', 0))"};
+
+constexpr pg::Statement kEnroll{
+    "log.witness.enroll", "INSERT INTO log_witnesses (witness) VALUES ($1) ON CONFLICT DO NOTHING"};
 
 constexpr pg::Statement kWitness{
     "log.witness.state",
-    "INSERT INTO log_witnesses (witness) VALUES ($1) ON CONFLICT (witness) DO UPDATE"
-    " SET witness = EXCLUDED.witness"
-    " RETURNING cosigned_size, sent_size,"
-    "  coalesce(sent_at <= now() - $2::float8 * interval '1 second', true)"};
+    "SELECT cosigned_size, sent_size,"
+    "  coalesce(sent_at <= now() - $2::float8 * interval '1 second', true)"
+    " FROM log_witnesses WHERE witness = $1"};
 
 constexpr pg::Statement kSent{
     "log.witness.sent",
@@ -40,7 +46,66 @@ constexpr pg::Statement kKeep{
     "log.witness.keep",
     "WITH kept AS (INSERT INTO log_cosignatures (size, witness, line, cosigned_at)"
     "  VALUES ($1, $2, $3, to_timestamp($4::float8)) ON CONFLICT DO NOTHING)"
-    " UPDATE log_witnesses SET cosigned_size = greatest(cosigned_size, $1) WHERE witness = $2"};
+    // The latest answer wins: a witness that lost its state (restored from
+    // a backup) is fed from what it holds again.
+    " UPDATE log_witnesses SET cosigned_size = $1 WHERE witness = $2"};
+
+// The events of a witness a checkpoint newly covers, and those it asked
+// for again (a re-delivery): their leaf indexes.
+constexpr pg::Statement kCovered{
+    "log.witness.covered",
+    "SELECT event_id::text, log_index FROM audit_logs WHERE log_index >= $2 AND log_index < $3"
+    " AND owner = $1 ORDER BY log_index LIMIT $4"};
+
+constexpr pg::Statement kRequested{
+    "log.witness.requested",
+    "SELECT r.event_id::text, a.log_index FROM log_proof_requests r JOIN audit_logs a"
+    " USING (event_id) WHERE r.owner = $1 AND a.log_index < $2 ORDER BY a.log_index LIMIT $3"};
+
+constexpr pg::Statement kAnswered{
+    "log.witness.answered", "DELETE FROM log_proof_requests WHERE event_id = ANY($1::uuid[])"};
+
+// Proofs a witness gets per run at most; a later re-delivery of an event
+// beyond them asks for its proof again.
+constexpr int kMaxProofsPerRun = 8 * static_cast<int>(tlog::kProofsPerEntry);
+
+struct Located {
+  std::string event_id;
+  uint64_t index = 0;
+};
+
+absl::StatusOr<std::vector<Located>> Locate(pg::Connection& conn, const pg::Statement& statement,
+                                            const pg::Params& params) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(statement, params));
+  std::vector<Located> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back({r.GetString(i, 0), static_cast<uint64_t>(r.GetInt64(i, 1))});
+  }
+  return out;
+}
+
+// The entries of one checkpoint: its proofs kProofsPerEntry at a time, every
+// entry but the last marked as followed by more.
+std::vector<redis::StreamFields> Entries(const StoredCheckpoint& checkpoint, uint64_t from,
+                                         const std::vector<tlog::Hash>& consistency,
+                                         const std::vector<tlog::LeafProof>& proofs) {
+  std::vector<redis::StreamFields> entries;
+  size_t next = 0;
+  do {
+    const size_t end = std::min(proofs.size(), next + tlog::kProofsPerEntry);
+    redis::StreamFields fields = {
+        {tlog::kCheckpointField, checkpoint.note},
+        {tlog::kFromField, absl::StrCat(from)},
+        {tlog::kConsistencyField, tlog::EncodeHashes(consistency)},
+        {tlog::kProofsField,
+         tlog::EncodeProofs({proofs.begin() + static_cast<std::ptrdiff_t>(next),
+                             proofs.begin() + static_cast<std::ptrdiff_t>(end)})}};
+    if (end < proofs.size()) fields.emplace_back(tlog::kMoreField, "1");
+    entries.push_back(std::move(fields));
+    next = end;
+  } while (next < proofs.size());
+  return entries;
+}
 
 std::optional<std::string> Field(const redis::StreamFields& fields, absl::string_view name) {
   for (const auto& [k, v] : fields) {
@@ -77,16 +142,17 @@ WitnessFeed::WitnessFeed(WitnessFeedOptions options, prometheus::Registry& regis
                         .Register(registry)) {}
 
 absl::Status WitnessFeed::RunOnce(pg::Connection& conn) {
-  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
-  ASSIGN_OR_RETURN(pg::Result locked, tx.Execute(kLock));
-  RETURN_IF_ERROR(tx.Commit());
+  ASSIGN_OR_RETURN(pg::Result locked, conn.Execute(kLock));
   if (!locked.GetBool(0, 0)) return absl::OkStatus();
   absl::Status first;
   for (const auto& [witness, stream] : options_.owners) {
-    absl::Status s = Collect(conn, witness, stream);
+    absl::Status s = conn.Execute(kEnroll, {pg::Text(witness)}).status();
+    if (s.ok()) s = Collect(conn, witness, stream);
     if (s.ok()) s = Feed(conn, witness, stream);
     if (!s.ok() && first.ok()) first = s;
   }
+  // A broken connection released the lock with the session.
+  (void)conn.Execute(kUnlock);
   return first;
 }
 
@@ -100,12 +166,14 @@ absl::Status WitnessFeed::Collect(pg::Connection& conn, const std::string& witne
   const std::vector<tlog::CosignatureVerifier> keys =
       WitnessKeys(*options_.keys->Current(), witness);
   for (const redis::StreamEntry& e : entries) {
-    cursor = e.id;
     const auto size_text = Field(e.fields, tlog::kSizeField);
     auto line = Field(e.fields, tlog::kCosignatureField);
     if (line) line = std::string(absl::StripSuffix(*line, "\n"));
     uint64_t size = 0;
-    if (!size_text || !line || !absl::SimpleAtoi(*size_text, &size)) continue;
+    if (!size_text || !line || !absl::SimpleAtoi(*size_text, &size)) {
+      cursor = e.id;
+      continue;
+    }
     ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> checkpoint, CheckpointAt(conn, size));
     std::optional<uint64_t> time;
     if (checkpoint) {
@@ -119,12 +187,14 @@ absl::Status WitnessFeed::Collect(pg::Connection& conn, const std::string& witne
       cosignatures_.Add({{"witness", witness}, {"outcome", "invalid"}}).Increment();
       log::Warn(kComponent, "cosignature refused: not a valid cosignature of a checkpoint",
                 {{"witness", witness}, {"size", *size_text}, {"entry_id", e.id}});
+      cursor = e.id;
       continue;
     }
     RETURN_IF_ERROR(conn.Execute(kKeep, {pg::Int(static_cast<int64_t>(size)), pg::Text(witness),
                                          pg::Text(*line), pg::Int(static_cast<int64_t>(*time))})
                         .status());
     cosignatures_.Add({{"witness", witness}, {"outcome", "kept"}}).Increment();
+    cursor = e.id;
   }
   return absl::OkStatus();
 }
@@ -133,25 +203,53 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
                                const std::string& stream) {
   ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> latest, LatestCheckpoint(conn));
   if (!latest) return absl::OkStatus();
+  const int64_t size = static_cast<int64_t>(latest->size);
   ASSIGN_OR_RETURN(pg::Result state,
                    conn.Execute(kWitness, {pg::Text(witness), pg::Seconds(options_.resend)}));
   const uint64_t cosigned = static_cast<uint64_t>(state.GetInt64(0, 0));
   const uint64_t sent = static_cast<uint64_t>(state.GetInt64(0, 1));
-  const bool stale = state.GetBool(0, 2);
-  if (latest->size <= cosigned || (latest->size == sent && !stale)) return absl::OkStatus();
-  std::vector<tlog::Hash> proof;
-  if (cosigned > 0) {
-    ASSIGN_OR_RETURN(proof, tlog::StoredConsistencyProof(cosigned, latest->size, NodesOf(conn)));
+  const bool due = latest->size > cosigned && (latest->size > sent || state.GetBool(0, 2));
+  ASSIGN_OR_RETURN(
+      std::vector<Located> requested,
+      Locate(conn, kRequested, {pg::Text(witness), pg::Int(size), pg::Int(kMaxProofsPerRun)}));
+  if (!due && requested.empty()) return absl::OkStatus();
+  std::vector<Located> events;
+  if (due) {
+    ASSIGN_OR_RETURN(events, Locate(conn, kCovered,
+                                    {pg::Text(witness), pg::Int(static_cast<int64_t>(cosigned)),
+                                     pg::Int(size), pg::Int(kMaxProofsPerRun)}));
   }
-  RETURN_IF_ERROR(redis_
-                      .XAddBatch(audit::ReceiptStreamFor(stream),
-                                 {{{tlog::kCheckpointField, latest->note},
-                                   {tlog::kFromField, absl::StrCat(cosigned)},
-                                   {tlog::kConsistencyField, tlog::EncodeHashes(proof)}}})
-                      .status());
+  std::vector<std::string> answered;
+  for (Located& r : requested) {
+    answered.push_back(r.event_id);
+    events.push_back(std::move(r));
+  }
+  NodeCache nodes(conn);
+  if (!events.empty()) {
+    RETURN_IF_ERROR(nodes.Prefetch(events.front().index, events.back().index + 1, latest->size));
+  }
+  const tlog::NodeReader read = nodes.Reader();
+  std::vector<tlog::Hash> consistency;
+  if (cosigned > 0 && cosigned < latest->size) {
+    ASSIGN_OR_RETURN(consistency, tlog::StoredConsistencyProof(cosigned, latest->size, read));
+  }
+  std::vector<tlog::LeafProof> proofs;
+  for (const Located& e : events) {
+    ASSIGN_OR_RETURN(std::vector<tlog::Hash> path,
+                     tlog::StoredInclusionProof(e.index, latest->size, read));
+    proofs.push_back({e.event_id, e.index, std::move(path)});
+  }
+  RETURN_IF_ERROR(
+      redis_
+          .XAddBatch(audit::ReceiptStreamFor(stream),
+                     Entries(*latest, std::min(cosigned, latest->size), consistency, proofs))
+          .status());
   sent_.Add({{"witness", witness}}).Increment();
-  return conn.Execute(kSent, {pg::Text(witness), pg::Int(static_cast<int64_t>(latest->size))})
-      .status();
+  if (!answered.empty()) {
+    RETURN_IF_ERROR(conn.Execute(kAnswered, {pg::TextArray(answered)}).status());
+  }
+  if (!due) return absl::OkStatus();
+  return conn.Execute(kSent, {pg::Text(witness), pg::Int(size)}).status();
 }
 
 }  // namespace ulticode::admin::transparency

@@ -4,8 +4,12 @@
 //    those that verify with the owner's key from the key directory
 //    (log_cosignatures) and moves the owner's cosigned size forward;
 //  - hands the latest checkpoint, with a consistency proof from the
-//    owner's cosigned size, to every owner that has not cosigned it: once
-//    when it is new, again every `resend` until the owner cosigns it.
+//    owner's cosigned size and the inclusion proofs of the owner's events
+//    it newly covers, to every owner that has not cosigned it: once when it
+//    is new, again every `resend` until the owner cosigns it;
+//  - sends again, with the latest checkpoint, the proofs of the events the
+//    bridge saw delivered again (log_proof_requests): their owner has not
+//    confirmed them.
 // An owner is a witness named as its party ("auth", "app"), with its own
 // Ed25519 key as a cosignature/v1 key.
 #pragma once

@@ -22,7 +22,7 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
   flags.Duration("dispatch-backoff-max", &o->backoff.max, "cap on the retry delay",
                  absl::Milliseconds(1), absl::Hours(24));
   flags.Duration("dispatch-resend-timeout", &o->resend_timeout,
-                 "publish a row again when Admin's receipt has not come within this (0 = never)",
+                 "publish a row again when it has not been confirmed within this (0 = never)",
                  absl::ZeroDuration(), absl::Hours(24));
   flags.String("dispatch-stream", &o->stream,
                "Redis stream to publish to (default: audit:<owner>)");

@@ -69,6 +69,19 @@ constexpr pg::Statement kConfirm{
     "   AND o.state IN ('PUBLISHED', 'PENDING')",
     absl::Seconds(30)};
 
+constexpr pg::Statement kLeavesOf{
+    "outbox.leaves_of",
+    "SELECT event_id::text, coalesce(key_id, ''), coalesce(signature, ''::bytea), payload"
+    " FROM audit_outbox WHERE event_id = ANY($1::uuid[])",
+    absl::Seconds(30)};
+
+constexpr pg::Statement kConfirmLogged{
+    "outbox.confirm_logged",
+    "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
+    " WHERE event_id = ANY($1::uuid[]) AND publication > receipts_after"
+    "   AND state IN ('PUBLISHED', 'PENDING')",
+    absl::Seconds(30)};
+
 // Ids per Confirm statement: keeps each UPDATE short however large a backlog
 // of receipts is being applied.
 constexpr size_t kConfirmChunk = 1000;
@@ -182,6 +195,26 @@ absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
     confirmed += r.affected_rows();
   }
   return confirmed;
+}
+
+absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
+                                                 const std::vector<std::string>& event_ids) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLeavesOf, {pg::TextArray(event_ids)}));
+  std::vector<OutboxLeaf> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back({r.GetString(i, 0), r.GetString(i, 1), r.GetBytes(i, 2), r.GetBytes(i, 3)});
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
+                                      const std::vector<std::string>& event_ids) {
+  if (event_ids.empty()) return 0;
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  RETURN_IF_ERROR(tx.Execute(kLockForReceipt, {pg::TextArray(event_ids)}).status());
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kConfirmLogged, {pg::TextArray(event_ids)}));
+  RETURN_IF_ERROR(tx.Commit());
+  return r.affected_rows();
 }
 
 absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,

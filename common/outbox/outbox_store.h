@@ -101,6 +101,25 @@ absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_i
 // idempotent. Returns how many rows changed.
 absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<audit::ReceiptItem>& items);
 
+// What an outbox row contributes to its leaf in Admin's log
+// (common/tlog/leaf.h): the signed bytes, their signature and key id.
+struct OutboxLeaf {
+  std::string event_id;
+  std::string key_id;
+  std::string signature;
+  std::string payload;
+};
+// The rows of `event_ids` that exist (canonical lowercase UUIDs).
+absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
+                                                 const std::vector<std::string>& event_ids);
+
+// Marks CONFIRMED the rows of `event_ids` whose events are proved to be in
+// Admin's log (outbox/witness.h): only rows handed to the publisher since
+// their last replay, as Confirm; locks in event_id order like Confirm.
+// Returns how many turned CONFIRMED.
+absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
+                                      const std::vector<std::string>& event_ids);
+
 // The resend sweep: up to `limit` rows PUBLISHED without a receipt go back
 // to PENDING, due now, resends + 1. The wait doubles with each re-send
 // (resend_after x 2^resends, at most x64 and one hour unless resend_after is

@@ -48,8 +48,10 @@ struct ReceiptReaderOptions {
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
   pg::ConnectOptions pg;
   redis::Options redis;
-  // Handles the entries that carry a checkpoint of Admin's log; null: they
-  // are skipped (the owner does not witness).
+  // Handles the entries that carry a checkpoint of Admin's log, and then
+  // confirms rows only on the proofs that come with them (receipts are
+  // checked and counted, and confirm nothing). Null: the owner does not
+  // witness, checkpoints are skipped and receipts confirm.
   Witness* witness = nullptr;
 };
 

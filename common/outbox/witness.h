@@ -1,13 +1,22 @@
 // The owner as a witness of Admin's transparency log (common/tlog/
 // witnessing.h, docs/transparency-log.md "Witnesses"). For each checkpoint
 // entry on the receipt stream it
-//  - verifies the note with the log's keys (--log-keys-file);
+//  - verifies the note with the log's keys (--log-keys-file), whose names
+//    are the log's origin: a checkpoint of another origin is refused;
+//  - ignores an entry read before (at or below the receipt stream entry of
+//    the checkpoint it holds: a restarted reader, a replica behind);
 //  - accepts it only if it extends the newest checkpoint this owner
 //    accepted before (log_witnessed): the same tree, or a larger one with a
 //    consistency proof from it that verifies; the first one is taken as is;
-//  - on acceptance keeps it and returns a cosignature/v1 line signed with
-//    the owner's own key, named as the owner ("auth", "app"), on
-//    `<audit stream>:cosignatures`;
+//  - with the checkpoint it holds, checks the inclusion proofs that come
+//    with it: each leaf is computed from the owner's own outbox row, and a
+//    row whose proof verifies turns CONFIRMED. An owner that witnesses
+//    confirms rows only this way: Admin's signed receipt says the event is
+//    in its inbox, the proof that it is in the log;
+//  - then returns a cosignature/v1 line signed with the owner's own key,
+//    named as the owner ("auth", "app"), on `<audit stream>:cosignatures`
+//    (after the last entry of a checkpoint: the cosignature tells Admin
+//    every proof arrived);
 //  - refuses, counts and logs anything else: a smaller tree (rollback), the
 //    same size with another root or a proof that fails (fork), a bad
 //    signature, a malformed entry. A proof from a size other than the
@@ -29,6 +38,7 @@
 #include "common/redis/redis_client.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/note.h"
+#include "common/tlog/witnessing.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -54,16 +64,45 @@ class Witness {
 
   // Handles one checkpoint entry. An error only for a failed database or
   // Redis call (the entry is then handled again); a refusal is OK.
-  absl::Status Observe(pg::Connection& pg, redis::Client& redis, const redis::StreamFields& fields);
+  absl::Status Observe(pg::Connection& pg, redis::Client& redis, const redis::StreamEntry& entry);
 
  private:
   Witness(WitnessOptions options, tlog::CosignatureSigner signer, prometheus::Registry& registry);
+  // What the owner holds for a log.
+  struct Held {
+    uint64_t size = 0;
+    tlog::Hash root{};
+    std::string text;  // the checkpoint body it cosigned
+  };
+  enum class Verdict {
+    kHeld,      // the checkpoint is now (or was already) the one held
+    kStale,     // a proof from another size: not judged
+    kRefused,   // counted and logged
+    kReplayed,  // an entry read before
+  };
+  struct Judged {
+    Verdict verdict = Verdict::kHeld;
+    Held held;  // what was held before
+  };
+  // Compares `checkpoint` with what the owner holds and keeps it when it
+  // extends that.
+  absl::StatusOr<Judged> Judge(pg::Connection& pg, const std::string& entry_id,
+                               const std::string& note, const tlog::Checkpoint& checkpoint,
+                               uint64_t from, const std::vector<tlog::Hash>& consistency);
+  // Confirms the rows whose proofs verify against `checkpoint`.
+  absl::Status ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& checkpoint,
+                             const std::vector<tlog::LeafProof>& proofs);
+  // Sends a cosignature; a failure is logged (Admin asks again).
   absl::Status Cosign(redis::Client& redis, uint64_t size, absl::string_view text);
+  // Whether `origin` names one of the log's keys: a checkpoint signed by
+  // the log's key under another origin is another log, refused.
+  bool KnownOrigin(absl::string_view origin) const;
   void Refuse(const std::string& outcome, const std::string& why);
 
   const WitnessOptions options_;
   const tlog::CosignatureSigner signer_;
   prometheus::Family<prometheus::Counter>& outcomes_;
+  prometheus::Family<prometheus::Counter>& proofs_;
   prometheus::Gauge& size_;
   prometheus::Gauge& accepted_at_;
 };

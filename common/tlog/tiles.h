@@ -48,8 +48,7 @@ std::string EncodeTile(const std::vector<Hash>& hashes);
 absl::StatusOr<std::vector<Hash>> DecodeTile(absl::string_view bytes, uint64_t width);
 
 std::string EncodeEntryBundle(const std::vector<std::string>& leaves);
-// INVALID_ARGUMENT naming the entry that is cut short, or bytes after the
-// last one.
+// INVALID_ARGUMENT naming the entry that is cut short.
 absl::StatusOr<std::vector<std::string>> DecodeEntryBundle(absl::string_view bytes);
 
 }  // namespace ulticode::tlog

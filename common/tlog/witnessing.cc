@@ -1,7 +1,10 @@
 #include "common/tlog/witnessing.h"
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace ulticode::tlog {
 
@@ -25,6 +28,34 @@ absl::StatusOr<std::vector<Hash>> DecodeHashes(absl::string_view encoded) {
     hashes.push_back(*FromBytes(absl::string_view(raw).substr(i, 32)));
   }
   return hashes;
+}
+
+std::string EncodeProofs(const std::vector<LeafProof>& proofs) {
+  return absl::StrJoin(proofs, ",", [](std::string* out, const LeafProof& p) {
+    absl::StrAppend(out, p.event_id, ":", p.index, ":", EncodeHashes(p.hashes));
+  });
+}
+
+absl::StatusOr<std::vector<LeafProof>> DecodeProofs(absl::string_view encoded) {
+  std::vector<LeafProof> proofs;
+  if (encoded.empty()) return proofs;
+  for (absl::string_view item : absl::StrSplit(encoded, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    LeafProof p;
+    if (parts.size() != 3 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &p.index)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("proofs: item ", proofs.size(), " is not <event id>:<index>:<hashes>"));
+    }
+    p.event_id = std::string(parts[0]);
+    auto hashes = DecodeHashes(parts[2]);
+    if (!hashes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("proofs: item ", proofs.size(), ": ", hashes.status().message()));
+    }
+    p.hashes = *std::move(hashes);
+    proofs.push_back(std::move(p));
+  }
+  return proofs;
 }
 
 }  // namespace ulticode::tlog

@@ -6,6 +6,10 @@
 //    and the RFC 9162 consistency proof from that size. The entry needs no
 //    signature of its own: the log's key signed the note, and the proof
 //    ties it to what the owner holds.
+//    With the checkpoint come the inclusion proofs of that owner's events
+//    the checkpoint covers, at most kProofsPerEntry an entry: the entries
+//    of one checkpoint but the last carry `log_more`. The owner confirms an
+//    outbox row only when its proof verifies.
 //  - The owner answers on `<audit stream>:cosignatures` with the size and
 //    its c2sp.org/tlog-cosignature line; Admin keeps what verifies.
 #pragma once
@@ -22,6 +26,9 @@ namespace ulticode::tlog {
 inline constexpr char kCheckpointField[] = "log_checkpoint";
 inline constexpr char kFromField[] = "log_from";
 inline constexpr char kConsistencyField[] = "log_consistency";
+inline constexpr char kProofsField[] = "log_proofs";
+inline constexpr char kMoreField[] = "log_more";
+inline constexpr size_t kProofsPerEntry = 256;
 
 inline constexpr char kSizeField[] = "size";
 inline constexpr char kCosignatureField[] = "cosignature";
@@ -33,5 +40,17 @@ std::string CosignatureStreamFor(absl::string_view audit_stream);
 // not whole hashes.
 std::string EncodeHashes(const std::vector<Hash>& hashes);
 absl::StatusOr<std::vector<Hash>> DecodeHashes(absl::string_view encoded);
+
+// One event's place in the log: its leaf index and RFC 9162 PATH.
+struct LeafProof {
+  std::string event_id;
+  uint64_t index = 0;
+  std::vector<Hash> hashes;
+  bool operator==(const LeafProof&) const = default;
+};
+// "<event id>:<index>:<EncodeHashes>,..."; empty for none.
+std::string EncodeProofs(const std::vector<LeafProof>& proofs);
+// INVALID_ARGUMENT naming the item that is malformed.
+absl::StatusOr<std::vector<LeafProof>> DecodeProofs(absl::string_view encoded);
 
 }  // namespace ulticode::tlog

@@ -57,6 +57,9 @@ class TransparencyLogTest : public ::testing::Test {
     testing::MeshOptions options;
     options.prefix = "tlog";
     options.admin_args = {"--log-checkpoint-interval=100ms", "--log-sequence-interval=50ms"};
+    // Unconfirmed rows are published again after 2 s (receipts_become_proofs).
+    options.auth_args = {"--dispatch-resend-timeout=2s"};
+    options.app_args = options.auth_args;
     mesh_ = new Mesh(*pg, *redis, options);
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
@@ -511,6 +514,58 @@ TEST_F(TransparencyLogTest, ALeafSignedByAKeyNotInTheDirectoryIsAnUnknownKey) {
                    "', ':', 1), signature = decode(split_part('", saved,
                    "', ':', 2), 'hex') WHERE log_index = 11"));
   EXPECT_EQ(Check(Export()).exit_code, 0);
+}
+
+// Receipts become proofs: an owner confirms a row only on proof that its
+// event is in the log. While the sequencer cannot run (the test holds its
+// lock), Admin receipts the event but never logs it: the row stays
+// unconfirmed and is published again, which asks Admin for its proof again;
+// once the log moves on, the proof comes and the row is confirmed.
+TEST_F(TransparencyLogTest, AnOwnerConfirmsARowOnlyOnProofThatItsEventIsInTheLog) {
+  pg::ConnectOptions o;
+  o.conninfo = mesh_->Dsn(Service::kAdmin);
+  auto holder = pg::Connection::Connect(o).value();
+  ASSERT_TRUE(holder
+                  ->ExecuteScript("test.hold_sequencer",
+                                  "SELECT pg_advisory_lock(hashtextextended("
+                                  "'ulticode.log.sequencer', 0))",
+                                  absl::Seconds(10))
+                  .ok());
+  o.conninfo = mesh_->Dsn(Service::kAuth);
+  auto auth_db = pg::Connection::Connect(o).value();
+  grpc::ClientContext a;
+  As(&a, "auth.admin");
+  auth::v1::CreateUserRequest user;
+  user.set_username("unlogged");
+  user.set_email("unlogged@example.com");
+  auth::v1::CreateUserResponse created;
+  ASSERT_TRUE(auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
+                  ->CreateUser(&a, user, &created)
+                  .ok());
+  const std::string id = created.event_id();
+  const std::string state =
+      absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", id, "'");
+  // In Admin's inbox and audit_logs, receipted, published again (a
+  // re-delivery asks for the proof again): still not confirmed.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return QueryInt(*db_, absl::StrCat("SELECT count(*) FROM log_proof_requests WHERE"
+                                           " event_id = '",
+                                           id, "'")) == 1;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(QueryInt(*db_, absl::StrCat("SELECT count(*) FROM audit_logs WHERE event_id = '", id,
+                                        "' AND log_index IS NULL")),
+            1);
+  EXPECT_NE(QueryText(*auth_db, state), "CONFIRMED");
+  EXPECT_GE(QueryInt(*auth_db,
+                     absl::StrCat("SELECT resends FROM audit_outbox WHERE event_id = '", id, "'")),
+            1);
+  // The log moves on: the proof comes, the row is confirmed.
+  holder.reset();
+  EXPECT_TRUE(
+      WaitFor([&] { return QueryText(*auth_db, state) == "CONFIRMED"; }, std::chrono::seconds(20)));
+  WaitUntilSigned(0);
 }
 
 // Last: not undone. Whoever holds Admin's database and its log key can make

@@ -301,6 +301,13 @@ class Checker {
     }
     ++report_.checkpoints;
     CheckCosignatures(*split, name, named);
+    if (!LogKeyNamed(checkpoint->origin)) {
+      // Signed with the log's key under another name: another log.
+      Add(BreakKind::kForked, named,
+          absl::StrCat(name, " is of origin \"", checkpoint->origin,
+                       "\", which names none of the log's keys"));
+      return;
+    }
     if (checkpoint->origin != newest_.origin) {
       Add(BreakKind::kForked, named,
           absl::StrCat(name, " is of origin \"", checkpoint->origin, "\", checkpoint of \"",
@@ -316,6 +323,13 @@ class Checker {
 
   // Lines by names or key ids not in keys.witnesses are not cosignatures
   // this auditor can check (the log's own signature is one of them).
+  bool LogKeyNamed(absl::string_view origin) const {
+    for (const tlog::NoteVerifier& key : keys_.log) {
+      if (key.name() == origin) return true;
+    }
+    return false;
+  }
+
   void CheckCosignatures(const tlog::SplitNote& note, const std::string& name, uint64_t size) {
     for (const std::string& line : note.signatures) {
       for (const tlog::CosignatureVerifier& witness : keys_.witnesses) {

@@ -44,9 +44,9 @@ class Exporter {
     std::error_code ec;
     fs::create_directories(options_.dir, ec);
     if (ec) return absl::FailedPreconditionError(absl::StrCat(options_.dir, ": ", ec.message()));
-    if (fs::exists(fs::path(options_.dir) / "checkpoint")) {
+    if (!fs::is_empty(options_.dir, ec) || ec) {
       return absl::FailedPreconditionError(
-          absl::StrCat(options_.dir, " already holds an export: use an empty directory"));
+          absl::StrCat(options_.dir, " is not an empty directory: an export needs one"));
     }
     return absl::OkStatus();
   }

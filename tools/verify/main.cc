@@ -38,6 +38,7 @@ namespace {
 namespace v1 = admin::v1;
 
 constexpr int kOk = 0, kBroken = 1, kError = 2;
+constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "ulticode-verify: %s\n", std::string(s.message()).c_str());
@@ -52,7 +53,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// One key a line; blank lines and lines starting with '#' are skipped.
+// Cosignature verifier keys, one a line; blank lines and lines starting
+// with '#' are skipped (as tlog::NoteVerifiersFromFile for the log's keys).
 template <typename Verifier>
 absl::StatusOr<std::vector<Verifier>> ReadKeys(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
@@ -71,10 +73,11 @@ absl::StatusOr<std::vector<Verifier>> ReadKeys(const std::string& path) {
   return keys;
 }
 
-std::shared_ptr<grpc::Channel> Channel(const std::string& address, const std::string& cacert) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const std::string& address,
+                                                       const std::string& cacert) {
   if (cacert.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = ReadFile(cacert).value_or("");
+  ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(cacert));
   return grpc::CreateChannel(address, grpc::SslCredentials(ssl));
 }
 
@@ -103,7 +106,9 @@ int ExportCommand(int argc, char** argv) {
   config::ParseOrExit(flags, argc, argv);
   auto token = crypto::ReadSecretFile(client.token_file);
   if (!token.ok()) return Fail(token.status());
-  auto stub = v1::AuditLogService::NewStub(Channel(client.admin, client.cacert));
+  auto channel = Channel(client.admin, client.cacert);
+  if (!channel.ok()) return Fail(channel.status());
+  auto stub = v1::AuditLogService::NewStub(*channel);
   auto summary = Export(*stub, {out, static_cast<uint64_t>(size), *token});
   if (!summary.ok()) return Fail(summary.status());
   std::printf("exported tree size %llu, %llu checkpoints, %llu leaves missing, to %s\n",
@@ -127,7 +132,7 @@ int CheckCommand(int argc, char** argv) {
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note the auditor already holds");
   config::ParseOrExit(flags, argc, argv);
   Keys keys;
-  auto log = ReadKeys<tlog::NoteVerifier>(log_keys);
+  auto log = tlog::NoteVerifiersFromFile(log_keys);
   if (!log.ok()) return Fail(log.status());
   keys.log = *std::move(log);
   auto owners = crypto::KeyDirectory::FromFile(owner_keys);
@@ -186,6 +191,7 @@ absl::Status CheckExtends(v1::AuditLogService::Stub& stub, const std::string& to
   }
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", "Bearer " + token);
+  ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
   v1::GetConsistencyProofRequest req;
   req.set_first(trusted.size);
   req.set_second(latest.size);
@@ -221,14 +227,17 @@ int InclusionCommand(int argc, char** argv) {
   flags.Require("event-id");
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note you already hold");
   config::ParseOrExit(flags, argc, argv);
-  auto keys = ReadKeys<tlog::NoteVerifier>(log_keys);
+  auto keys = tlog::NoteVerifiersFromFile(log_keys);
   if (!keys.ok()) return Fail(keys.status());
   auto token = crypto::ReadSecretFile(client.token_file);
   if (!token.ok()) return Fail(token.status());
-  auto stub = v1::AuditLogService::NewStub(Channel(client.admin, client.cacert));
+  auto channel = Channel(client.admin, client.cacert);
+  if (!channel.ok()) return Fail(channel.status());
+  auto stub = v1::AuditLogService::NewStub(*channel);
   auto call = [&](auto method, const auto& req, auto* resp, const char* name) -> absl::Status {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + *token);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
     const grpc::Status s = ((*stub).*method)(&ctx, req, resp);
     if (s.ok()) return absl::OkStatus();
     return absl::UnavailableError(absl::StrCat(name, ": ", s.error_message()));

@@ -6,5 +6,9 @@ CREATE TABLE log_witnessed (
   size        bigint NOT NULL,
   root        bytea NOT NULL CHECK (length(root) = 32),
   note        text NOT NULL,
+  -- The receipt stream entry it last came in: an entry up to this one was
+  -- seen before (a restarted reader, another replica behind) and is not a
+  -- rollback.
+  entry_id    text NOT NULL DEFAULT '',
   accepted_at timestamptz NOT NULL DEFAULT now()
 );

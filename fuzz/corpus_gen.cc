@@ -18,8 +18,11 @@
 #include "absl/strings/ascii.h"
 #include "admin/query/page_token.h"
 #include "common/audit/receipt.h"
+#include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
+#include "common/tlog/tiles.h"
+#include "common/tlog/witnessing.h"
 #include "fuzz/fuzz_support.h"
 #include "google/protobuf/util/time_util.h"
 #include "ulticode/app/v1/app.pb.h"
@@ -406,7 +409,7 @@ void BoundedReplies() {
 }
 
 // Byte 0 picks the parser (fuzz_tlog.cc): a leaf, a checkpoint, a verifier
-// key, a signed note.
+// key, a signed note, an entry bundle, proofs, a cosignature line.
 void Tlog() {
   const std::string t = "fuzz_tlog";
   const auto& keys = fuzz::Keys();
@@ -421,6 +424,15 @@ void Tlog() {
   auto note = signer->Sign(tlog::CheckpointText(c));
   FUZZ_CHECK(note.ok(), note.status().ToString());
   Write(t, "signed_note", "\x03" + *note);
+  Write(t, "entry_bundle", "\x04" + tlog::EncodeEntryBundle({"leaf-0", "", "leaf-2"}));
+  Write(t, "proofs",
+        "\x05" + tlog::EncodeProofs(
+                     {{kId1, 3, {tlog::LeafHash("a"), tlog::LeafHash("b")}}, {kId1, 0, {}}}));
+  auto witness = tlog::CosignatureSigner::Create("fuzz.witness", keys.admin);
+  FUZZ_CHECK(witness.ok(), witness.status().ToString());
+  auto line = witness->Cosign(tlog::CheckpointText(c), 1700000000);
+  FUZZ_CHECK(line.ok(), line.status().ToString());
+  Write(t, "cosignature", "\x06" + *line);
 }
 
 }  // namespace

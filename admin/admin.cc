@@ -142,14 +142,16 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
       " poison_retention(float8, integer) TO {role}",
       "GRANT SELECT, INSERT ON audit_logs TO {role}",
-      // The sequencer sets each row's log index once (a trigger keeps it).
-      "GRANT UPDATE (log_index) ON audit_logs TO {role}",
-      "GRANT SELECT, INSERT ON log_nodes, log_checkpoints, log_cosignatures TO {role}",
+      // The log only grows: leaves, nodes, checkpoints and cosignatures are
+      // appended, never changed or deleted.
+      "GRANT SELECT, INSERT ON log_leaves, log_nodes, log_checkpoints, log_cosignatures TO {role}",
+      // New audit rows wait here for the sequencer (migration 0015).
+      "GRANT SELECT, INSERT, DELETE ON log_queue TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON log_witnesses TO {role}",
       "GRANT SELECT, INSERT, DELETE ON log_proof_requests TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
-      " consumer_inbox_fencing_token TO {role}",
+      " consumer_inbox_fencing_token, log_queue_seq_seq TO {role}",
   };
   return *kGrants;
 }

@@ -274,7 +274,7 @@ class Suite:
 
     def unsequenced(self):
         return int(self.mesh.psql("ulticode_admin",
-                                  "SELECT count(*) FROM audit_logs WHERE log_index IS NULL"))
+                                  "SELECT count(*) FROM log_queue"))
 
     def freshness_ms(self, tag):
         """Per audit row of `tag`: from its insert to the first checkpoint
@@ -282,11 +282,12 @@ class Suite:
         checkpoint covering it (p50, p99, in ms)."""
         p = self.mesh.psql("ulticode_admin", f"""WITH t AS (
           SELECT extract(epoch FROM (SELECT min(signed_at) FROM log_checkpoints c
-                   WHERE c.size > a.log_index) - a.ingested_at) AS signed,
+                   WHERE c.size > l.log_index) - a.ingested_at) AS signed,
                  extract(epoch FROM (SELECT max(first) FROM (SELECT min(w.received_at) AS first
-                   FROM log_cosignatures w WHERE w.size > a.log_index GROUP BY w.witness) f
+                   FROM log_cosignatures w WHERE w.size > l.log_index GROUP BY w.witness) f
                    HAVING count(*) = 2) - a.ingested_at) AS cosigned
-          FROM audit_logs a WHERE request_id LIKE '{self.run_id}-{tag}-%')
+          FROM audit_logs a JOIN log_leaves l USING (event_id)
+          WHERE request_id LIKE '{self.run_id}-{tag}-%')
           SELECT round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY signed)::numeric, 1)
             || ',' || round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY signed)::numeric, 1)
             || ',' || round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY cosigned)::numeric, 1)

@@ -38,8 +38,9 @@ constexpr size_t kMaxFilterBytes = 256;
 constexpr int64_t kMinTimestampSeconds = -62135596800LL;
 constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
 
-// The columns every audit log read returns, in AuditLogFromRow's order. The
-// envelope stays out: it is for signature checks, not for the query API.
+// The columns every audit log read returns, in AuditLogFromRow's order, from
+// audit_logs LEFT JOIN log_leaves (the row's log index). The envelope stays
+// out: it is for signature checks, not for the query API.
 #define ULTI_AUDIT_LOG_COLUMNS                                                          \
   "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, " \
   "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "     \
@@ -47,7 +48,8 @@ constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
 
 constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
                                      "SELECT " ULTI_AUDIT_LOG_COLUMNS
-                                     " FROM audit_logs WHERE event_id = $1::uuid"};
+                                     " FROM audit_logs LEFT JOIN log_leaves USING (event_id)"
+                                     " WHERE event_id = $1::uuid"};
 
 // The query's SQL is assembled per request from the filters present (see
 // BuildQuery); its name labels it in logs and errors like any statement.
@@ -254,7 +256,7 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
       "SELECT event_id, event_id::text AS event_text, owner, event_type, actor, subject, action,"
       " entity_type, entity_id, old_value::text AS old_text, new_value::text AS new_text,"
       " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at, log_index"
-      " FROM audit_logs";
+      " FROM audit_logs LEFT JOIN log_leaves USING (event_id)";
   if (!where.empty()) absl::StrAppend(&rows, " WHERE ", absl::StrJoin(where, " AND "));
   absl::StrAppend(&rows, " ORDER BY occurred_at DESC, event_id DESC LIMIT ",
                   param(pg::Int(q.page_size + 1)));

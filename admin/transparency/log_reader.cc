@@ -33,15 +33,19 @@ constexpr pg::Statement kLeaves{
     "log.read.leaves",
     "SELECT log_index, owner, event_id::text, coalesce(key_id, ''),"
     " coalesce(signature, ''::bytea), envelope FROM ("
-    "  SELECT *, sum(length(envelope) + coalesce(length(signature), 0) + 128)"
-    "   OVER (ORDER BY log_index ROWS UNBOUNDED PRECEDING) AS running,"
-    "   length(envelope) + coalesce(length(signature), 0) + 128 AS own"
-    "  FROM audit_logs WHERE log_index >= $1 AND log_index < $1 + $2"
-    "  ORDER BY log_index) page"
+    "  SELECT l.log_index, a.*,"
+    "   sum(length(a.envelope) + coalesce(length(a.signature), 0) + 128)"
+    "   OVER (ORDER BY l.log_index ROWS UNBOUNDED PRECEDING) AS running,"
+    "   length(a.envelope) + coalesce(length(a.signature), 0) + 128 AS own"
+    "  FROM log_leaves l JOIN audit_logs a USING (event_id)"
+    "  WHERE l.log_index >= $1 AND l.log_index < $1 + $2"
+    "  ORDER BY l.log_index) page"
     " WHERE running - own < $3 ORDER BY log_index"};
 
-constexpr pg::Statement kIndexOf{"log.read.index_of",
-                                 "SELECT log_index FROM audit_logs WHERE event_id = $1::uuid"};
+constexpr pg::Statement kIndexOf{
+    "log.read.index_of",
+    "SELECT l.log_index FROM audit_logs a LEFT JOIN log_leaves l USING (event_id)"
+    " WHERE a.event_id = $1::uuid"};
 
 constexpr pg::Statement kNode{"log.read.node",
                               "SELECT hash FROM log_nodes WHERE level = $1 AND idx = $2"};

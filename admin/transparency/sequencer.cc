@@ -16,18 +16,36 @@ namespace {
 constexpr pg::Statement kLock{
     "log.lock", "SELECT pg_try_advisory_xact_lock(hashtextextended('ulticode.log.sequencer', 0))"};
 
-constexpr pg::Statement kSize{"log.size", "SELECT coalesce(max(log_index) + 1, 0) FROM audit_logs"};
+constexpr pg::Statement kSize{"log.size", "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"};
 
+// The audit rows waiting for an index, in the order they were inserted.
 constexpr pg::Statement kUnsequenced{
     "log.unsequenced",
-    "SELECT event_id::text, owner, coalesce(key_id, ''), coalesce(signature, ''::bytea), envelope"
-    " FROM audit_logs WHERE log_index IS NULL ORDER BY ingested_at, event_id LIMIT $1"
-    " FOR UPDATE"};
+    "SELECT q.event_id::text, a.owner, coalesce(a.key_id, ''), coalesce(a.signature, ''::bytea),"
+    " a.envelope FROM log_queue q JOIN audit_logs a USING (event_id)"
+    " WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = q.event_id)"
+    " ORDER BY q.seq LIMIT $1"};
+
+// What the queue holds that is not to be sequenced, dropped when the queue
+// is otherwise empty: an event whose audit row is gone, or one already a
+// leaf whose audit row was inserted again (Admin lost the row and its owner
+// sent the event again). Such an owner has not confirmed the event, so its
+// proof is sent again (log_proof_requests).
+constexpr pg::Statement kDropStale{
+    "log.drop_stale",
+    "WITH stale AS (DELETE FROM log_queue q"
+    "  WHERE EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = q.event_id)"
+    "     OR NOT EXISTS (SELECT 1 FROM audit_logs a WHERE a.event_id = q.event_id)"
+    "  RETURNING q.event_id)"
+    " INSERT INTO log_proof_requests (event_id, owner)"
+    " SELECT s.event_id, a.owner FROM stale s JOIN audit_logs a USING (event_id)"
+    " ON CONFLICT (event_id) DO NOTHING"};
 
 constexpr pg::Statement kAssign{
     "log.assign",
-    "UPDATE audit_logs a SET log_index = t.idx FROM unnest($1::uuid[], $2::bigint[]) AS t(id, idx)"
-    " WHERE a.event_id = t.id"};
+    "WITH taken AS (DELETE FROM log_queue WHERE event_id = ANY($1::uuid[]))"
+    " INSERT INTO log_leaves (log_index, event_id)"
+    " SELECT idx, id FROM unnest($1::uuid[], $2::bigint[]) AS t(id, idx)"};
 
 constexpr pg::Statement kStoreNodes{
     "log.store_nodes",
@@ -81,6 +99,7 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
     indexes.push_back(absl::StrCat(size + i));
   }
   run.sequenced = rows.rows();
+  if (rows.empty()) RETURN_IF_ERROR(tx.Execute(kDropStale).status());
   run.size = size + rows.rows();
   const tlog::NodeReader read = Reader(tx);
   if (!leaves.empty()) {

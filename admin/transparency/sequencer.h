@@ -1,11 +1,11 @@
 // The sequencer of Admin's transparency log (docs/transparency-log.md). Each
 // run, under an advisory lock (one sequencer at a time, whichever replica):
-// takes up to `batch` rows of audit_logs that have no index yet, in
-// (ingested_at, event_id) order; gives them the next indexes; stores the
-// leaf and subtree hashes (log_nodes); and, when a signer is set and the
-// last checkpoint is at least `checkpoint_interval` old, signs a checkpoint
-// of the new size (log_checkpoints) — all in one transaction. The inbox
-// path never waits for it.
+// takes up to `batch` audit rows waiting in log_queue, in the order they
+// were inserted; gives them the next indexes (log_leaves); stores the leaf
+// and subtree hashes (log_nodes); and, when a signer is set and the last
+// checkpoint is at least `checkpoint_interval` old, signs a checkpoint of
+// the new size (log_checkpoints) — all in one transaction. The inbox path
+// never waits for it.
 #pragma once
 
 #include <cstdint>

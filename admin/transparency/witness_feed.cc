@@ -54,13 +54,14 @@ constexpr pg::Statement kKeep{
 // for again (a re-delivery): their leaf indexes.
 constexpr pg::Statement kCovered{
     "log.witness.covered",
-    "SELECT event_id::text, log_index FROM audit_logs WHERE log_index >= $2 AND log_index < $3"
-    " AND owner = $1 ORDER BY log_index LIMIT $4"};
+    "SELECT l.event_id::text, l.log_index FROM log_leaves l JOIN audit_logs a USING (event_id)"
+    " WHERE l.log_index >= $2 AND l.log_index < $3 AND a.owner = $1 ORDER BY l.log_index"
+    " LIMIT $4"};
 
 constexpr pg::Statement kRequested{
     "log.witness.requested",
-    "SELECT r.event_id::text, a.log_index FROM log_proof_requests r JOIN audit_logs a"
-    " USING (event_id) WHERE r.owner = $1 AND a.log_index < $2 ORDER BY a.log_index LIMIT $3"};
+    "SELECT r.event_id::text, l.log_index FROM log_proof_requests r JOIN log_leaves l"
+    " USING (event_id) WHERE r.owner = $1 AND l.log_index < $2 ORDER BY l.log_index LIMIT $3"};
 
 constexpr pg::Statement kAnswered{
     "log.witness.answered", "DELETE FROM log_proof_requests WHERE event_id = ANY($1::uuid[])"};

@@ -144,8 +144,8 @@ TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnc
   ASSERT_TRUE(Db(Service::kAdmin)
                   .Execute(pg::Statement{"wipe",
                                          "TRUNCATE audit_logs, consumer_inbox, poison_events,"
-                                         " log_nodes, log_checkpoints, log_cosignatures,"
-                                         " log_witnesses, log_proof_requests"},
+                                         " log_leaves, log_queue, log_nodes, log_checkpoints,"
+                                         " log_cosignatures, log_witnesses, log_proof_requests"},
                            {})
                   .ok());
   ASSERT_EQ(Admin("SELECT count(*) FROM audit_logs"), 0);

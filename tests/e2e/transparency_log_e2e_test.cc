@@ -211,37 +211,43 @@ class TransparencyLogTest : public ::testing::Test {
     std::string bytes;
     EXPECT_TRUE(absl::Base64Unescape(
         QueryText(*db_, absl::StrCat("SELECT encode(envelope, 'base64') FROM audit_logs"
-                                     " WHERE log_index = ",
-                                     index)),
+                                     " WHERE ",
+                                     At(index))),
         &bytes));
     return bytes;
   }
 
+  // "event_id = <the event of leaf `index`>".
+  static std::string At(int index) {
+    return absl::StrCat("event_id = (SELECT event_id FROM log_leaves WHERE log_index = ", index,
+                        ")");
+  }
+
   // Inserts a copy of row `of` as event `event_id` with `envelope` signed by
-  // `key`, at log index `index`.
+  // `key`, and its leaf at log index `index`.
   static void InsertForged(int of, int index, const std::string& event_id,
                            const std::string& envelope, const crypto::SigningKey& key) {
     const std::string sql = absl::StrCat(
         "INSERT INTO audit_logs SELECT (jsonb_populate_record(a, jsonb_build_object("
         "'event_id', $1::text, 'envelope', '\\x' || encode($2::bytea, 'hex'),"
-        " 'signature', '\\x' || encode($3::bytea, 'hex'), 'key_id', $4::text,"
-        " 'log_index', $5::bigint))).* FROM audit_logs a WHERE log_index = ",
-        of);
+        " 'signature', '\\x' || encode($3::bytea, 'hex'), 'key_id', $4::text))).*"
+        " FROM audit_logs a WHERE ",
+        At(of));
     Sql("SET session_replication_role = replica");
-    auto r = db_->Execute(
-        pg::Statement{"test.forge", sql.c_str(), absl::Seconds(30)},
-        {pg::Text(event_id), pg::Bytes(envelope), pg::Bytes(key.Sign(envelope).value()),
-         pg::Text(key.key_id()), pg::Int(index)});
+    auto r = db_->Execute(pg::Statement{"test.forge", sql.c_str(), absl::Seconds(30)},
+                          {pg::Text(event_id), pg::Bytes(envelope),
+                           pg::Bytes(key.Sign(envelope).value()), pg::Text(key.key_id())});
     Sql("SET session_replication_role = origin");
     ASSERT_TRUE(r.ok()) << r.status();
+    Sql(absl::StrCat("INSERT INTO log_leaves VALUES (", index, ", '", event_id, "')"));
   }
 
-  // Moves every index >= from by `delta` (through negative values: the
+  // Moves every index >= from by `delta` (out of the way first: the
   // unique index holds at every row).
   static void Shift(int from, int delta) {
-    Tamper(absl::StrCat(
-        "UPDATE audit_logs SET log_index = -log_index - 1 WHERE log_index >= ", from,
-        "; UPDATE audit_logs SET log_index = -log_index - 1 + ", delta, " WHERE log_index < 0"));
+    Sql(absl::StrCat("UPDATE log_leaves SET log_index = log_index + 1000000 WHERE log_index >= ",
+                     from, "; UPDATE log_leaves SET log_index = log_index - 1000000 + ", delta,
+                     " WHERE log_index >= 1000000"));
   }
 
   static Mesh* mesh_;
@@ -306,7 +312,7 @@ TEST_F(TransparencyLogTest, ProofsFromTheRpcsVerifyAgainstTheSignedCheckpoint) {
 
   // Every leaf: its entry, and its inclusion proof by index and by event id.
   const std::string event_id =
-      QueryText(*db_, "SELECT event_id::text FROM audit_logs WHERE log_index = 5");
+      QueryText(*db_, "SELECT event_id::text FROM log_leaves WHERE log_index = 5");
   grpc::ClientContext lc;
   As(&lc, "audit.reader");
   v1::ListLogEntriesRequest lreq;
@@ -410,7 +416,7 @@ TEST_F(TransparencyLogTest, RequestsOutsideTheSignedLogAreRefusedByName) {
 
 TEST_F(TransparencyLogTest, InclusionCommandProvesOneEvent) {
   const std::string event_id =
-      QueryText(*db_, "SELECT event_id::text FROM audit_logs WHERE log_index = 7");
+      QueryText(*db_, "SELECT event_id::text FROM log_leaves WHERE log_index = 7");
   const auto r = testing::RunCommand(Verify(absl::StrCat(
       "inclusion --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0), " --token-file=", dir_,
       "/auditor.token --log-keys-file=", dir_, "/log.vkey --event-id=", event_id)));
@@ -420,25 +426,28 @@ TEST_F(TransparencyLogTest, InclusionCommandProvesOneEvent) {
 
 TEST_F(TransparencyLogTest, AChangedEnvelopeIsReportedModified) {
   const std::string original = Envelope(9);
-  Tamper(
-      "UPDATE audit_logs SET envelope = overlay(envelope placing '\\x58'::bytea from 12)"
-      " WHERE log_index = 9");
+  Tamper(absl::StrCat(
+      "UPDATE audit_logs SET envelope = overlay(envelope placing '\\x58'::bytea from 12) WHERE ",
+      At(9)));
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 9: modified"));
-  auto r = db_->Execute(
-      pg::Statement{"test.restore", "UPDATE audit_logs SET envelope = $1 WHERE log_index = 9"},
-      {pg::Bytes(original)});
+  const std::string restore = absl::StrCat("UPDATE audit_logs SET envelope = $1 WHERE ", At(9));
+  auto r = db_->Execute(pg::Statement{"test.restore", restore.c_str()}, {pg::Bytes(original)});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(Check(Export()).exit_code, 0);
 }
 
 TEST_F(TransparencyLogTest, ADeletedRowIsReportedDeleted) {
-  Sql("CREATE TEMP TABLE saved AS SELECT * FROM audit_logs WHERE log_index = 4");
-  Tamper("DELETE FROM audit_logs WHERE log_index = 4");
+  const std::string id =
+      QueryText(*db_, "SELECT event_id::text FROM log_leaves WHERE log_index = 4");
+  Sql(absl::StrCat("CREATE TEMP TABLE saved AS SELECT * FROM audit_logs WHERE ", At(4)));
+  Tamper(absl::StrCat("DELETE FROM audit_logs WHERE ", At(4)));
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 4: deleted"));
-  // The rest renumbered to close the gap.
+  // Its leaf gone too, the rest renumbered to close the gap.
+  Sql("DELETE FROM log_leaves WHERE log_index = 4");
   Shift(5, -1);
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 4: deleted"));
   Shift(4, 1);
+  Sql(absl::StrCat("INSERT INTO log_leaves VALUES (4, '", id, "')"));
   Tamper("INSERT INTO audit_logs SELECT * FROM saved; DROP TABLE saved");
   EXPECT_EQ(Check(Export()).exit_code, 0);
 }
@@ -447,20 +456,21 @@ TEST_F(TransparencyLogTest, AnInsertedRowIsReportedInserted) {
   const std::string id = "018f0000-0000-7000-8000-0000000000aa";
   const std::string envelope = ForgedEnvelope(2, id);
   Shift(3, 1);
-  const std::string owner = QueryText(*db_, "SELECT owner FROM audit_logs WHERE log_index = 2");
+  const std::string owner =
+      QueryText(*db_, absl::StrCat("SELECT owner FROM audit_logs WHERE ", At(2)));
   InsertForged(2, 3, id, envelope, mesh_->keys().owner(owner));
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 3: inserted"));
-  Tamper(absl::StrCat("DELETE FROM audit_logs WHERE event_id = '", id, "'"));
+  Tamper(absl::StrCat("DELETE FROM audit_logs WHERE event_id = '", id,
+                      "'; DELETE FROM log_leaves WHERE event_id = '", id, "'"));
   Shift(4, -1);
   EXPECT_EQ(Check(Export()).exit_code, 0);
 }
 
 TEST_F(TransparencyLogTest, SwappedRowsAreReportedReordered) {
   auto swap = [] {
-    Tamper(
-        "UPDATE audit_logs SET log_index = -1 WHERE log_index = 6;"
-        " UPDATE audit_logs SET log_index = 6 WHERE log_index = 10;"
-        " UPDATE audit_logs SET log_index = 10 WHERE log_index = -1");
+    Sql("UPDATE log_leaves SET log_index = 1000000 WHERE log_index = 6;"
+        " UPDATE log_leaves SET log_index = 6 WHERE log_index = 10;"
+        " UPDATE log_leaves SET log_index = 10 WHERE log_index = 1000000");
   };
   swap();
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 6: reordered"));
@@ -501,18 +511,19 @@ TEST_F(TransparencyLogTest, AnEditedCheckpointIsABadSignature) {
 
 TEST_F(TransparencyLogTest, ALeafSignedByAKeyNotInTheDirectoryIsAnUnknownKey) {
   const std::string saved = QueryText(
-      *db_,
-      "SELECT key_id || ':' || encode(signature, 'hex') FROM audit_logs WHERE log_index = 11");
+      *db_, absl::StrCat("SELECT key_id || ':' || encode(signature, 'hex') FROM audit_logs WHERE ",
+                         At(11)));
   const crypto::SigningKey stranger = crypto::SigningKey::Generate().value();
-  auto r = db_->Execute(
-      pg::Statement{"test.resign_leaf",
-                    "UPDATE audit_logs SET key_id = $1, signature = $2 WHERE log_index = 11"},
-      {pg::Text(stranger.key_id()), pg::Bytes(stranger.Sign(Envelope(11)).value())});
+  const std::string resign =
+      absl::StrCat("UPDATE audit_logs SET key_id = $1, signature = $2 WHERE ", At(11));
+  auto r =
+      db_->Execute(pg::Statement{"test.resign_leaf", resign.c_str()},
+                   {pg::Text(stranger.key_id()), pg::Bytes(stranger.Sign(Envelope(11)).value())});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 11: unknown key"));
   Sql(absl::StrCat("UPDATE audit_logs SET key_id = split_part('", saved,
                    "', ':', 1), signature = decode(split_part('", saved,
-                   "', ':', 2), 'hex') WHERE log_index = 11"));
+                   "', ':', 2), 'hex') WHERE ", At(11)));
   EXPECT_EQ(Check(Export()).exit_code, 0);
 }
 
@@ -554,9 +565,12 @@ TEST_F(TransparencyLogTest, AnOwnerConfirmsARowOnlyOnProofThatItsEventIsInTheLog
                                            id, "'")) == 1;
       },
       std::chrono::seconds(20)));
-  EXPECT_EQ(QueryInt(*db_, absl::StrCat("SELECT count(*) FROM audit_logs WHERE event_id = '", id,
-                                        "' AND log_index IS NULL")),
-            1);
+  EXPECT_EQ(
+      QueryInt(*db_, absl::StrCat("SELECT count(*) FROM audit_logs WHERE event_id = '", id, "'")),
+      1);
+  EXPECT_EQ(
+      QueryInt(*db_, absl::StrCat("SELECT count(*) FROM log_leaves WHERE event_id = '", id, "'")),
+      0);
   EXPECT_NE(QueryText(*auth_db, state), "CONFIRMED");
   EXPECT_GE(QueryInt(*auth_db,
                      absl::StrCat("SELECT resends FROM audit_outbox WHERE event_id = '", id, "'")),
@@ -588,9 +602,12 @@ TEST_F(TransparencyLogTest, ZTruncationResignedWithTheLogKeyIsCaughtByAHeldCheck
       testing::TestKeys::kLogOrigin, static_cast<uint64_t>(keep), tlog::RootOf(leaves), {}};
   auto signer = tlog::NoteSigner::Create(testing::TestKeys::kLogOrigin, mesh_->keys().log());
   const std::string note = signer->Sign(tlog::CheckpointText(shorter)).value();
-  Tamper(absl::StrCat("DELETE FROM audit_logs WHERE log_index >= ", keep,
-                      "; DELETE FROM log_nodes WHERE (idx + 1) * (1::bigint << level) > ", keep,
-                      "; DELETE FROM log_checkpoints WHERE size >= ", keep));
+  Tamper(
+      absl::StrCat("DELETE FROM audit_logs WHERE event_id IN (SELECT event_id FROM log_leaves"
+                   " WHERE log_index >= ",
+                   keep, "); DELETE FROM log_leaves WHERE log_index >= ", keep,
+                   "; DELETE FROM log_nodes WHERE (idx + 1) * (1::bigint << level) > ", keep,
+                   "; DELETE FROM log_checkpoints WHERE size >= ", keep));
   auto r = db_->Execute(pg::Statement{"test.resign",
                                       "INSERT INTO log_checkpoints (size, root, note)"
                                       " VALUES ($1, $2, $3)"},
@@ -605,7 +622,7 @@ TEST_F(TransparencyLogTest, ZTruncationResignedWithTheLogKeyIsCaughtByAHeldCheck
       absl::StrCat("inclusion --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0),
                    " --token-file=", dir_, "/auditor.token --log-keys-file=", dir_,
                    "/log.vkey --trusted-checkpoint=", dir_, "/held.checkpoint --event-id=",
-                   QueryText(*db_, "SELECT event_id::text FROM audit_logs WHERE log_index = 0"))));
+                   QueryText(*db_, "SELECT event_id::text FROM log_leaves WHERE log_index = 0"))));
   EXPECT_EQ(inclusion.exit_code, 1) << inclusion.output;
   EXPECT_THAT(inclusion.output, HasSubstr("rolled back"));
 

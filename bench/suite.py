@@ -39,7 +39,9 @@ replication phase; ULTICODE_BENCH_PHASES=sequence the closed loop and the
 sequence phase; ULTICODE_BENCH_PHASES=log the closed loop and the
 transparency log's phase (the closed loop with the log off and on,
 alternated; checkpoint and cosignature freshness at half the maximum;
-storage per entry).
+storage per entry; GetInclusionProof latency on a log grown to
+ULTICODE_BENCH_LOG_ENTRIES leaves, 5 million by default);
+ULTICODE_BENCH_PHASES=proofs the closed loop and that last part alone.
 
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
@@ -276,6 +278,11 @@ class Suite:
         return int(self.mesh.psql("ulticode_admin",
                                   "SELECT count(*) FROM log_queue"))
 
+    def unconfirmed(self):
+        return sum(int(self.mesh.psql(db, "SELECT count(*) FROM audit_outbox"
+                                      " WHERE state <> 'CONFIRMED'"))
+                   for db in ("ulticode_auth", "ulticode_app"))
+
     def freshness_ms(self, tag):
         """Per audit row of `tag`: from its insert to the first checkpoint
         covering it, and to the last of the two owners' cosignatures of a
@@ -308,9 +315,10 @@ class Suite:
             for mode in ("off", "on"):
                 self.mesh.stop()
                 self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"} if mode == "off" else None)
-                if mode == "on":  # the rows of the "off" run are sequenced first
+                if mode == "on":  # the "off" run's rows are logged and confirmed first
                     deadline = time.time() + 600
-                    while self.unsequenced() > 0 and time.time() < deadline:
+                    while (self.unsequenced() > 0 or self.unconfirmed() > 0) and \
+                            time.time() < deadline:
                         time.sleep(0.5)
                 log(f"transparency: closed loop with the log {mode} ({i + 1}/2)")
                 self.closed(tag=f"log{mode}{i}")
@@ -336,6 +344,51 @@ class Suite:
                 "offered_per_second": rate, "achieved_per_second": run["ok_per_second"],
                 "entries": entries,
                 "log_storage_bytes_per_entry": round(storage / max(entries, 1))}
+
+    def proofs(self, entries):
+        """GetInclusionProof on a log of `entries` leaves: with the mesh
+        stopped, synthetic leaves appended to its log up to that size (their
+        subtree hashes computed in SQL with RFC 9162 hashing) and a
+        checkpoint of that size stored; then the mesh started with the
+        sequencer off (nothing else writes the log) and ulticode-proofbench
+        against it. Also the log's storage per entry at that size."""
+        self.mesh.stop()
+        start = int(self.mesh.psql("ulticode_admin",
+                                   "SELECT coalesce(max(idx) + 1, 0) FROM log_nodes WHERE level = 0"))
+        log(f"proofs: appending leaves {start}..{entries - 1} to the log")
+        self.mesh.psql("ulticode_admin", f"""INSERT INTO log_nodes (level, idx, hash)
+          SELECT 0, i, sha256('\\x00'::bytea || int8send(i))
+          FROM generate_series({start}, {entries - 1}) i""")
+        self.mesh.psql("ulticode_admin", """DO $$
+          DECLARE l int := 1;
+          BEGIN
+            LOOP
+              INSERT INTO log_nodes (level, idx, hash)
+                SELECT l, c.idx / 2, sha256('\\x01'::bytea || c.hash || d.hash)
+                FROM log_nodes c JOIN log_nodes d ON d.level = c.level AND d.idx = c.idx + 1
+                WHERE c.level = l - 1 AND c.idx % 2 = 0
+                ON CONFLICT (level, idx) DO NOTHING;
+              EXIT WHEN (SELECT count(*) FROM log_nodes WHERE level = l) < 2;
+              l := l + 1;
+            END LOOP;
+          END $$""")
+        self.mesh.psql("ulticode_admin", f"""INSERT INTO log_checkpoints (size, root, note)
+          VALUES ({entries}, sha256('synthetic'), 'synthetic checkpoint (benchmark)')""")
+        storage = int(self.mesh.psql("ulticode_admin",
+                                     "SELECT pg_total_relation_size('log_nodes')"))
+        self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"})
+        token = os.path.join(self.state, "auditor.token")
+        with open(token, "w", opener=lambda p, f: os.open(p, f, 0o600)) as tok:
+            subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "audit.reader"],
+                           env=dict(os.environ, ULTICODE_STATE_DIR=self.state), stdout=tok,
+                           check=True)
+        log(f"proofs: GetInclusionProof on {entries} leaves, 4 clients, {self.seconds}s")
+        run = json.loads(subprocess.run(
+            [os.path.join(self.build_dir, "bench/ulticode-proofbench"),
+             f"--admin=127.0.0.1:{50053 + OFF}", f"--token-file={token}", "--clients=4",
+             f"--duration={self.seconds}s"], check=True, capture_output=True, text=True).stdout)
+        run["node_bytes_per_entry"] = round(storage / entries)
+        return run
 
     def closed(self, tag="closed"):
         log(f"closed loop ({tag}): {self.clients} in flight, {self.seconds}s")
@@ -498,7 +551,12 @@ class Suite:
             if self.phases == "log":
                 baseline = self.result["closed"]
                 self.result["transparency"] = self.transparency(max_rate)
+                self.result["transparency"]["proofs"] = self.proofs(
+                    int(os.environ.get("ULTICODE_BENCH_LOG_ENTRIES", "5000000")))
                 self.result["closed"] = baseline
+            if self.phases == "proofs":
+                self.result["proofs"] = self.proofs(
+                    int(os.environ.get("ULTICODE_BENCH_LOG_ENTRIES", "5000000")))
             if self.phases == "replication":
                 baseline = self.result["closed"]
                 self.result["replication"] = self.replication()
@@ -564,6 +622,11 @@ class Suite:
                 f"{f['checkpoint_p50']}/{f['checkpoint_p99']} ms, cosigned by both owners after "
                 f"{f['cosigned_p50']}/{f['cosigned_p99']} ms ({f['rows_not_covered']} rows not "
                 f"covered); {t['log_storage_bytes_per_entry']} bytes of log storage per entry")
+        if "transparency" in r or "proofs" in r:
+            p = r["proofs"] if "proofs" in r else r["transparency"]["proofs"]
+            log(f"GetInclusionProof on {p['tree_size']} leaves: p50/p99/max {p['p50_ms']}/"
+                f"{p['p99_ms']}/{p['max_ms']} ms over {p['calls']} calls ({p['errors']} errors); "
+                f"{p['node_bytes_per_entry']} bytes of tree hashes per entry")
         if self.phases != "all":
             log(f"wrote {path}")
             return

@@ -442,7 +442,8 @@ ulticode_dev_signing_keys() {
 
 # The transparency log's signing key <secrets>/log-ed25519.key (made once)
 # and its c2sp.org/signed-note verifier key <secrets>/log.vkey, named
-# <origin>, as `ulticode-verify vkey` writes it.
+# <origin>, as `ulticode-verify vkey` writes it; and the owners' witness
+# keys (<secrets>/witnesses.vkey) from their signing keys, which must exist.
 ulticode_log_key() {
   local secrets="${1:?usage: ulticode_log_key <secrets dir> <origin> <ulticode-verify>}"
   local origin="${2:?usage: ulticode_log_key <secrets dir> <origin> <ulticode-verify>}"
@@ -455,6 +456,14 @@ ulticode_log_key() {
   public="$(openssl pkey -in "${key}" -pubout -outform DER | tail -c 32 | base64)" || return 1
   "${verify}" vkey --name="${origin}" --public-key="${public}" >"${secrets}/log.vkey.tmp" || return 1
   mv -f -- "${secrets}/log.vkey.tmp" "${secrets}/log.vkey"
+  # The owners witness the log with their own keys: their cosignature keys.
+  local party
+  for party in auth app; do
+    public="$(openssl pkey -in "${secrets}/${party}-ed25519.key" -pubout -outform DER |
+      tail -c 32 | base64)" || return 1
+    "${verify}" vkey --witness --name="${party}" --public-key="${public}" || return 1
+  done >"${secrets}/witnesses.vkey.tmp"
+  mv -f -- "${secrets}/witnesses.vkey.tmp" "${secrets}/witnesses.vkey"
 }
 
 # ---------------------------------------------------------------- tokens

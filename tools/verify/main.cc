@@ -7,7 +7,7 @@
 //                   [--witness-keys-file=F] [--trusted-checkpoint=F]
 //   ulticode-verify inclusion --admin=HOST:PORT --token-file=F --log-keys-file=F
 //                   --event-id=UUID [--trusted-checkpoint=F]
-//   ulticode-verify vkey --name=NAME --public-key=BASE64
+//   ulticode-verify vkey --name=NAME --public-key=BASE64 [--witness]
 //
 // Exit status: 0 when everything verifies, 1 when something does not (the
 // first break is printed), 2 for a usage or I/O error.
@@ -314,15 +314,26 @@ int InclusionCommand(int argc, char** argv) {
 
 int VkeyCommand(int argc, char** argv) {
   std::string name, public_key;
+  bool witness = false;
   config::Flags flags("ulticode-verify vkey",
                       "Prints the c2sp.org/signed-note verifier key of an Ed25519 public key.");
-  flags.String("name", &name, "the key's name (the log's origin)");
+  flags.String("name", &name, "the key's name (the log's origin, or a witness: auth, app)");
   flags.Require("name");
   flags.String("public-key", &public_key, "base64 of the 32 raw bytes of the public key");
   flags.Require("public-key");
+  flags.Bool("witness", &witness,
+             "a witness's cosignature/v1 key (an owner's key), for --witness-keys-file");
   config::ParseOrExit(flags, argc, argv);
   auto key = crypto::VerifyKey::FromBase64(public_key);
   if (!key.ok()) return Fail(key.status());
+  if (witness) {
+    auto cosigner = tlog::CosignatureVerifier::Parse(
+        tlog::FormatVerifierKey(name, tlog::kCosignatureV1Ed25519, key->raw()));
+    if (!cosigner.ok()) return Fail(cosigner.status());
+    std::printf("%s\n",
+                tlog::FormatVerifierKey(name, tlog::kCosignatureV1Ed25519, key->raw()).c_str());
+    return kOk;
+  }
   auto vkey = tlog::VerifierKeyOf(name, *key);
   if (!vkey.ok()) return Fail(vkey.status());
   std::printf("%s\n", vkey->c_str());

@@ -36,7 +36,7 @@ struct LogOptions {
   // The checkpoints' origin line, also the log key's name in its verifier
   // key and signature lines.
   std::string origin = "ulticode.local/audit";
-  absl::Duration sequence_interval = absl::Milliseconds(200);
+  absl::Duration sequence_interval = absl::Milliseconds(100);
   int batch = 1000;
   absl::Duration checkpoint_interval = absl::Seconds(1);
 };

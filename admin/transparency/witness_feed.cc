@@ -108,6 +108,28 @@ std::vector<redis::StreamFields> Entries(const StoredCheckpoint& checkpoint, uin
   return entries;
 }
 
+// The inclusion proofs of `covered` (consecutive leaves of the tree of
+// `size`: their nodes are loaded a level at a time) and of `requested`
+// (anywhere: read node by node).
+absl::StatusOr<std::vector<tlog::LeafProof>> Prove(NodeCache& nodes,
+                                                   const std::vector<Located>& covered,
+                                                   const std::vector<Located>& requested,
+                                                   uint64_t size) {
+  if (!covered.empty()) {
+    RETURN_IF_ERROR(nodes.Prefetch(covered.front().index, covered.back().index + 1, size));
+  }
+  const tlog::NodeReader read = nodes.Reader();
+  std::vector<tlog::LeafProof> proofs;
+  for (const std::vector<Located>* events : {&covered, &requested}) {
+    for (const Located& e : *events) {
+      ASSIGN_OR_RETURN(std::vector<tlog::Hash> path,
+                       tlog::StoredInclusionProof(e.index, size, read));
+      proofs.push_back({e.event_id, e.index, std::move(path)});
+    }
+  }
+  return proofs;
+}
+
 std::optional<std::string> Field(const redis::StreamFields& fields, absl::string_view name) {
   for (const auto& [k, v] : fields) {
     if (k == name) return v;
@@ -221,25 +243,15 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
                                      pg::Int(size), pg::Int(kMaxProofsPerRun)}));
   }
   std::vector<std::string> answered;
-  for (Located& r : requested) {
-    answered.push_back(r.event_id);
-    events.push_back(std::move(r));
-  }
+  for (const Located& r : requested) answered.push_back(r.event_id);
   NodeCache nodes(conn);
-  if (!events.empty()) {
-    RETURN_IF_ERROR(nodes.Prefetch(events.front().index, events.back().index + 1, latest->size));
-  }
   const tlog::NodeReader read = nodes.Reader();
   std::vector<tlog::Hash> consistency;
   if (cosigned > 0 && cosigned < latest->size) {
     ASSIGN_OR_RETURN(consistency, tlog::StoredConsistencyProof(cosigned, latest->size, read));
   }
-  std::vector<tlog::LeafProof> proofs;
-  for (const Located& e : events) {
-    ASSIGN_OR_RETURN(std::vector<tlog::Hash> path,
-                     tlog::StoredInclusionProof(e.index, latest->size, read));
-    proofs.push_back({e.event_id, e.index, std::move(path)});
-  }
+  ASSIGN_OR_RETURN(const std::vector<tlog::LeafProof> proofs,
+                   Prove(nodes, events, requested, latest->size));
   RETURN_IF_ERROR(
       redis_
           .XAddBatch(audit::ReceiptStreamFor(stream),

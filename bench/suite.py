@@ -346,13 +346,14 @@ class Suite:
                 "log_storage_bytes_per_entry": round(storage / max(entries, 1))}
 
     def proofs(self, entries):
-        """GetInclusionProof on a log of `entries` leaves: with the mesh
-        stopped, synthetic leaves appended to its log up to that size (their
-        subtree hashes computed in SQL with RFC 9162 hashing) and a
-        checkpoint of that size stored; then the mesh started with the
-        sequencer off (nothing else writes the log) and ulticode-proofbench
-        against it. Also the log's storage per entry at that size."""
+        """GetInclusionProof on a log of `entries` leaves: the mesh restarted
+        with the sequencer off (nothing else writes the log), synthetic
+        leaves appended to its log up to that size (their subtree hashes
+        computed in SQL with RFC 9162 hashing) and a checkpoint of that size
+        stored; then ulticode-proofbench against it. Also the storage of the
+        tree hashes per entry at that size."""
         self.mesh.stop()
+        self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"})
         start = int(self.mesh.psql("ulticode_admin",
                                    "SELECT coalesce(max(idx) + 1, 0) FROM log_nodes WHERE level = 0"))
         log(f"proofs: appending leaves {start}..{entries - 1} to the log")
@@ -376,7 +377,6 @@ class Suite:
           VALUES ({entries}, sha256('synthetic'), 'synthetic checkpoint (benchmark)')""")
         storage = int(self.mesh.psql("ulticode_admin",
                                      "SELECT pg_total_relation_size('log_nodes')"))
-        self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"})
         token = os.path.join(self.state, "auditor.token")
         with open(token, "w", opener=lambda p, f: os.open(p, f, 0o600)) as tok:
             subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "audit.reader"],

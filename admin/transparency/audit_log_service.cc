@@ -119,7 +119,9 @@ absl::StatusOr<v1::InclusionProof> Inclusion(pg::Connection& conn,
         absl::StrCat("leaf ", index, " is not inside the tree of size ", size, " yet"));
   }
   ASSIGN_OR_RETURN(std::vector<tlog::Hash> proof,
-                   tlog::StoredInclusionProof(index, size, NodesOf(conn)));
+                   WithNodesOf(conn, [&](const tlog::NodeReader& read) {
+                     return tlog::StoredInclusionProof(index, size, read);
+                   }));
   v1::InclusionProof resp;
   resp.set_leaf_index(index);
   resp.set_tree_size(size);
@@ -135,7 +137,9 @@ absl::StatusOr<v1::ConsistencyProof> Consistency(pg::Connection& conn,
   }
   ASSIGN_OR_RETURN(const uint64_t second, TreeSize(conn, req.second(), "second"));
   ASSIGN_OR_RETURN(std::vector<tlog::Hash> proof,
-                   tlog::StoredConsistencyProof(req.first(), second, NodesOf(conn)));
+                   WithNodesOf(conn, [&](const tlog::NodeReader& read) {
+                     return tlog::StoredConsistencyProof(req.first(), second, read);
+                   }));
   v1::ConsistencyProof resp;
   AddHashes(proof, resp.mutable_hashes());
   return resp;

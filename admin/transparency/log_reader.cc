@@ -54,6 +54,11 @@ constexpr pg::Statement kNodeRange{"log.read.node_range",
                                    "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 "
                                    "AND idx < $2 + $3 ORDER BY idx"};
 
+constexpr pg::Statement kNodesAt{"log.read.nodes_at",
+                                 "SELECT n.level, n.idx, n.hash FROM log_nodes n"
+                                 " JOIN unnest($1::smallint[], $2::bigint[]) AS t(level, idx)"
+                                 "   ON n.level = t.level AND n.idx = t.idx"};
+
 constexpr pg::Statement kNodesOver{
     "log.read.nodes_over",
     "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 AND idx <= $3"};
@@ -133,6 +138,32 @@ absl::StatusOr<std::vector<tlog::Hash>> NodeRange(pg::Connection& conn, int leve
         absl::StrCat("log node ", level, "/", first + out.size(), " missing"));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<tlog::Hash>> WithNodesOf(
+    pg::Connection& conn,
+    const std::function<absl::StatusOr<std::vector<tlog::Hash>>(const tlog::NodeReader&)>&
+        compute) {
+  std::vector<std::string> levels, indexes;
+  (void)compute([&](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
+    levels.push_back(absl::StrCat(id.level));
+    indexes.push_back(absl::StrCat(id.index));
+    return tlog::Hash{};
+  });
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kNodesAt, {pg::TextArray(levels), pg::TextArray(indexes)}));
+  absl::flat_hash_map<tlog::NodeId, tlog::Hash> nodes;
+  for (int i = 0; i < r.rows(); ++i) {
+    ASSIGN_OR_RETURN(tlog::Hash h, tlog::FromBytes(r.GetBytes(i, 2)));
+    nodes[{static_cast<int>(r.GetInt64(i, 0)), static_cast<uint64_t>(r.GetInt64(i, 1))}] = h;
+  }
+  return compute([&nodes](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
+    auto it = nodes.find(id);
+    if (it == nodes.end()) {
+      return absl::DataLossError(absl::StrCat("log node ", id.level, "/", id.index, " missing"));
+    }
+    return it->second;
+  });
 }
 
 absl::Status NodeCache::Prefetch(uint64_t first, uint64_t last, uint64_t size) {

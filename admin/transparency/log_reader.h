@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,13 @@ absl::StatusOr<std::optional<uint64_t>> IndexOf(pg::Connection& conn, const std:
 
 // Reads log_nodes one node at a time, through `conn`.
 tlog::NodeReader NodesOf(pg::Connection& conn);
+
+// Runs `compute` (a proof or root from stored nodes) with every node it
+// needs read in one query: the nodes a proof needs depend only on the
+// sizes and indexes, so a first pass records them.
+absl::StatusOr<std::vector<tlog::Hash>> WithNodesOf(
+    pg::Connection& conn,
+    const std::function<absl::StatusOr<std::vector<tlog::Hash>>(const tlog::NodeReader&)>& compute);
 
 // Many proofs at once (the witness feed): the nodes over a range of leaves
 // loaded with one query per level, and every node read once.

@@ -26,8 +26,8 @@ constexpr pg::Statement kUnsequenced{
     " WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = q.event_id)"
     " ORDER BY q.seq LIMIT $1"};
 
-// What the queue holds that is not to be sequenced, dropped when the queue
-// is otherwise empty: an event whose audit row is gone, or one already a
+// What the queue holds that is not to be sequenced, dropped whenever the
+// queue holds less than a batch: an event whose audit row is gone, or one already a
 // leaf whose audit row was inserted again (Admin lost the row and its owner
 // sent the event again). Such an owner has not confirmed the event, so its
 // proof is sent again (log_proof_requests).
@@ -99,7 +99,7 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
     indexes.push_back(absl::StrCat(size + i));
   }
   run.sequenced = rows.rows();
-  if (rows.empty()) RETURN_IF_ERROR(tx.Execute(kDropStale).status());
+  if (rows.rows() < options_.batch) RETURN_IF_ERROR(tx.Execute(kDropStale).status());
   run.size = size + rows.rows();
   const tlog::NodeReader read = Reader(tx);
   if (!leaves.empty()) {

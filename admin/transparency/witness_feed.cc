@@ -34,13 +34,25 @@ constexpr pg::Statement kEnroll{
 
 constexpr pg::Statement kWitness{
     "log.witness.state",
-    "SELECT cosigned_size, sent_size,"
+    "SELECT cosigned_size, proved_size,"
     "  coalesce(sent_at <= now() - $2::float8 * interval '1 second', true)"
     " FROM log_witnesses WHERE witness = $1"};
 
 constexpr pg::Statement kSent{
     "log.witness.sent",
-    "UPDATE log_witnesses SET sent_size = $2, sent_at = now() WHERE witness = $1"};
+    "UPDATE log_witnesses SET proved_size = $2, sent_at = now() WHERE witness = $1"};
+
+constexpr pg::Statement kCursor{"log.witness.cursor",
+                                "SELECT cursor FROM log_witnesses WHERE witness = $1"};
+
+constexpr pg::Statement kRead{"log.witness.read",
+                              "UPDATE log_witnesses SET cursor = $2 WHERE witness = $1"};
+
+// A request for an event that never became a leaf (its delivery ended as
+// poison) is dropped after a day.
+constexpr pg::Statement kForget{
+    "log.witness.forget",
+    "DELETE FROM log_proof_requests WHERE requested_at < now() - interval '1 day'"};
 
 constexpr pg::Statement kKeep{
     "log.witness.keep",
@@ -85,26 +97,29 @@ absl::StatusOr<std::vector<Located>> Locate(pg::Connection& conn, const pg::Stat
   return out;
 }
 
-// The entries of one checkpoint: its proofs kProofsPerEntry at a time, every
-// entry but the last marked as followed by more.
+// The entries of one send of a checkpoint: its proofs kProofsPerEntry at a
+// time, each marked as part i of n; `more` when a later send carries more
+// proofs of the same checkpoint (the owner cosigns after the last part of a
+// send without it).
 std::vector<redis::StreamFields> Entries(const StoredCheckpoint& checkpoint, uint64_t from,
                                          const std::vector<tlog::Hash>& consistency,
-                                         const std::vector<tlog::LeafProof>& proofs) {
+                                         const std::vector<tlog::LeafProof>& proofs, bool more) {
+  const size_t parts =
+      std::max<size_t>(1, (proofs.size() + tlog::kProofsPerEntry - 1) / tlog::kProofsPerEntry);
   std::vector<redis::StreamFields> entries;
-  size_t next = 0;
-  do {
-    const size_t end = std::min(proofs.size(), next + tlog::kProofsPerEntry);
-    redis::StreamFields fields = {
-        {tlog::kCheckpointField, checkpoint.note},
-        {tlog::kFromField, absl::StrCat(from)},
-        {tlog::kConsistencyField, tlog::EncodeHashes(consistency)},
-        {tlog::kProofsField,
-         tlog::EncodeProofs({proofs.begin() + static_cast<std::ptrdiff_t>(next),
-                             proofs.begin() + static_cast<std::ptrdiff_t>(end)})}};
-    if (end < proofs.size()) fields.emplace_back(tlog::kMoreField, "1");
+  for (size_t part = 0; part < parts; ++part) {
+    const auto first = proofs.begin() + static_cast<std::ptrdiff_t>(
+                                            std::min(proofs.size(), part * tlog::kProofsPerEntry));
+    const auto last = proofs.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                           proofs.size(), (part + 1) * tlog::kProofsPerEntry));
+    redis::StreamFields fields = {{tlog::kCheckpointField, checkpoint.note},
+                                  {tlog::kFromField, absl::StrCat(from)},
+                                  {tlog::kConsistencyField, tlog::EncodeHashes(consistency)},
+                                  {tlog::kProofsField, tlog::EncodeProofs({first, last})},
+                                  {tlog::kPartField, absl::StrCat(part + 1, "/", parts)}};
+    if (more) fields.emplace_back(tlog::kMoreField, "1");
     entries.push_back(std::move(fields));
-    next = end;
-  } while (next < proofs.size());
+  }
   return entries;
 }
 
@@ -115,7 +130,10 @@ absl::StatusOr<std::vector<tlog::LeafProof>> Prove(NodeCache& nodes,
                                                    const std::vector<Located>& covered,
                                                    const std::vector<Located>& requested,
                                                    uint64_t size) {
-  if (!covered.empty()) {
+  // Loaded a level at a time when the leaves are close together; an owner
+  // with few events among many leaves reads its proofs' nodes one by one.
+  if (!covered.empty() &&
+      covered.back().index - covered.front().index <= 16 * covered.size() + 1024) {
     RETURN_IF_ERROR(nodes.Prefetch(covered.front().index, covered.back().index + 1, size));
   }
   const tlog::NodeReader read = nodes.Reader();
@@ -174,6 +192,7 @@ absl::Status WitnessFeed::RunOnce(pg::Connection& conn) {
     if (s.ok()) s = Feed(conn, witness, stream);
     if (!s.ok() && first.ok()) first = s;
   }
+  if (absl::Status s = conn.Execute(kForget).status(); !s.ok() && first.ok()) first = s;
   // A broken connection released the lock with the session.
   (void)conn.Execute(kUnlock);
   return first;
@@ -182,10 +201,13 @@ absl::Status WitnessFeed::RunOnce(pg::Connection& conn) {
 absl::Status WitnessFeed::Collect(pg::Connection& conn, const std::string& witness,
                                   const std::string& stream) {
   const std::string key = tlog::CosignatureStreamFor(stream);
-  std::string& cursor = cursors_.try_emplace(key, "0-0").first->second;
+  ASSIGN_OR_RETURN(pg::Result read, conn.Execute(kCursor, {pg::Text(witness)}));
+  std::string cursor = read.GetString(0, 0);
   ASSIGN_OR_RETURN(std::vector<redis::StreamEntry> entries,
                    redis_.XRead(key, kReadBatch, absl::ZeroDuration(), cursor));
   if (entries.empty()) return absl::OkStatus();
+  // Whatever happens below, what was kept stays read.
+  auto keep_cursor = [&]() { return conn.Execute(kRead, {pg::Text(witness), pg::Text(cursor)}); };
   const std::vector<tlog::CosignatureVerifier> keys =
       WitnessKeys(*options_.keys->Current(), witness);
   for (const redis::StreamEntry& e : entries) {
@@ -213,13 +235,18 @@ absl::Status WitnessFeed::Collect(pg::Connection& conn, const std::string& witne
       cursor = e.id;
       continue;
     }
-    RETURN_IF_ERROR(conn.Execute(kKeep, {pg::Int(static_cast<int64_t>(size)), pg::Text(witness),
-                                         pg::Text(*line), pg::Int(static_cast<int64_t>(*time))})
-                        .status());
+    if (absl::Status kept =
+            conn.Execute(kKeep, {pg::Int(static_cast<int64_t>(size)), pg::Text(witness),
+                                 pg::Text(*line), pg::Int(static_cast<int64_t>(*time))})
+                .status();
+        !kept.ok()) {
+      (void)keep_cursor();
+      return kept;
+    }
     cosignatures_.Add({{"witness", witness}, {"outcome", "kept"}}).Increment();
     cursor = e.id;
   }
-  return absl::OkStatus();
+  return keep_cursor().status();
 }
 
 absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
@@ -230,39 +257,46 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
   ASSIGN_OR_RETURN(pg::Result state,
                    conn.Execute(kWitness, {pg::Text(witness), pg::Seconds(options_.resend)}));
   const uint64_t cosigned = static_cast<uint64_t>(state.GetInt64(0, 0));
-  const uint64_t sent = static_cast<uint64_t>(state.GetInt64(0, 1));
-  const bool due = latest->size > cosigned && (latest->size > sent || state.GetBool(0, 2));
+  const uint64_t proved = static_cast<uint64_t>(state.GetInt64(0, 1));
+  const bool stale = state.GetBool(0, 2);
+  // Not cosigned yet: prove from where the last send stopped, or, once it
+  // is stale (lost, refused), everything since the cosigned size again.
+  const uint64_t start = stale ? cosigned : std::max(proved, cosigned);
+  const bool due = latest->size > cosigned && (start < latest->size || stale);
   ASSIGN_OR_RETURN(
       std::vector<Located> requested,
       Locate(conn, kRequested, {pg::Text(witness), pg::Int(size), pg::Int(kMaxProofsPerRun)}));
   if (!due && requested.empty()) return absl::OkStatus();
-  std::vector<Located> events;
+  std::vector<Located> covered;
   if (due) {
-    ASSIGN_OR_RETURN(events, Locate(conn, kCovered,
-                                    {pg::Text(witness), pg::Int(static_cast<int64_t>(cosigned)),
-                                     pg::Int(size), pg::Int(kMaxProofsPerRun)}));
+    ASSIGN_OR_RETURN(covered, Locate(conn, kCovered,
+                                     {pg::Text(witness), pg::Int(static_cast<int64_t>(start)),
+                                      pg::Int(size), pg::Int(kMaxProofsPerRun)}));
   }
-  std::vector<std::string> answered;
-  for (const Located& r : requested) answered.push_back(r.event_id);
+  // A full page: more of this checkpoint's proofs follow in the next run.
+  const bool more = covered.size() == static_cast<size_t>(kMaxProofsPerRun);
   NodeCache nodes(conn);
-  const tlog::NodeReader read = nodes.Reader();
   std::vector<tlog::Hash> consistency;
   if (cosigned > 0 && cosigned < latest->size) {
-    ASSIGN_OR_RETURN(consistency, tlog::StoredConsistencyProof(cosigned, latest->size, read));
+    ASSIGN_OR_RETURN(consistency,
+                     tlog::StoredConsistencyProof(cosigned, latest->size, nodes.Reader()));
   }
   ASSIGN_OR_RETURN(const std::vector<tlog::LeafProof> proofs,
-                   Prove(nodes, events, requested, latest->size));
+                   Prove(nodes, covered, requested, latest->size));
   RETURN_IF_ERROR(
       redis_
           .XAddBatch(audit::ReceiptStreamFor(stream),
-                     Entries(*latest, std::min(cosigned, latest->size), consistency, proofs))
+                     Entries(*latest, std::min(cosigned, latest->size), consistency, proofs, more))
           .status());
   sent_.Add({{"witness", witness}}).Increment();
+  std::vector<std::string> answered;
+  for (const Located& r : requested) answered.push_back(r.event_id);
   if (!answered.empty()) {
     RETURN_IF_ERROR(conn.Execute(kAnswered, {pg::TextArray(answered)}).status());
   }
   if (!due) return absl::OkStatus();
-  return conn.Execute(kSent, {pg::Text(witness), pg::Int(size)}).status();
+  const int64_t next = more ? static_cast<int64_t>(covered.back().index) + 1 : size;
+  return conn.Execute(kSent, {pg::Text(witness), pg::Int(next)}).status();
 }
 
 }  // namespace ulticode::admin::transparency

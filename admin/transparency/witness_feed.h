@@ -5,8 +5,11 @@
 //    (log_cosignatures) and moves the owner's cosigned size forward;
 //  - hands the latest checkpoint, with a consistency proof from the
 //    owner's cosigned size and the inclusion proofs of the owner's events
-//    it newly covers, to every owner that has not cosigned it: once when it
-//    is new, again every `resend` until the owner cosigns it;
+//    it newly covers (at most 2048 a run; the next run goes on where this
+//    one stopped), to every owner that has not cosigned it; again, with
+//    every proof since the cosigned size, every `resend` until the owner
+//    cosigns it. Where each owner stands (cosigned, proved, the last
+//    cosignature read) is kept in log_witnesses;
 //  - sends again, with the latest checkpoint, the proofs of the events the
 //    bridge saw delivered again (log_proof_requests): their owner has not
 //    confirmed them.
@@ -18,7 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/crypto/key_directory.h"
@@ -49,9 +51,6 @@ class WitnessFeed {
 
   const WitnessFeedOptions options_;
   redis::Client redis_;
-  // Per cosignature stream, the last entry read (in memory: re-reading the
-  // stream after a restart only finds cosignatures already kept).
-  absl::flat_hash_map<std::string, std::string> cursors_;
   prometheus::Family<prometheus::Counter>& sent_;
   prometheus::Family<prometheus::Counter>& cosignatures_;
 };

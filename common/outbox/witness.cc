@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/log/log.h"
@@ -114,6 +115,22 @@ absl::Status Witness::Cosign(redis::Client& redis, uint64_t size, absl::string_v
   return absl::OkStatus();
 }
 
+bool Witness::AllParts(uint64_t size, absl::string_view part) {
+  const std::vector<absl::string_view> i_n = absl::StrSplit(part, '/');
+  uint64_t i = 0, n = 0;
+  if (i_n.size() != 2 || !absl::SimpleAtoi(i_n[0], &i) || !absl::SimpleAtoi(i_n[1], &n) || i < 1 ||
+      i > n) {
+    return false;
+  }
+  if (parts_size_ != size || parts_total_ != n || i == 1) {
+    parts_size_ = size;
+    parts_total_ = n;
+    parts_seen_.clear();
+  }
+  parts_seen_.insert(i);
+  return i == n && parts_seen_.size() == n;
+}
+
 bool Witness::KnownOrigin(absl::string_view origin) const {
   for (const tlog::NoteVerifier& key : options_.log_keys) {
     if (key.name() == origin) return true;
@@ -164,9 +181,12 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
       break;
   }
   RETURN_IF_ERROR(ConfirmProved(pg, *checkpoint, *proofs));
-  // The entries of one checkpoint but the last carry more proofs: the
-  // cosignature, which tells Admin they all arrived, waits for the last.
-  if (Field(fields, tlog::kMoreField).has_value()) return absl::OkStatus();
+  // The cosignature tells Admin every proof of the checkpoint arrived: it
+  // waits for every part of a send that no further send follows.
+  if (!AllParts(checkpoint->size, Field(fields, tlog::kPartField).value_or("1/1")) ||
+      Field(fields, tlog::kMoreField).has_value()) {
+    return absl::OkStatus();
+  }
   return Cosign(redis, checkpoint->size, *text);
 }
 
@@ -187,15 +207,27 @@ absl::StatusOr<Witness::Judged> Witness::Judge(pg::Connection& pg, const std::st
   }
   const bool holds = !r.empty();
   const Held& held = judged.held;
-  if (holds && !held_entry.empty() && !redis::StreamIdLess(held_entry, entry_id)) {
-    // Read before (a restarted reader, a replica behind): not news.
+  const uint64_t size = checkpoint.size;
+  if (holds && size < held.size && !held_entry.empty() &&
+      !redis::StreamIdLess(held_entry, entry_id)) {
+    // An older checkpoint in an entry read before (a restarted reader, a
+    // replica behind): not news. Shown in a new entry, it is a rollback.
     RETURN_IF_ERROR(tx.Commit());
     outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", "replayed"}})
         .Increment();
     judged.verdict = Verdict::kReplayed;
     return judged;
   }
-  const uint64_t size = checkpoint.size;
+  if (!holds && from != 0) {
+    // The first checkpoint is taken as it is only from a log that has no
+    // cosignature of this owner either (an old entry of a log this owner
+    // was told to forget is not one).
+    RETURN_IF_ERROR(tx.Commit());
+    outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", "stale_proof"}})
+        .Increment();
+    judged.verdict = Verdict::kReplayed;
+    return judged;
+  }
   std::optional<std::pair<std::string, std::string>> refusal;  // outcome, why
   if (holds && size < held.size) {
     refusal = {"rollback", absl::StrCat("shown a tree of ", size, " leaves after accepting one of ",

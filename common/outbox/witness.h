@@ -3,8 +3,10 @@
 // entry on the receipt stream it
 //  - verifies the note with the log's keys (--log-keys-file), whose names
 //    are the log's origin: a checkpoint of another origin is refused;
-//  - ignores an entry read before (at or below the receipt stream entry of
-//    the checkpoint it holds: a restarted reader, a replica behind);
+//  - ignores an older checkpoint in an entry read before (at or below the
+//    receipt stream entry of the checkpoint it holds: a restarted reader, a
+//    replica behind), and takes a first checkpoint as it is only from an
+//    entry that proves from size 0;
 //  - accepts it only if it extends the newest checkpoint this owner
 //    accepted before (log_witnessed): the same tree, or a larger one with a
 //    consistency proof from it that verifies; the first one is taken as is;
@@ -15,8 +17,8 @@
 //    in its inbox, the proof that it is in the log;
 //  - then returns a cosignature/v1 line signed with the owner's own key,
 //    named as the owner ("auth", "app"), on `<audit stream>:cosignatures`
-//    (after the last entry of a checkpoint: the cosignature tells Admin
-//    every proof arrived);
+//    (once it has every part of a send no further send follows: the
+//    cosignature tells Admin every proof arrived);
 //  - refuses, counts and logs anything else: a smaller tree (rollback), the
 //    same size with another root or a proof that fails (fork), a bad
 //    signature, a malformed entry. A proof from a size other than the
@@ -31,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
@@ -97,10 +100,17 @@ class Witness {
   // Whether `origin` names one of the log's keys: a checkpoint signed by
   // the log's key under another origin is another log, refused.
   bool KnownOrigin(absl::string_view origin) const;
+  // Records part "<i>/<n>" of a send of the checkpoint of `size`; true when
+  // it completes the send (every part seen, in this process).
+  bool AllParts(uint64_t size, absl::string_view part);
   void Refuse(const std::string& outcome, const std::string& why);
 
   const WitnessOptions options_;
   const tlog::CosignatureSigner signer_;
+  // The parts seen of the latest send (the receipt reader's thread only).
+  uint64_t parts_size_ = 0;
+  uint64_t parts_total_ = 0;
+  absl::flat_hash_set<uint64_t> parts_seen_;
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Family<prometheus::Counter>& proofs_;
   prometheus::Gauge& size_;

@@ -7,9 +7,11 @@
 //    signature of its own: the log's key signed the note, and the proof
 //    ties it to what the owner holds.
 //    With the checkpoint come the inclusion proofs of that owner's events
-//    the checkpoint covers, at most kProofsPerEntry an entry: the entries
-//    of one checkpoint but the last carry `log_more`. The owner confirms an
-//    outbox row only when its proof verifies.
+//    the checkpoint covers, at most kProofsPerEntry an entry, each entry of
+//    one send marked `log_part` i/n; a send followed by more proofs of the
+//    same checkpoint carries `log_more`. The owner confirms an outbox row
+//    only when its proof verifies, and cosigns once it has every part of a
+//    send without `log_more`.
 //  - The owner answers on `<audit stream>:cosignatures` with the size and
 //    its c2sp.org/tlog-cosignature line; Admin keeps what verifies.
 #pragma once
@@ -28,6 +30,7 @@ inline constexpr char kFromField[] = "log_from";
 inline constexpr char kConsistencyField[] = "log_consistency";
 inline constexpr char kProofsField[] = "log_proofs";
 inline constexpr char kMoreField[] = "log_more";
+inline constexpr char kPartField[] = "log_part";  // "<i>/<n>" of one send
 inline constexpr size_t kProofsPerEntry = 256;
 
 inline constexpr char kSizeField[] = "size";

@@ -532,5 +532,33 @@ TEST_F(WitnessTest, OnlyTheLastEntryOfACheckpointIsCosigned) {
   ExpectOutcomes({{"accepted", 1}});
 }
 
+TEST_F(WitnessTest, ASendIsCosignedOnlyOnceEveryPartArrived) {
+  const auto leaves = Leaves("leaf", 5);
+  const Signed s = Checkpoint(leaves, 5);
+  auto part = [&](const char* i_n) {
+    redis::StreamFields fields = Entry(s.note, 0, {});
+    fields.emplace_back(tlog::kPartField, i_n);
+    return fields;
+  };
+  Observe(part("2/2"));  // part 1 of this send was lost
+  EXPECT_TRUE(Cosignatures().empty());
+  Observe(part("1/2"));
+  EXPECT_TRUE(Cosignatures().empty()) << "part 2 of this send has not come again";
+  Observe(part("2/2"));
+  EXPECT_EQ(Cosignatures().size(), 1u);
+}
+
+TEST_F(WitnessTest, AFirstCheckpointIsTakenOnlyFromAnEntryThatProvesFromZero) {
+  const auto leaves = Leaves("leaf", 9);
+  // An entry of a log this owner was told to forget: it proves from 5.
+  Observe(Entry(Checkpoint(leaves, 9).note, 5, Proof(leaves, 5, 9)));
+  ExpectOutcomes({{"stale_proof", 1}});
+  EXPECT_EQ(HeldRows(), 0);
+  EXPECT_TRUE(Cosignatures().empty());
+  Observe(Entry(Checkpoint(leaves, 9).note, 0, {}));
+  ExpectOutcomes({{"stale_proof", 1}, {"accepted", 1}});
+  EXPECT_EQ(Held().first, 9);
+}
+
 }  // namespace
 }  // namespace ulticode

@@ -424,6 +424,14 @@ TEST_F(TransparencyLogTest, InclusionCommandProvesOneEvent) {
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("is leaf 7 of the tree of size ")));
 }
 
+TEST_F(TransparencyLogTest, AnExportOfARangeNeedsAStartThatIsAMultipleOf256) {
+  const auto r = testing::RunCommand(Verify(absl::StrCat(
+      "export --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0), " --token-file=", dir_,
+      "/auditor.token --start=100 --out=", dir_, "/export-range")));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("start: 100 is not a multiple of 256 within the tree"));
+}
+
 TEST_F(TransparencyLogTest, AChangedEnvelopeIsReportedModified) {
   const std::string original = Envelope(9);
   Tamper(absl::StrCat(

@@ -182,6 +182,37 @@ TEST_F(VerifyCheckTest, CleanExportPasses) {
   EXPECT_EQ(report.cosignatures, 0u);
 }
 
+// An export of a range: the bundles from leaf 256 only, and "start".
+TEST_F(VerifyCheckTest, ARangeFromAMultipleOf256Verifies) {
+  Write(leaves_, leaves_);
+  fs::remove(dir_ / tlog::EntryBundlePath(0, tlog::kTileWidth));
+  WriteAll(dir_ / "start", "256\n");
+  const Report report = Check(CheckpointNote(leaves_, 300, log_signer_));
+  EXPECT_FALSE(report.first_break.has_value()) << report.first_break->detail;
+  EXPECT_EQ(report.start, 256u);
+  EXPECT_EQ(report.leaves_checked, kSize - 256);
+}
+
+TEST_F(VerifyCheckTest, ARangeStillCatchesAChangedStoredHashBelowIt) {
+  // The hashes before the range are the stored ones: changed, they no
+  // longer give the stored hashes above them (nor the checkpoints' roots).
+  std::vector<std::string> stored = leaves_;
+  stored[3] = leaves_[4];
+  Write(leaves_, leaves_);
+  const std::vector<Hash> hashes = HashesOf(stored);
+  WriteAll(dir_ / tlog::TilePath(0, 0, tlog::kTileWidth),
+           tlog::EncodeTile({hashes.begin(), hashes.begin() + tlog::kTileWidth}));
+  fs::remove(dir_ / tlog::EntryBundlePath(0, tlog::kTileWidth));
+  WriteAll(dir_ / "start", "256\n");
+  EXPECT_BREAK(Check(), BreakKind::kModified, 0);
+}
+
+TEST_F(VerifyCheckTest, AStartThatIsNotAMultipleOf256IsMalformed) {
+  Write(leaves_, leaves_);
+  WriteAll(dir_ / "start", "100\n");
+  EXPECT_BREAK(Check(), BreakKind::kMalformed, 0);
+}
+
 TEST_F(VerifyCheckTest, NotADirectoryIsAnError) {
   EXPECT_FALSE(CheckExport((dir_ / "none").string(), keys_, std::nullopt).ok());
 }

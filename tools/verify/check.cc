@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/base/status_macros.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
@@ -220,15 +221,34 @@ class Checker {
   Checker(fs::path dir, const Keys& keys) : dir_(std::move(dir)), keys_(keys) {}
 
   Report Run(const std::optional<std::string>& trusted) {
-    if (ReadNewest()) {
+    if (ReadNewest() && ReadStart()) {
       CheckCheckpoints();
       ReadLeaves();
       CompareStoredTree();
       CheckRoots();
       if (trusted.has_value()) CheckTrusted(*trusted);
     }
-    report_.leaves_checked = leaves_.size();
+    report_.leaves_checked = leaves_.size() > start_ ? leaves_.size() - start_ : 0;
+    report_.start = start_;
     return report_;
+  }
+
+  // An export of leaves from `start` (a multiple of 256; file "start"):
+  // the hashes of the leaves before it are the stored ones (level-0
+  // tiles), which the checkpoints' roots then vouch for.
+  bool ReadStart() {
+    if (!fs::exists(dir_ / "start")) return true;
+    auto text = ReadFile(dir_ / "start");
+    uint64_t start = 0;
+    if (!text.ok() || !ParseSize(absl::StripSuffix(*text, "\n"), &start) ||
+        start % tlog::kTileWidth != 0 || start > size()) {
+      Add(BreakKind::kMalformed, 0,
+          "start: not a multiple of 256 within the tree (the first exported leaf)");
+      return false;
+    }
+    start_ = start;
+    leaves_ = ReadTiles(0, start_);
+    return leaves_.size() == start_;
   }
 
  private:
@@ -363,7 +383,7 @@ class Checker {
   // gets the hash of every leaf read.
   void ReadLeaves() {
     std::vector<std::string> batch;
-    for (uint64_t n = 0; n * tlog::kTileWidth < size(); ++n) {
+    for (uint64_t n = start_ / tlog::kTileWidth; n * tlog::kTileWidth < size(); ++n) {
       const uint64_t width = std::min(tlog::kTileWidth, size() - n * tlog::kTileWidth);
       const std::string path = tlog::EntryBundlePath(n, width);
       auto leaves = ReadBundle(path, width);
@@ -566,7 +586,8 @@ class Checker {
   std::map<uint64_t, tlog::Checkpoint> signed_;  // by size: signed by the log, of its origin
   uint64_t largest_ = 0;                         // the largest of them, and its note
   std::string largest_note_;
-  std::vector<Hash> leaves_;  // the hashes of the leaves read, from leaf 0
+  uint64_t start_ = 0;        // the first exported leaf
+  std::vector<Hash> leaves_;  // the hashes of the leaves from leaf 0 (stored ones below start_)
   absl::flat_hash_map<std::string, uint64_t> event_ids_;
   std::optional<uint64_t> tree_finding_;  // the first leaf that differs from the stored tree
 };

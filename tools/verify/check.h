@@ -9,8 +9,12 @@
 //                           cosignature lines
 //   tile/<L>/<N>[.p/<W>]    the log's stored hashes of the tree of the
 //                           export's size (tiles.h)
-//   entries/<N>[.p/<W>]     leaves 0 .. size - 1 in entry bundles (tiles.h);
-//                           a leaf the exporter could not read is empty
+//   entries/<N>[.p/<W>]     leaves start .. size - 1 in entry bundles
+//                           (tiles.h); a leaf the exporter could not read is
+//                           empty
+//   start                   optional: the first exported leaf, a multiple of
+//                           256 (0 without); the leaves before it count with
+//                           their stored hashes, which the roots vouch for
 #pragma once
 
 #include <cstdint>
@@ -58,6 +62,7 @@ struct Break {
 
 struct Report {
   uint64_t size = 0;            // the size of `checkpoint`
+  uint64_t start = 0;           // the first exported leaf (file "start"; 0 without)
   uint64_t leaves_checked = 0;  // leaves read from the entry bundles
   uint64_t checkpoints = 0;     // checkpoints/ files with a valid log signature
   uint64_t cosignatures = 0;    // verified cosignatures by keys.witnesses

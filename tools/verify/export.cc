@@ -32,6 +32,13 @@ class Exporter {
     RETURN_IF_ERROR(Prepare());
     ASSIGN_OR_RETURN(const v1::SignedCheckpoint latest, Checkpoint(options_.size));
     summary_.size = latest.tree_size();
+    if (options_.start % tlog::kTileWidth != 0 || options_.start > summary_.size) {
+      return absl::InvalidArgumentError(absl::StrCat("start: ", options_.start,
+                                                     " is not a multiple of 256 within the tree"
+                                                     " of size ",
+                                                     summary_.size));
+    }
+    if (options_.start > 0) RETURN_IF_ERROR(Write("start", absl::StrCat(options_.start, "\n")));
     RETURN_IF_ERROR(Checkpoints());
     RETURN_IF_ERROR(Tiles());
     RETURN_IF_ERROR(Entries());
@@ -118,7 +125,7 @@ class Exporter {
   // return is written as an empty leaf (the check calls it deleted).
   absl::Status Entries() {
     std::vector<std::string> bundle;
-    uint64_t next = 0;
+    uint64_t next = options_.start;
     auto add = [&](std::string leaf) -> absl::Status {
       bundle.push_back(std::move(leaf));
       ++next;

@@ -1,6 +1,7 @@
 // Writes an export of Admin's transparency log (docs/transparency-log.md,
 // "Export") through AuditLogService: the checkpoints, the stored hash tiles
-// and the leaves of the tree of one signed size, from leaf 0. The export
+// and the leaves of the tree of one signed size, from leaf 0 or from a
+// multiple of 256 (the stored hashes stand for the leaves before). The export
 // copies what Admin serves and judges nothing: `ulticode-verify check`
 // does, with public keys only.
 #pragma once
@@ -15,9 +16,10 @@
 namespace ulticode::verify {
 
 struct ExportOptions {
-  std::string dir;    // created if absent; must hold no export yet
-  uint64_t size = 0;  // 0: the latest checkpoint's size
-  std::string token;  // bearer token of an audit.reader
+  std::string dir;     // created if absent; must be empty
+  uint64_t size = 0;   // 0: the latest checkpoint's size
+  uint64_t start = 0;  // the first leaf exported: a multiple of 256
+  std::string token;   // bearer token of an audit.reader
 };
 
 struct ExportSummary {

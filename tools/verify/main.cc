@@ -3,6 +3,7 @@
 // cannot check.
 //
 //   ulticode-verify export --admin=HOST:PORT --token-file=F --out=DIR [--size=N]
+//                   [--start=M]
 //   ulticode-verify check --dir=DIR --log-keys-file=F --owner-keys-file=F
 //                   [--witness-keys-file=F] [--trusted-checkpoint=F]
 //   ulticode-verify inclusion --admin=HOST:PORT --token-file=F --log-keys-file=F
@@ -96,20 +97,25 @@ struct ClientFlags {
 int ExportCommand(int argc, char** argv) {
   ClientFlags client;
   std::string out;
-  int64_t size = 0;
+  int64_t size = 0, start = 0;
   config::Flags flags("ulticode-verify export",
-                      "Exports the log's checkpoints, hash tiles and leaves from leaf 0.");
+                      "Exports the log's checkpoints, hash tiles and leaves.");
   client.Register(flags);
   flags.String("out", &out, "directory to write (must not hold an export)");
   flags.Require("out");
   flags.Int("size", &size, "tree size to export (0: the latest checkpoint's)", 0, INT64_MAX);
+  flags.Int("start", &start,
+            "first leaf to export, a multiple of 256 (the stored hashes stand for the leaves "
+            "before it)",
+            0, INT64_MAX);
   config::ParseOrExit(flags, argc, argv);
   auto token = crypto::ReadSecretFile(client.token_file);
   if (!token.ok()) return Fail(token.status());
   auto channel = Channel(client.admin, client.cacert);
   if (!channel.ok()) return Fail(channel.status());
   auto stub = v1::AuditLogService::NewStub(*channel);
-  auto summary = Export(*stub, {out, static_cast<uint64_t>(size), *token});
+  auto summary =
+      Export(*stub, {out, static_cast<uint64_t>(size), static_cast<uint64_t>(start), *token});
   if (!summary.ok()) return Fail(summary.status());
   std::printf("exported tree size %llu, %llu checkpoints, %llu leaves missing, to %s\n",
               static_cast<unsigned long long>(summary->size),
@@ -157,8 +163,9 @@ int CheckCommand(int argc, char** argv) {
                 std::string(BreakKindName(b.kind)).c_str(), b.detail.c_str());
     return kBroken;
   }
-  std::printf("OK: %llu leaves, %llu checkpoints, %llu cosignatures verified\n",
-              static_cast<unsigned long long>(report->leaves_checked),
+  const std::string from = report->start == 0 ? "" : absl::StrCat(" from leaf ", report->start);
+  std::printf("OK: %llu leaves%s, %llu checkpoints, %llu cosignatures verified\n",
+              static_cast<unsigned long long>(report->leaves_checked), from.c_str(),
               static_cast<unsigned long long>(report->checkpoints),
               static_cast<unsigned long long>(report->cosignatures));
   return kOk;

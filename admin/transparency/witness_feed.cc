@@ -148,13 +148,6 @@ absl::StatusOr<std::vector<tlog::LeafProof>> Prove(NodeCache& nodes,
   return proofs;
 }
 
-std::optional<std::string> Field(const redis::StreamFields& fields, absl::string_view name) {
-  for (const auto& [k, v] : fields) {
-    if (k == name) return v;
-  }
-  return std::nullopt;
-}
-
 // The witness's cosignature key: its party's keys in the directory, as
 // cosignature/v1 keys named for it.
 std::vector<tlog::CosignatureVerifier> WitnessKeys(const crypto::KeyDirectory& keys,
@@ -211,8 +204,8 @@ absl::Status WitnessFeed::Collect(pg::Connection& conn, const std::string& witne
   const std::vector<tlog::CosignatureVerifier> keys =
       WitnessKeys(*options_.keys->Current(), witness);
   for (const redis::StreamEntry& e : entries) {
-    const auto size_text = Field(e.fields, tlog::kSizeField);
-    auto line = Field(e.fields, tlog::kCosignatureField);
+    const auto size_text = redis::FieldOf(e.fields, tlog::kSizeField);
+    auto line = redis::FieldOf(e.fields, tlog::kCosignatureField);
     if (line) line = std::string(absl::StripSuffix(*line, "\n"));
     uint64_t size = 0;
     if (!size_text || !line || !absl::SimpleAtoi(*size_text, &size)) {

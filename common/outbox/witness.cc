@@ -1,5 +1,6 @@
 #include "common/outbox/witness.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -39,13 +40,6 @@ constexpr pg::Statement kAccept{
     "INSERT INTO log_witnessed (origin, size, root, note, entry_id) VALUES ($1, $2, $3, $4, $5)"
     " ON CONFLICT (origin) DO UPDATE SET size = EXCLUDED.size, root = EXCLUDED.root,"
     " note = EXCLUDED.note, entry_id = EXCLUDED.entry_id, accepted_at = now()"};
-
-std::optional<std::string> Field(const redis::StreamFields& fields, absl::string_view name) {
-  for (const auto& [k, v] : fields) {
-    if (k == name) return v;
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -91,7 +85,10 @@ Witness::Witness(WitnessOptions options, tlog::CosignatureSigner signer,
 }
 
 bool Witness::IsCheckpoint(const redis::StreamFields& fields) {
-  return Field(fields, tlog::kCheckpointField).has_value();
+  // By the field's name alone: an entry that has it twice is a malformed
+  // checkpoint entry, not a receipt.
+  return std::any_of(fields.begin(), fields.end(),
+                     [](const auto& field) { return field.first == tlog::kCheckpointField; });
 }
 
 void Witness::Refuse(const std::string& outcome, const std::string& why) {
@@ -141,9 +138,9 @@ bool Witness::KnownOrigin(absl::string_view origin) const {
 absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
                               const redis::StreamEntry& entry) {
   const redis::StreamFields& fields = entry.fields;
-  const auto note = Field(fields, tlog::kCheckpointField);
-  const auto from_text = Field(fields, tlog::kFromField);
-  const auto consistency_text = Field(fields, tlog::kConsistencyField);
+  const auto note = redis::FieldOf(fields, tlog::kCheckpointField);
+  const auto from_text = redis::FieldOf(fields, tlog::kFromField);
+  const auto consistency_text = redis::FieldOf(fields, tlog::kConsistencyField);
   uint64_t from = 0;
   if (!note || !from_text || !consistency_text || !absl::SimpleAtoi(*from_text, &from)) {
     Refuse("malformed", "a checkpoint entry needs log_checkpoint, log_from and log_consistency");
@@ -157,7 +154,7 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
   }
   auto checkpoint = tlog::ParseCheckpoint(*text);
   auto consistency = tlog::DecodeHashes(*consistency_text);
-  auto proofs = tlog::DecodeProofs(Field(fields, tlog::kProofsField).value_or(""));
+  auto proofs = tlog::DecodeProofs(redis::FieldOf(fields, tlog::kProofsField).value_or(""));
   for (const absl::Status& s : {checkpoint.status(), consistency.status(), proofs.status()}) {
     if (!s.ok()) {
       Refuse("malformed", std::string(s.message()));
@@ -183,8 +180,8 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
   RETURN_IF_ERROR(ConfirmProved(pg, *checkpoint, *proofs));
   // The cosignature tells Admin every proof of the checkpoint arrived: it
   // waits for every part of a send that no further send follows.
-  if (!AllParts(checkpoint->size, Field(fields, tlog::kPartField).value_or("1/1")) ||
-      Field(fields, tlog::kMoreField).has_value()) {
+  if (!AllParts(checkpoint->size, redis::FieldOf(fields, tlog::kPartField).value_or("1/1")) ||
+      redis::FieldOf(fields, tlog::kMoreField).has_value()) {
     return absl::OkStatus();
   }
   return Cosign(redis, checkpoint->size, *text);

@@ -216,6 +216,16 @@ std::vector<std::string> XAckArgs(absl::string_view stream, absl::string_view gr
 
 }  // namespace
 
+std::optional<std::string> FieldOf(const StreamFields& fields, absl::string_view name) {
+  std::optional<std::string> found;
+  for (const auto& [key, value] : fields) {
+    if (key != name) continue;
+    if (found.has_value()) return std::nullopt;
+    found = value;
+  }
+  return found;
+}
+
 absl::Status ParseAddress(absl::string_view address, Options* options) {
   const auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(

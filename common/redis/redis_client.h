@@ -92,6 +92,10 @@ absl::Status ParseAddress(absl::string_view address, Options* options);
 
 using StreamFields = std::vector<std::pair<std::string, std::string>>;
 
+// The value of field `name` of a stream entry; nullopt when it is absent or
+// appears more than once (which of two values was meant is unknown).
+std::optional<std::string> FieldOf(const StreamFields& fields, absl::string_view name);
+
 struct StreamEntry {
   std::string id;
   StreamFields fields;

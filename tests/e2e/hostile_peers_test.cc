@@ -20,10 +20,9 @@
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
+#include "tests/support/mesh_calls.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/tokens.h"
-#include "ulticode/app/v1/app.grpc.pb.h"
-#include "ulticode/auth/v1/auth.grpc.pb.h"
 #include "ulticode/outbox/v1/outbox.grpc.pb.h"
 
 namespace ulticode {
@@ -82,29 +81,14 @@ class HostilePeersTest : public ::testing::Test {
   }
 
   static void As(grpc::ClientContext* ctx, const std::string& principal, const std::string& role) {
-    testing::TokenSpec spec;
-    spec.subject = principal;
-    spec.roles = {role};
-    ctx->AddMetadata("authorization", "Bearer " + testing::SharedTestTokens().Mint(spec));
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    testing::Authorize(ctx, principal, {role});
   }
 
   // One business change on each owner.
   void MutateBoth(int i) {
     CreateUser(absl::StrCat("user", i));
-    grpc::ClientContext p;
-    As(&p, "alice", "app.editor");
-    app::v1::CreateProblemRequest problem;
-    problem.set_slug(absl::StrCat("problem-", i));
-    problem.set_title(absl::StrCat("Problem ", i));
-    problem.set_statement("Add two numbers.");
-    problem.set_time_limit_ms(1000);
-    problem.set_memory_limit_mb(256);
-    problem.set_difficulty(1);
-    app::v1::ProblemResponse made;
-    const grpc::Status app_status = app::v1::AppService::NewStub(mesh_->Channel(Service::kApp, 0))
-                                        ->CreateProblem(&p, problem, &made);
-    EXPECT_TRUE(app_status.ok()) << app_status.error_message();
+    auto problem = testing::CreateProblem(*mesh_, i);
+    EXPECT_TRUE(problem.ok()) << problem.status();
   }
 
   int64_t Admin(const std::string& sql) { return QueryInt(*admin_db_, sql); }
@@ -123,16 +107,9 @@ class HostilePeersTest : public ::testing::Test {
   }
 
   std::string CreateUser(const std::string& name) {
-    grpc::ClientContext a;
-    As(&a, "alice", "auth.admin");
-    auth::v1::CreateUserRequest user;
-    user.set_username(name);
-    user.set_email(name + "@example.com");
-    auth::v1::CreateUserResponse created;
-    const grpc::Status s = auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
-                               ->CreateUser(&a, user, &created);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return created.event_id();
+    auto id = testing::CreateUser(*mesh_, name);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or("");
   }
 
   std::unique_ptr<Mesh> mesh_;

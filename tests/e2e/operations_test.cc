@@ -20,11 +20,10 @@
 #include "tests/support/audit_events.h"
 #include "tests/support/keys.h"
 #include "tests/support/mesh.h"
+#include "tests/support/mesh_calls.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/tokens.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
-#include "ulticode/app/v1/app.grpc.pb.h"
-#include "ulticode/auth/v1/auth.grpc.pb.h"
 #include "ulticode/outbox/v1/outbox.grpc.pb.h"
 
 namespace ulticode {
@@ -84,41 +83,19 @@ class OperationsTest : public ::testing::Test {
   int64_t Admin(const std::string& sql) { return QueryInt(Db(Service::kAdmin), sql); }
 
   static void As(grpc::ClientContext* ctx, const std::string& principal,
-                 std::vector<std::string> roles) {
-    testing::TokenSpec spec;
-    spec.subject = principal;
-    spec.roles = std::move(roles);
-    ctx->AddMetadata("authorization", "Bearer " + testing::SharedTestTokens().Mint(spec));
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+                 const std::vector<std::string>& roles) {
+    testing::Authorize(ctx, principal, roles);
   }
 
   // Business changes on both owners; returns their event ids.
   std::vector<std::string> Mutate(int n) {
-    auto auth = auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0));
-    auto app = app::v1::AppService::NewStub(mesh_->Channel(Service::kApp, 0));
     std::vector<std::string> ids;
     for (int i = 0; i < n; ++i) {
-      grpc::ClientContext a;
-      As(&a, "alice", {"auth.admin"});
-      auth::v1::CreateUserRequest user;
-      user.set_username(absl::StrCat("user", i));
-      user.set_email(absl::StrCat("user", i, "@example.com"));
-      auth::v1::CreateUserResponse created;
-      EXPECT_TRUE(auth->CreateUser(&a, user, &created).ok());
-      ids.push_back(created.event_id());
-      grpc::ClientContext p;
-      As(&p, "alice", {"app.editor"});
-      app::v1::CreateProblemRequest problem;
-      problem.set_slug(absl::StrCat("problem-", i));
-      problem.set_title(absl::StrCat("Problem ", i));
-      problem.set_statement("Add two numbers.");
-      problem.set_time_limit_ms(1000);
-      problem.set_memory_limit_mb(256);
-      problem.set_difficulty(1);
-      app::v1::ProblemResponse made;
-      grpc::Status s = app->CreateProblem(&p, problem, &made);
-      EXPECT_TRUE(s.ok()) << s.error_message();
-      ids.push_back(made.event_id());
+      for (auto id : {testing::CreateUser(*mesh_, absl::StrCat("user", i)),
+                      testing::CreateProblem(*mesh_, i)}) {
+        EXPECT_TRUE(id.ok()) << id.status();
+        ids.push_back(id.value_or(""));
+      }
     }
     return ids;
   }

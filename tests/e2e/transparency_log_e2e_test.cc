@@ -27,13 +27,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
+#include "tests/support/mesh_calls.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/tokens.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 #include "ulticode/admin/v1/audit_log.grpc.pb.h"
-#include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/audit/v1/audit.pb.h"
-#include "ulticode/auth/v1/auth.grpc.pb.h"
 
 namespace ulticode {
 namespace {
@@ -103,36 +102,12 @@ class TransparencyLogTest : public ::testing::Test {
   }
 
   static void As(grpc::ClientContext* ctx, const std::string& role) {
-    testing::TokenSpec spec;
-    spec.subject = "alice";
-    spec.roles = {role};
-    ctx->AddMetadata("authorization", "Bearer " + testing::SharedTestTokens().Mint(spec));
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    testing::Authorize(ctx, "alice", {role});
   }
 
   static void MutateBoth(int i) {
-    grpc::ClientContext a;
-    As(&a, "auth.admin");
-    auth::v1::CreateUserRequest user;
-    user.set_username(absl::StrCat("user", i));
-    user.set_email(absl::StrCat("user", i, "@example.com"));
-    auth::v1::CreateUserResponse created;
-    ASSERT_TRUE(auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
-                    ->CreateUser(&a, user, &created)
-                    .ok());
-    grpc::ClientContext p;
-    As(&p, "app.editor");
-    app::v1::CreateProblemRequest problem;
-    problem.set_slug(absl::StrCat("problem-", i));
-    problem.set_title(absl::StrCat("Problem ", i));
-    problem.set_statement("Add two numbers.");
-    problem.set_time_limit_ms(1000);
-    problem.set_memory_limit_mb(256);
-    problem.set_difficulty(1);
-    app::v1::ProblemResponse made;
-    ASSERT_TRUE(app::v1::AppService::NewStub(mesh_->Channel(Service::kApp, 0))
-                    ->CreateProblem(&p, problem, &made)
-                    .ok());
+    ASSERT_TRUE(testing::CreateUser(*mesh_, absl::StrCat("user", i)).ok());
+    ASSERT_TRUE(testing::CreateProblem(*mesh_, i).ok());
   }
 
   static std::unique_ptr<v1::AuditLogService::Stub> Log() {
@@ -552,16 +527,9 @@ TEST_F(TransparencyLogTest, AnOwnerConfirmsARowOnlyOnProofThatItsEventIsInTheLog
                   .ok());
   o.conninfo = mesh_->Dsn(Service::kAuth);
   auto auth_db = pg::Connection::Connect(o).value();
-  grpc::ClientContext a;
-  As(&a, "auth.admin");
-  auth::v1::CreateUserRequest user;
-  user.set_username("unlogged");
-  user.set_email("unlogged@example.com");
-  auth::v1::CreateUserResponse created;
-  ASSERT_TRUE(auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
-                  ->CreateUser(&a, user, &created)
-                  .ok());
-  const std::string id = created.event_id();
+  auto created = testing::CreateUser(*mesh_, "unlogged");
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string id = *created;
   const std::string state =
       absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", id, "'");
   // In Admin's inbox and audit_logs, receipted, published again (a

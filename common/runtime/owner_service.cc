@@ -42,7 +42,7 @@ absl::Status StartDispatcherAndReceipts(audit::Owner owner, outbox::DispatcherOp
   receipts.redis = dispatch.redis;
   if (!log_keys_file.empty()) {
     outbox::WitnessOptions witness{owner, receipts.audit_stream, {}, &context.signer()};
-    ASSIGN_OR_RETURN(witness.log_keys, tlog::NoteVerifiersFromFile(log_keys_file));
+    ASSIGN_OR_RETURN(witness.log_keys, tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys_file));
     ASSIGN_OR_RETURN(std::unique_ptr<outbox::Witness> made,
                      outbox::Witness::Create(std::move(witness), context.registry()));
     receipts.witness = &context.Keep(std::move(made));

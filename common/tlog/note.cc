@@ -207,33 +207,23 @@ absl::StatusOr<std::string> OpenNote(absl::string_view note,
   return std::move(split->text);
 }
 
-absl::StatusOr<std::vector<NoteVerifier>> ParseNoteVerifiers(absl::string_view text) {
-  std::vector<NoteVerifier> keys;
+std::vector<std::pair<int, absl::string_view>> KeyLines(absl::string_view text) {
+  std::vector<std::pair<int, absl::string_view>> lines;
   int n = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++n;
     line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    auto key = NoteVerifier::Parse(line);
-    if (!key.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("line ", n, ": ", key.status().message()));
-    }
-    keys.push_back(*std::move(key));
+    if (!line.empty() && line[0] != '#') lines.emplace_back(n, line);
   }
-  if (keys.empty()) return absl::InvalidArgumentError("no verifier keys");
-  return keys;
+  return lines;
 }
 
-absl::StatusOr<std::vector<NoteVerifier>> NoteVerifiersFromFile(const std::string& path) {
+absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
   std::stringstream content;
   content << in.rdbuf();
-  auto keys = ParseNoteVerifiers(content.str());
-  if (!keys.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", keys.status().message()));
-  }
-  return keys;
+  return content.str();
 }
 
 }  // namespace ulticode::tlog

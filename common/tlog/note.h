@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/crypto/crypto.h"
 #include "common/tlog/merkle.h"
@@ -119,12 +121,31 @@ class NoteVerifier {
   crypto::VerifyKey key_;
 };
 
-// Verifier keys, one a line ('#' starts a comment, blank lines are
-// skipped): a log's key set. INVALID_ARGUMENT naming the line that is
-// wrong, or a set without keys.
-absl::StatusOr<std::vector<NoteVerifier>> ParseNoteVerifiers(absl::string_view text);
-// The same from a file; NOT_FOUND naming it when it cannot be read.
-absl::StatusOr<std::vector<NoteVerifier>> NoteVerifiersFromFile(const std::string& path);
+// The lines of a key set file that hold a key, with their line numbers:
+// '#' starts a comment line, blank lines are skipped.
+std::vector<std::pair<int, absl::string_view>> KeyLines(absl::string_view text);
+// A key set file's content; NOT_FOUND naming it when it cannot be read.
+absl::StatusOr<std::string> ReadKeyFile(const std::string& path);
+
+// A key set of verifier keys of type V (NoteVerifier, CosignatureVerifier),
+// one a line: INVALID_ARGUMENT naming the file and the line that is wrong,
+// or a set without keys.
+template <typename V>
+absl::StatusOr<std::vector<V>> VerifiersFromFile(const std::string& path) {
+  auto text = ReadKeyFile(path);
+  if (!text.ok()) return text.status();
+  std::vector<V> keys;
+  for (const auto& [n, line] : KeyLines(*text)) {
+    auto key = V::Parse(line);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": line ", n, ": ", key.status().message()));
+    }
+    keys.push_back(*std::move(key));
+  }
+  if (keys.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no verifier keys"));
+  return keys;
+}
 
 // The text of `note` once a signature by one of `verifiers` verifies.
 // Signatures by unknown keys are skipped; a known key whose signature does

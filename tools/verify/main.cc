@@ -54,26 +54,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Cosignature verifier keys, one a line; blank lines and lines starting
-// with '#' are skipped (as tlog::NoteVerifiersFromFile for the log's keys).
-template <typename Verifier>
-absl::StatusOr<std::vector<Verifier>> ReadKeys(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  std::vector<Verifier> keys;
-  int n = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++n;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    auto key = Verifier::Parse(line);
-    if (!key.ok())
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": ", key.status().message()));
-    keys.push_back(*std::move(key));
-  }
-  if (keys.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no keys"));
-  return keys;
-}
-
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const std::string& address,
                                                        const std::string& cacert) {
   if (cacert.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
@@ -138,14 +118,14 @@ int CheckCommand(int argc, char** argv) {
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note the auditor already holds");
   config::ParseOrExit(flags, argc, argv);
   Keys keys;
-  auto log = tlog::NoteVerifiersFromFile(log_keys);
+  auto log = tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys);
   if (!log.ok()) return Fail(log.status());
   keys.log = *std::move(log);
   auto owners = crypto::KeyDirectory::FromFile(owner_keys);
   if (!owners.ok()) return Fail(owners.status());
   keys.owners = *std::move(owners);
   if (!witness_keys.empty()) {
-    auto witnesses = ReadKeys<tlog::CosignatureVerifier>(witness_keys);
+    auto witnesses = tlog::VerifiersFromFile<tlog::CosignatureVerifier>(witness_keys);
     if (!witnesses.ok()) return Fail(witnesses.status());
     keys.witnesses = *std::move(witnesses);
   }
@@ -234,7 +214,7 @@ int InclusionCommand(int argc, char** argv) {
   flags.Require("event-id");
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note you already hold");
   config::ParseOrExit(flags, argc, argv);
-  auto keys = tlog::NoteVerifiersFromFile(log_keys);
+  auto keys = tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys);
   if (!keys.ok()) return Fail(keys.status());
   auto token = crypto::ReadSecretFile(client.token_file);
   if (!token.ok()) return Fail(token.status());

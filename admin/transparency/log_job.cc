@@ -31,7 +31,8 @@ void RegisterLogFlags(config::Flags& flags, LogOptions* options) {
   flags.Int("log-sequence-batch", &options->batch, "Audit rows sequenced per transaction", 1,
             100000);
   flags.Duration("log-checkpoint-interval", &options->checkpoint_interval,
-                 "A new checkpoint at most this often while the log grows", absl::Milliseconds(100),
+                 "The shortest time between two checkpoints: while the log grows, a new one is "
+                 "signed this long after the last (plus up to a sequence interval)", absl::Milliseconds(100),
                  absl::Minutes(10));
 }
 

@@ -38,7 +38,7 @@ struct LogOptions {
   std::string origin = "ulticode.local/audit";
   absl::Duration sequence_interval = absl::Milliseconds(100);
   int batch = 1000;
-  absl::Duration checkpoint_interval = absl::Seconds(1);
+  absl::Duration checkpoint_interval = absl::Milliseconds(500);
 };
 
 void RegisterLogFlags(config::Flags& flags, LogOptions* options);

@@ -22,7 +22,7 @@ struct SequencerOptions {
   std::string origin;                        // the checkpoints' first line
   const tlog::NoteSigner* signer = nullptr;  // null: no checkpoints
   int batch = 1000;
-  absl::Duration checkpoint_interval = absl::Seconds(1);
+  absl::Duration checkpoint_interval = absl::Milliseconds(500);
 };
 
 struct SequencerRun {

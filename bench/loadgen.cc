@@ -11,6 +11,8 @@
 // Every call carries a request id (bench-<run>-<n>) and a bearer token
 // (--token-file; the token never appears on the command line). Calls mix
 // CreateUser (Auth) and CreateProblem (App) by --mix.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -51,6 +53,14 @@ struct Options {
   std::string run_id;
 };
 
+// This process's CPU time so far (user + system).
+double CpuSeconds() {
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  return static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+         static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
+}
+
 // Latency samples and outcome counts, shared by all callbacks.
 class Recorder {
  public:
@@ -87,7 +97,8 @@ class Recorder {
         ",\"ok_per_second\":", static_cast<double>(latencies_us_.size()) / seconds,
         ",\"dropped\":", dropped_.load(), ",\"errors_by_code\":{", absl::StrJoin(errors, ","),
         "},\"latency_ms\":{\"p50\":", pct(0.50), ",\"p90\":", pct(0.90), ",\"p99\":", pct(0.99),
-        ",\"p999\":", pct(0.999), ",\"max\":", latencies_us_.empty() ? 0 : pct(1.0), "}}");
+        ",\"p999\":", pct(0.999), ",\"max\":", latencies_us_.empty() ? 0 : pct(1.0),
+        "},\"cpu_seconds\":", CpuSeconds(), "}");
   }
 
  private:

@@ -33,6 +33,16 @@ shape (bench/reference_*.sql). Phases:
              without event numbering's nextval round trip, alternated, as a
              share of the closed loop's CPU per audited mutation
 
+  model      (ULTICODE_BENCH_PHASES=model, and in every full run) after the
+             reference and the closed loop, ulticode-costmodel runs each
+             stage of an audited mutation alone: a gRPC call to a no-op
+             server built like ours, Ed25519 and SHA-256, our business
+             transaction, the dispatcher's cycle and the floor of its XADD,
+             XREADGROUP + XACK, Admin's inbox and audit rows, the log's
+             sequencing, the witness feed's proofs, the owner's confirmation. The stages are summed per
+             process (MODEL) and set beside what each process spent per
+             mutation in the closed loop; then the targets with their status
+
 ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
 the soak; ULTICODE_BENCH_PHASES=replication the closed loop and the
 replication phase; ULTICODE_BENCH_PHASES=sequence the closed loop and the
@@ -54,6 +64,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,6 +73,18 @@ OFF = 300  # port offset: runs beside a developer's own mesh
 PG_PORT = 55432 + OFF
 HZ = os.sysconf("SC_CLK_TCK")
 SERVICES = ("ulticode-auth", "ulticode-app", "ulticode-admin")
+# The cost model: which stage of ulticode-costmodel (and whose CPU in it) each
+# process of the mesh spends per audited mutation. "owners" is Auth and App.
+MODEL = {
+    "ulticode-loadgen": [("grpc", "client")],
+    "owners": [("grpc", "server"), ("txn", "client"), ("publish", "client"),
+               ("confirm", "client")],
+    "ulticode-admin": [("xread", "client"), ("inbox", "client"), ("log", "client"),
+                       ("prove", "client")],
+    "postgres": [("txn", "postgres"), ("publish", "postgres"), ("inbox", "postgres"),
+                 ("log", "postgres"), ("prove", "postgres"), ("confirm", "postgres")],
+    "redis-server": [("publish", "redis-server"), ("xread", "redis-server")],
+}
 
 # The original system's settings (issue 11), for the side-by-side phase.
 ORIGINAL = {
@@ -307,24 +330,35 @@ class Suite:
 
     def transparency(self, max_rate):
         """What the transparency log costs: the closed loop with the log's
-        sequencer (and signer, and witness feed) off and on, alternated twice
-        each in this run; how fresh its checkpoints and cosignatures are at
+        sequencer (and signer, and witness feed) off, on, on and off in this
+        run; how fresh its checkpoints and cosignatures are at
         half the maximum; its storage per entry."""
+        def settle():  # every row so far logged and confirmed (the log is on)
+            deadline = time.time() + 600
+            while (self.unsequenced() > 0 or self.unconfirmed() > 0) and \
+                    time.time() < deadline:
+                time.sleep(0.5)
+
         runs = {"off": [], "on": []}
-        for i in range(2):
-            for mode in ("off", "on"):
-                self.mesh.stop()
-                self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"} if mode == "off" else None)
-                if mode == "on":  # the "off" run's rows are logged and confirmed first
-                    deadline = time.time() + 600
-                    while (self.unsequenced() > 0 or self.unconfirmed() > 0) and \
-                            time.time() < deadline:
-                        time.sleep(0.5)
-                log(f"transparency: closed loop with the log {mode} ({i + 1}/2)")
-                self.closed(tag=f"log{mode}{i}")
-                runs[mode].append({k: self.result["closed"][k] for k in
-                                   ("cpu_ms_per_mutation", "commit_to_audit_row_ms")} |
-                                  {"ok_per_second": self.result["closed"]["loadgen"]["ok_per_second"]})
+        # Off, on, on, off: a machine that slows down (or speeds up) through
+        # the run weighs on both modes alike.
+        running = "on"
+        for i, mode in enumerate(("off", "on", "on", "off")):
+            if running == "on":
+                settle()  # this run starts with nothing left of the last
+            self.mesh.stop()
+            self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"} if mode == "off" else None)
+            if mode == "on" and running == "off":
+                settle()  # the "off" run's rows first
+            running = mode
+            log(f"transparency: closed loop with the log {mode} ({i + 1}/4)")
+            self.closed(tag=f"log{mode}{i}")
+            runs[mode].append({k: self.result["closed"][k] for k in
+                               ("cpu_ms_per_mutation", "commit_to_audit_row_ms")} |
+                              {"ok_per_second": self.result["closed"]["loadgen"]["ok_per_second"]})
+        self.mesh.stop()
+        self.mesh.start()
+        settle()
         tps = {k: sum(r["ok_per_second"] for r in v) / len(v) for k, v in runs.items()}
         rate = max(1, int(max_rate * 0.5))
         log(f"transparency: freshness at {rate}/s (half the maximum), {self.seconds}s")
@@ -390,6 +424,72 @@ class Suite:
         run["node_bytes_per_entry"] = round(storage / entries)
         return run
 
+    def model(self):
+        """The cost model (docs/performance.md, "Cost model"): each stage of an
+        audited mutation run alone by ulticode-costmodel, summed per process
+        (MODEL), beside what each process spent per mutation in the closed
+        loop of this run."""
+        secrets = os.path.join(self.state, "secrets")
+        log("cost model: each stage alone (ulticode-costmodel)")
+        stages = json.loads(subprocess.run(
+            [os.path.join(self.build_dir, "bench/ulticode-costmodel"), "--pg-host=127.0.0.1",
+             f"--pg-port={PG_PORT}", f"--redis-addr=127.0.0.1:{56379 + OFF}", "--redis-user=ops",
+             f"--redis-password-file={secrets}/redis-ops.password", f"--grpc-port={50099 + OFF}",
+             f"--seconds={min(self.seconds, 10)}s"],
+            env=self.mesh.env, check=True, capture_output=True, text=True).stdout)
+        measured_ms = self.result["closed"]["cpu_ms_per_mutation_by_process"]
+        processes = []
+        for process, parts in MODEL.items():
+            model_us = sum(stages[stage]["cpu_us_per_op"].get(who, 0) for stage, who in parts)
+            names = ("ulticode-auth", "ulticode-app") if process == "owners" else (process,)
+            got_us = 1000 * sum(measured_ms.get(n, 0) for n in names)
+            processes.append({"process": process, "model_us": round(model_us, 1),
+                              "measured_us": round(got_us, 1),
+                              "measured_vs_model": round(got_us / model_us, 2) if model_us else None})
+        return {"stages": stages, "processes": processes,
+                "model_us": round(sum(p["model_us"] for p in processes), 1),
+                "measured_us": round(sum(p["measured_us"] for p in processes), 1),
+                "machine_measured_us": round(1000 * self.result["closed"]["cpu_ms_per_mutation"], 1)}
+
+    def profile(self, top=12):
+        """CPU profiles at the maximum: `perf record` (cpu-clock, 499 Hz), one
+        recording per service and one each for all of PostgreSQL and Redis,
+        during a closed loop; per recording, the functions with the most
+        samples (self time)."""
+        seconds = max(5, self.seconds)
+        log(f"profiles: perf record during a closed loop, {seconds}s")
+        targets = {s: str(self.mesh.pid(s)) for s in SERVICES}
+        for name in ("postgres", "redis-server"):
+            targets[name] = subprocess.run(["pgrep", "-d", ",", "-x", name], capture_output=True,
+                                           text=True).stdout.strip()
+        loop = threading.Thread(target=self.loadgen, args=("profile", "closed"),
+                                kwargs={"clients": self.clients, "seconds": seconds + 4})
+        loop.start()
+        time.sleep(2)
+        recorders = {name: subprocess.Popen(
+            ["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-o",
+             os.path.join(self.state, f"perf-{name}.data"), "-p", pids, "--", "sleep",
+             str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for name, pids in targets.items() if pids}
+        for p in recorders.values():
+            p.wait()
+        loop.join()
+        out = {}
+        for name in recorders:
+            report = subprocess.run(
+                ["perf", "report", "-i", os.path.join(self.state, f"perf-{name}.data"),
+                 "--no-children", "--stdio", "-q", "--sort", "dso,symbol", "--percent-limit", "0.5"],
+                capture_output=True, text=True).stdout
+            rows = []
+            for line in report.splitlines():
+                m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*)$", line)
+                if m:
+                    symbol = re.sub(r"(\s+-)+\s*$", "", m.group(3)).strip()
+                    rows.append({"self_pct": float(m.group(1)), "symbol": symbol[:120],
+                                 "dso": m.group(2)})
+            out[name] = rows[:top]
+        return out
+
     def closed(self, tag="closed"):
         log(f"closed loop ({tag}): {self.clients} in flight, {self.seconds}s")
         c0, s0, b0 = cpu_by_comm(), self.pg_stats(), busy_jiffies()
@@ -399,7 +499,9 @@ class Suite:
         b1, s1, c1 = busy_jiffies(), self.pg_stats(), cpu_by_comm()
         by_process = {n: round((c1[n] - c0.get(n, 0)) * 1000 / HZ / ok, 3)
                       for n in c1 if c1[n] - c0.get(n, 0) > 0}
-        top = dict(sorted(by_process.items(), key=lambda kv: -kv[1])[:6])
+        # The load generator has exited: its CPU is what it reported.
+        by_process["ulticode-loadgen"] = round(run["cpu_seconds"] * 1000 / ok, 3)
+        by_process = dict(sorted(by_process.items(), key=lambda kv: -kv[1]))
         per_claim = {}
         for k, (scans, reads) in s1["idx"].items():
             d_scans = scans - s0["idx"].get(k, (0, 0))[0]
@@ -408,7 +510,7 @@ class Suite:
         self.result["closed"] = {
             "loadgen": run, "audit_rows": self.landed(tag), "all_landed": all_in,
             "cpu_ms_per_mutation": round((b1 - b0) * 1000 / HZ / ok, 3),
-            "cpu_ms_per_mutation_by_process": top,
+            "cpu_ms_per_mutation_by_process": by_process,
             "commits_per_event": round((s1["commits"] - s0["commits"]) / ok, 2),
             "wal_bytes_per_event": round((s1["wal"] - s0["wal"]) / ok),
             "index_entries_read_per_scan": per_claim,
@@ -543,9 +645,12 @@ class Suite:
                 subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "auth.admin",
                                 "app.editor"], env=dict(os.environ, ULTICODE_STATE_DIR=self.state),
                                stdout=tok, check=True)
-            if self.phases == "all":
+            if self.phases in ("all", "model"):
                 self.reference()
             max_rate = self.closed()
+            if self.phases in ("all", "model"):
+                self.result["model"] = self.model()
+                self.result["profiles"] = self.profile()
             if self.phases == "sequence":
                 self.result["sequence"] = self.sequence(self.result["closed"]["cpu_ms_per_mutation"])
             if self.phases == "log":
@@ -588,6 +693,36 @@ class Suite:
         plots(self.result, os.path.join(self.out_dir, self.run_id))
         self.summary(path)
 
+    def model_summary(self):
+        r, m = self.result, self.result["model"]
+        log("cost model, CPU us per audited mutation (each stage alone):")
+        log(f"  {'stage':10} {'ops':>8} " + " ".join(f"{w:>14}" for w in
+                                                  ("client", "server", "postgres", "redis-server")))
+        for name, st in m["stages"].items():
+            if name == "crypto":
+                continue
+            cpu = st["cpu_us_per_op"]
+            log(f"  {name:10} {st['ops']:>8} " + " ".join(
+                f"{cpu.get(w, 0):>14.1f}" for w in ("client", "server", "postgres", "redis-server")))
+        c = m["stages"]["crypto"]
+        log(f"  crypto: Ed25519 sign {c['sign_us']:.1f} us, verify {c['verify_us']:.1f} us, SHA-256 "
+            f"{c['sha256_us']:.2f} us ({c['envelope_bytes']:.0f}-byte envelope), inclusion proof "
+            f"of {c['inclusion_proof_hashes']:.0f} hashes {c['inclusion_verify_us']:.1f} us")
+        log(f"  {'process':18} {'model':>8} {'measured':>9} {'x':>6}")
+        for p in m["processes"]:
+            log(f"  {p['process']:18} {p['model_us']:>8.1f} {p['measured_us']:>9.1f} "
+                f"{p['measured_vs_model'] or 0:>6.2f}")
+        log(f"  {'sum':18} {m['model_us']:>8.1f} {m['measured_us']:>9.1f} "
+            f"{m['measured_us'] / m['model_us']:>6.2f}  (whole machine {m['machine_measured_us']})")
+        ref = r["reference"]
+        tput = r["closed"]["loadgen"]["ok_per_second"] / ref["tps"]
+        cpu = r["closed"]["cpu_ms_per_mutation"] / ref["cpu_ms_per_txn"]
+        model_x = m["model_us"] / 1000 / ref["cpu_ms_per_txn"]
+        log("targets:")
+        log(f"  throughput {tput:.3f} x pgbench (>= 0.7): {'met' if tput >= 0.7 else 'NOT MET'}")
+        log(f"  CPU per audited mutation {cpu:.2f} x pgbench (<= 2): "
+            f"{'met' if cpu <= 2 else 'NOT MET'}; the model's sum is {model_x:.2f} x")
+
     def ratios(self):
         r, ref = self.result, self.result["reference"]
         half = next(p for p in r["open"] if p["fraction"] == 0.5)
@@ -627,6 +762,11 @@ class Suite:
             log(f"GetInclusionProof on {p['tree_size']} leaves: p50/p99/max {p['p50_ms']}/"
                 f"{p['p99_ms']}/{p['max_ms']} ms over {p['calls']} calls ({p['errors']} errors); "
                 f"{p['node_bytes_per_entry']} bytes of tree hashes per entry")
+        if "model" in r:
+            self.model_summary()
+        for name, rows in r.get("profiles", {}).items():
+            log(f"profile of {name}: " + "; ".join(
+                f"{t['self_pct']} % {t['symbol'][:60]}" for t in rows[:6]))
         if self.phases != "all":
             log(f"wrote {path}")
             return
@@ -635,7 +775,8 @@ class Suite:
         log(f"closed loop {c['loadgen']['ok_per_second']:.0f}/s, {c['cpu_ms_per_mutation']} ms "
             f"CPU/mutation, {c['commits_per_event']} commits and {c['wal_bytes_per_event']} WAL "
             f"bytes per event, RPC p99 {c['loadgen']['latency_ms']['p99']} ms")
-        log(f"CPU ms per mutation by process: {c['cpu_ms_per_mutation_by_process']}")
+        log(f"CPU ms per mutation by process: "
+            f"{dict(list(c['cpu_ms_per_mutation_by_process'].items())[:6])}")
         log(f"index entries read per scan: {c['index_entries_read_per_scan']}")
         for p in r["open"]:
             log(f"open {p['offered_per_second']}/s: achieved {p['achieved_per_second']:.0f}/s, "

@@ -14,7 +14,9 @@
 #              ULTICODE_BENCH_SOAK_SECONDS (0: no soak; the soak is 1800),
 #              ULTICODE_BENCH_PHASES (all; "soak": the closed loop and the soak only;
 #              "replication": the closed loop with no, an asynchronous and a synchronous standby;
-#              "sequence": the closed loop and what event numbering costs),
+#              "sequence": the closed loop and what event numbering costs;
+#              "model": the reference, the closed loop and the cost model;
+#              "log", "proofs": what the transparency log costs),
 #              ULTICODE_BENCH_OUT (bench/results), ULTICODE_SKIP_DEPS and
 #              ULTICODE_NO_BUILD as for scripts/test.sh.
 # shellcheck source-path=SCRIPTDIR

@@ -32,8 +32,8 @@ void RegisterLogFlags(config::Flags& flags, LogOptions* options) {
             100000);
   flags.Duration("log-checkpoint-interval", &options->checkpoint_interval,
                  "The shortest time between two checkpoints: while the log grows, a new one is "
-                 "signed this long after the last (plus up to a sequence interval)", absl::Milliseconds(100),
-                 absl::Minutes(10));
+                 "signed this long after the last (plus up to a sequence interval)",
+                 absl::Milliseconds(100), absl::Minutes(10));
 }
 
 absl::StatusOr<std::unique_ptr<LogJob>> LogJob::Create(const LogOptions& options,

@@ -27,7 +27,7 @@ ULTICODE_DEB_PACKAGES=(
   libgtest-dev libgmock-dev googletest
   postgresql-15 postgresql-client-15 redis-server
   prometheus
-  python3-matplotlib python3-yaml
+  python3-matplotlib python3-yaml linux-perf
   procps iproute2 curl git clang-format-14
   nodejs
   clang-14 libclang-rt-14-dev

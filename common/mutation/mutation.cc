@@ -51,8 +51,9 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method, const std::string
   ASSIGN_OR_RETURN(pg::PooledConnection conn, pool.Acquire());
   ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
   if (!request_id.empty()) {
-    // Serializes concurrent repeats of one key without aborting either.
-    RETURN_IF_ERROR(tx.Execute(kLockKey, {pg::Text(principal), pg::Text(request_id)}).status());
+    // Serializes concurrent repeats of one key without aborting either. It
+    // goes out with BEGIN and the lookup: one round trip.
+    tx.Defer(kLockKey, {pg::Text(principal), pg::Text(request_id)});
     ASSIGN_OR_RETURN(pg::Result found,
                      tx.Execute(kFindKey, {pg::Text(principal), pg::Text(request_id)}));
     if (!found.empty()) {
@@ -68,10 +69,9 @@ absl::Status Attempt(pg::Pool& pool, absl::string_view method, const std::string
   }
   RETURN_IF_ERROR(body(tx));
   if (!request_id.empty()) {
-    RETURN_IF_ERROR(
-        tx.Execute(kSaveKey, {pg::Text(principal), pg::Text(request_id), pg::Text(method),
-                              pg::Bytes(request_hash), pg::Bytes(Deterministic(response))})
-            .status());
+    // With the outbox row and COMMIT: one round trip.
+    tx.Defer(kSaveKey, {pg::Text(principal), pg::Text(request_id), pg::Text(method),
+                        pg::Bytes(request_hash), pg::Bytes(Deterministic(response))});
   }
   if (hooks.before_commit) RETURN_IF_ERROR(hooks.before_commit(method));
   return tx.Commit();

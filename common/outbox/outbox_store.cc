@@ -121,10 +121,10 @@ absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& eve
   const std::string payload = audit::Serialize(numbered);
   // An unsigned row would be refused by Admin forever: roll the change back.
   ASSIGN_OR_RETURN(const std::string signature, signer.Sign(payload));
-  RETURN_IF_ERROR(tx.Execute(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()),
-                                       pg::Bytes(payload), pg::Bytes(signature),
-                                       pg::Text(signer.key_id()), pg::Int(sequence)})
-                      .status());
+  // Sent with the transaction's next statement or its COMMIT, which report
+  // its failure.
+  tx.Defer(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()), pg::Bytes(payload),
+                     pg::Bytes(signature), pg::Text(signer.key_id()), pg::Int(sequence)});
   return sequence;
 }
 

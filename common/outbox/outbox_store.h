@@ -37,7 +37,9 @@ inline constexpr char kNotifyChannel[] = "audit_outbox";
 // Numbers (the owner's next owner_sequence), validates, signs (Ed25519 over
 // the exact serialized bytes) and appends `event` inside `tx`; returns the
 // number, which is lost if `tx` rolls back. INVALID_ARGUMENT when the event
-// breaks the contract (a bug in the caller, never the client's fault).
+// breaks the contract (a bug in the caller, never the client's fault). The
+// row's INSERT is deferred (pg::Transaction::Defer): it goes out with the
+// transaction's next statement or its COMMIT, and a failure is reported there.
 absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
                                const crypto::SigningKey& signer);
 

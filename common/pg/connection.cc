@@ -199,6 +199,128 @@ absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
   return last;
 }
 
+absl::Status Connection::FlushQueued() {
+  if (queued_.empty()) return absl::OkStatus();
+  static constexpr Statement kNothing{"flush", "SELECT"};
+  return RunQueued({kNothing.name, kNothing.sql, {}, kNothing.timeout, true}, false).status();
+}
+
+bool Connection::SendPipeline(const std::vector<Queued>& batch,
+                              std::vector<std::string>* prepares) {
+  if (!PQenterPipelineMode(conn_)) return false;
+  absl::flat_hash_map<std::string, std::string> fresh;  // SQL prepared in this pipeline
+  for (const Queued& q : batch) {
+    std::vector<const char*> values(q.params.size());
+    std::vector<int> lengths(q.params.size()), formats(q.params.size());
+    for (size_t i = 0; i < q.params.size(); ++i) {
+      values[i] = q.params[i].value ? q.params[i].value->data() : nullptr;
+      lengths[i] = q.params[i].value ? static_cast<int>(q.params[i].value->size()) : 0;
+      formats[i] = q.params[i].binary ? 1 : 0;
+    }
+    const int n = static_cast<int>(q.params.size());
+    std::string name;
+    if (q.prepare) {
+      if (auto it = prepared_.find(q.sql); it != prepared_.end()) {
+        name = it->second;
+        prepares->push_back("");
+      } else if (auto f = fresh.find(q.sql); f != fresh.end()) {
+        name = f->second;
+        prepares->push_back("");
+      } else {
+        name = absl::StrCat("s", prepared_.size() + fresh.size() + 1);
+        if (!PQsendPrepare(conn_, name.c_str(), q.sql, n, nullptr)) return false;
+        fresh.emplace(q.sql, name);
+        prepares->push_back(name);
+      }
+    }
+    const int sent = q.prepare ? PQsendQueryPrepared(conn_, name.c_str(), n, values.data(),
+                                                     lengths.data(), formats.data(), 0)
+                               : PQsendQueryParams(conn_, q.sql, n, nullptr, values.data(),
+                                                   lengths.data(), formats.data(), 0);
+    if (!sent) return false;
+  }
+  return PQpipelineSync(conn_) == 1;
+}
+
+absl::StatusOr<Result> Connection::RunQueued(Queued last, bool is_commit) {
+  std::vector<Queued> batch = std::move(queued_);
+  queued_.clear();
+  batch.push_back(std::move(last));
+  const char* name = batch.back().name;
+  if (broken()) {
+    if (is_commit) return CommitOutcomeUnknownError("connection already broken");
+    return absl::UnavailableError(absl::StrCat(name, ": connection is broken"));
+  }
+  // The server bounds each statement by the longest timeout among them
+  // (BEGIN and COMMIT run under whatever the session has, as alone).
+  absl::Duration timeout = absl::ZeroDuration(), longest = absl::ZeroDuration();
+  for (const Queued& q : batch) {
+    timeout += q.timeout;
+    if (q.prepare) longest = std::max(longest, q.timeout);
+  }
+  if (longest > absl::ZeroDuration()) RETURN_IF_ERROR(EnsureTimeout(longest));
+  // Per prepared item, the statement name its prepare creates ("" when it
+  // needs none).
+  std::vector<std::string> prepares;
+  if (!SendPipeline(batch, &prepares)) {
+    absl::Status lost = LastError(name, nullptr, is_commit);
+    MarkBroken();
+    return lost.ok() ? absl::UnavailableError(absl::StrCat(name, ": pipeline refused")) : lost;
+  }
+  const absl::Time deadline = absl::Now() + timeout + options_.client_grace;
+  const int fd = PQsocket(conn_);
+  int flush;
+  while ((flush = PQflush(conn_)) == 1) {
+    if (!WaitSocket(fd, /*for_write=*/true, deadline)) break;
+  }
+  if (flush == -1) return LastError(name, nullptr, is_commit);
+  Result error, answer;
+  const char* failed = name;
+  // One query's results, up to the null that ends them (or the sync).
+  auto next = [&](const char* of) -> absl::StatusOr<Result> {
+    Result kept;
+    for (;;) {
+      while (PQisBusy(conn_)) {
+        if (!WaitSocket(fd, /*for_write=*/false, deadline)) {
+          MarkBroken();
+          if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": no reply in time"));
+          return absl::DeadlineExceededError(absl::StrCat(name, ": no reply in time"));
+        }
+        if (!PQconsumeInput(conn_)) return LastError(name, nullptr, is_commit);
+      }
+      Result r(PQgetResult(conn_));
+      if (!r) return kept;
+      const ExecStatusType st = r.status();
+      if (st == PGRES_PIPELINE_SYNC) return r;
+      if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+        if (!error) {
+          error = std::move(r);
+          failed = of;
+        }
+      } else if (st != PGRES_PIPELINE_ABORTED && st != PGRES_NONFATAL_ERROR) {
+        kept = std::move(r);
+      }
+    }
+  };
+  std::vector<std::pair<const char*, std::string>> created;  // (SQL, name)
+  size_t p = 0;
+  for (const Queued& q : batch) {
+    if (q.prepare && !prepares[p++].empty()) {
+      ASSIGN_OR_RETURN(Result prepare, next(q.name));
+      if (!error) created.emplace_back(q.sql, prepares[p - 1]);
+    }
+    ASSIGN_OR_RETURN(answer, next(q.name));
+  }
+  ASSIGN_OR_RETURN(Result sync, next(name));
+  if (!sync || sync.status() != PGRES_PIPELINE_SYNC || !PQexitPipelineMode(conn_)) {
+    MarkBroken();
+    return LastError(name, nullptr, is_commit);
+  }
+  for (auto& [sql, n] : created) prepared_.emplace(sql, std::move(n));
+  if (error) return LastError(failed, error.get(), is_commit);
+  return answer;
+}
+
 absl::Status Connection::EnsureTimeout(absl::Duration timeout) {
   const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
   if (ms == current_timeout_ms_) return absl::OkStatus();
@@ -210,6 +332,9 @@ absl::Status Connection::EnsureTimeout(absl::Duration timeout) {
 }
 
 absl::StatusOr<Result> Connection::Execute(const Statement& statement, const Params& params) {
+  if (!queued_.empty()) {
+    return RunQueued({statement.name, statement.sql, params, statement.timeout, true}, false);
+  }
   RETURN_IF_ERROR(EnsureTimeout(statement.timeout));
   ASSIGN_OR_RETURN(const std::string prepared,
                    Prepared(statement, static_cast<int>(params.size())));
@@ -230,6 +355,7 @@ absl::StatusOr<std::string> Connection::Prepared(const Statement& statement, int
 
 absl::Status Connection::ExecuteScript(absl::string_view name, absl::string_view sql,
                                        absl::Duration timeout) {
+  RETURN_IF_ERROR(FlushQueued());
   RETURN_IF_ERROR(EnsureTimeout(timeout));
   const std::string text(sql);
   auto r = Run(name, text.c_str(), {}, timeout, false, Protocol::kSimple);
@@ -241,8 +367,8 @@ absl::StatusOr<Transaction> Connection::Begin(Isolation isolation) {
   const char* sql = "BEGIN";
   if (isolation == Isolation::kRepeatableRead) sql = "BEGIN ISOLATION LEVEL REPEATABLE READ";
   if (isolation == Isolation::kSerializable) sql = "BEGIN ISOLATION LEVEL SERIALIZABLE";
-  auto r = Run("begin", sql, {}, absl::Seconds(5), false);
-  if (!r.ok()) return r.status();
+  if (broken()) return absl::UnavailableError("begin: connection is broken");
+  queued_.push_back({"begin", sql, {}, absl::Seconds(5), /*prepare=*/false});
   in_transaction_ = true;
   return Transaction(this);
 }
@@ -255,6 +381,7 @@ absl::Status Connection::Listen(absl::string_view channel) {
           absl::StrCat("LISTEN channel \"", channel, "\" must match [a-z0-9_]+"));
     }
   }
+  RETURN_IF_ERROR(FlushQueued());
   // Channel names are identifiers and cannot be parameters; validated above.
   const std::string sql = absl::StrCat("LISTEN ", channel);
   auto r = Run("listen", sql.c_str(), {}, absl::Seconds(5), false);
@@ -270,6 +397,7 @@ absl::StatusOr<std::vector<Notification>> Connection::WaitForNotifications(absl:
     }
   };
   if (broken()) return absl::UnavailableError("listen connection is broken");
+  RETURN_IF_ERROR(FlushQueued());
   if (!PQconsumeInput(conn_)) return LastError("wait_notify", nullptr, false);
   drain();
   if (!out.empty()) return out;
@@ -293,14 +421,28 @@ absl::StatusOr<Result> Transaction::Execute(const Statement& statement, const Pa
   return conn_->Execute(statement, params);
 }
 
+void Transaction::Defer(const Statement& statement, Params params) {
+  if (done_) return;  // Commit() reports the finished transaction
+  conn_->queued_.push_back(
+      {statement.name, statement.sql, std::move(params), statement.timeout, /*prepare=*/true});
+}
+
 absl::Status Transaction::Commit() {
   if (done_) return absl::FailedPreconditionError("transaction already finished");
   done_ = true;
   conn_->in_transaction_ = false;
   conn_->standby_wait_cancelled_ = false;
-  auto r = conn_->Run("commit", "COMMIT", {}, absl::Seconds(10), /*is_commit=*/true);
+  auto r = conn_->queued_.empty()
+               ? conn_->Run("commit", "COMMIT", {}, absl::Seconds(10), /*is_commit=*/true)
+               : conn_->RunQueued({"commit", "COMMIT", {}, absl::Seconds(10), /*prepare=*/false},
+                                  /*is_commit=*/true);
   if (!r.ok()) {
     conn_->current_timeout_ms_ = -1;
+    // A deferred statement failed before COMMIT ran: end the failed
+    // transaction, so the connection is clean for its next user.
+    if (!conn_->broken() && PQtransactionStatus(conn_->conn_) == PQTRANS_INERROR) {
+      (void)conn_->Run("rollback", "ROLLBACK", {}, absl::Seconds(5), false);
+    }
     return r.status();
   }
   if (conn_->standby_wait_cancelled_) {
@@ -322,6 +464,11 @@ absl::Status Transaction::Rollback() {
   conn_->in_transaction_ = false;
   conn_->current_timeout_ms_ = -1;
   if (conn_->broken()) return absl::OkStatus();  // the server rolls back on disconnect
+  if (!conn_->queued_.empty() && !conn_->queued_.front().prepare) {
+    conn_->queued_.clear();  // BEGIN never went out: nothing to roll back
+    return absl::OkStatus();
+  }
+  conn_->queued_.clear();
   auto r = conn_->Run("rollback", "ROLLBACK", {}, absl::Seconds(5), false);
   return r.ok() ? absl::OkStatus() : r.status();
 }

@@ -80,7 +80,8 @@ class Connection {
   // for trusted SQL such as migrations.
   absl::Status ExecuteScript(absl::string_view name, absl::string_view sql, absl::Duration timeout);
 
-  // Starts a transaction that rolls back unless committed.
+  // Starts a transaction that rolls back unless committed. Its BEGIN goes
+  // out with the transaction's first statement (no round trip of its own).
   absl::StatusOr<Transaction> Begin(Isolation isolation = Isolation::kReadCommitted);
 
   // LISTEN on `channel` ([a-z0-9_]+).
@@ -96,6 +97,27 @@ class Connection {
  private:
   friend class Transaction;
   explicit Connection(PGconn* conn, ConnectOptions options);
+
+  // A statement whose result nobody reads, queued until one that is awaited
+  // (Transaction::Defer, and every BEGIN): both then go out together in
+  // libpq pipeline mode, one round trip.
+  struct Queued {
+    const char* name;
+    const char* sql;
+    Params params;
+    absl::Duration timeout;
+    bool prepare;  // a named server-side statement (false: BEGIN)
+  };
+  // Sends the queued statements and `last` in one pipeline and returns
+  // `last`'s result, or the first error, named after its statement (later
+  // ones are not run).
+  absl::StatusOr<Result> RunQueued(Queued last, bool is_commit);
+  // Sends every item of `batch` (preparing new statements first), then a
+  // sync; false when libpq refused.
+  bool SendPipeline(const std::vector<Queued>& batch, std::vector<std::string>* prepares);
+  // The queued statements alone, before anything that is not a statement
+  // (a script, LISTEN, a wait for notifications).
+  absl::Status FlushQueued();
 
   enum class Protocol { kExtended, kSimple, kPrepared, kPrepare };
   // kSimple (multi-statement, no parameters) only for trusted scripts.
@@ -122,6 +144,7 @@ class Connection {
   // statement_timeout currently set on the session; -1 when unknown.
   int64_t current_timeout_ms_ = -1;
   bool standby_wait_cancelled_ = false;
+  std::vector<Queued> queued_;
 };
 
 // RAII transaction: rolls back in its destructor unless Commit() succeeded.
@@ -133,7 +156,12 @@ class Transaction {
   ~Transaction();
 
   absl::StatusOr<Result> Execute(const Statement& statement, const Params& params = {});
-  // COMMIT. A transaction that already failed reports ABORTED. A connection
+  // Queues a statement whose result is not needed (an INSERT, a lock): it is
+  // sent with the next Execute or with COMMIT, in one round trip, in order.
+  // Its error is reported there, named after it; the transaction has then
+  // failed. Statements keep their order: a later Execute sees its effects.
+  void Defer(const Statement& statement, Params params = {});
+  // COMMIT (with whatever is deferred). A transaction that already failed reports ABORTED. A connection
   // lost during COMMIT, and a COMMIT whose wait for a synchronous standby was
   // cancelled (committed on the primary only), report commit outcome unknown
   // (see errors.h). Nothing here cancels a COMMIT: its wait for the standby

@@ -1,7 +1,9 @@
 // common/pg against a real PostgreSQL 15.
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "common/pg/connection.h"
 #include "common/pg/errors.h"
 #include "common/pg/pool.h"
@@ -220,6 +222,111 @@ TEST_F(PgTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
   EXPECT_TRUE(IsCommitOutcomeUnknown(s)) << s;
   EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
   EXPECT_FALSE(IsRetryable(s));
+  auto r = admin->Execute({"count", "SELECT count(*) FROM items"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->GetInt64(0, 0), 0);
+}
+
+// The round trips a connection made while `f` ran: the Sync messages it
+// sent, from libpq's protocol trace.
+template <typename F>
+int RoundTrips(Connection& conn, F&& f) {
+  std::FILE* trace = std::tmpfile();
+  PQtrace(conn.raw(), trace);
+  f();
+  PQuntrace(conn.raw());
+  std::rewind(trace);
+  int syncs = 0;
+  char line[4096];
+  while (std::fgets(line, sizeof line, trace) != nullptr) {
+    const std::string l(line);
+    if (l.find("\tF\t") != std::string::npos && l.find("\tSync") != std::string::npos) ++syncs;
+  }
+  std::fclose(trace);
+  return syncs;
+}
+
+TEST_F(PgTest, DeferredStatementsGoOutWithTheNextOneInOneRoundTrip) {
+  ASSERT_EQ(Count(), 0);  // the session's statement timeout is set
+  const int trips = RoundTrips(*conn_, [&] {
+    auto tx = conn_->Begin();
+    ASSERT_TRUE(tx.ok());
+    tx->Defer(kInsert, {Int(1), Text("a"), Null(), Null()});
+    tx->Defer(kInsert, {Int(2), Text("b"), Null(), Null()});
+    auto seen = tx->Execute({"count_in_tx", "SELECT count(*) FROM items"});
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    EXPECT_EQ(seen->GetInt64(0, 0), 2) << "a later statement sees what was deferred";
+    tx->Defer(kInsert, {Int(3), Text("c"), Null(), Null()});
+    ASSERT_TRUE(tx->Commit().ok());
+  });
+  EXPECT_EQ(trips, 2) << "BEGIN, two inserts and the count; then an insert and COMMIT";
+  EXPECT_EQ(Count(), 3);
+}
+
+TEST_F(PgTest, ATransactionThatSentNothingCostsNoRoundTrip) {
+  ASSERT_EQ(Count(), 0);
+  EXPECT_EQ(RoundTrips(*conn_, [&] { ASSERT_TRUE(conn_->Begin().ok()); }), 0);
+  EXPECT_EQ(RoundTrips(*conn_, [&] { ASSERT_TRUE(conn_->Begin()->Commit().ok()); }), 1);
+  EXPECT_EQ(Count(), 0);
+}
+
+TEST_F(PgTest, ADeferredStatementsErrorIsReportedAtTheNextStatementNamedAfterIt) {
+  ASSERT_TRUE(conn_->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
+  auto tx = conn_->Begin();
+  ASSERT_TRUE(tx.ok());
+  tx->Defer(kInsert, {Int(1), Text("dup"), Null(), Null()});
+  auto r = tx->Execute({"count_in_tx", "SELECT count(*) FROM items"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "insert_item: ")) << r.status();
+  EXPECT_EQ(tx->Commit().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Count(), 1);
+}
+
+TEST_F(PgTest, ADeferredFailureAtCommitCommitsNothingAndLeavesTheConnectionClean) {
+  ASSERT_TRUE(conn_->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
+  {
+    auto tx = conn_->Begin();
+    ASSERT_TRUE(tx.ok());
+    ASSERT_TRUE(tx->Execute(kInsert, {Int(2), Text("b"), Null(), Null()}).ok());
+    tx->Defer(kInsert, {Int(1), Text("dup"), Null(), Null()});
+    const absl::Status s = tx->Commit();
+    EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "insert_item: ")) << s;
+  }
+  EXPECT_EQ(Count(), 1) << "row 2 rolled back with the failed insert";
+  auto tx = conn_->Begin();
+  ASSERT_TRUE(tx.ok());
+  tx->Defer(kInsert, {Int(3), Text("c"), Null(), Null()});
+  ASSERT_TRUE(tx->Commit().ok());
+  EXPECT_EQ(Count(), 2);
+}
+
+TEST_F(PgTest, AStatementPreparedInAPipelineIsPreparedOnce) {
+  const Statement fresh{"items.fresh", "INSERT INTO items (id, name) VALUES ($1, 'p')"};
+  auto tx = conn_->Begin();
+  ASSERT_TRUE(tx.ok());
+  tx->Defer(fresh, {Int(1)});
+  tx->Defer(fresh, {Int(2)});
+  ASSERT_TRUE(tx->Commit().ok());
+  ASSERT_TRUE(conn_->Execute(fresh, {Int(3)}).ok());
+  auto count = conn_->Execute({"prepared", "SELECT count(*) FROM pg_prepared_statements"});
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(count->GetInt64(0, 0), 2);  // fresh and this one
+  EXPECT_EQ(Count(), 3);
+}
+
+TEST_F(PgTest, ConnectionLostDuringAPipelinedCommitIsOutcomeUnknown) {
+  auto tx = conn_->Begin();
+  ASSERT_TRUE(tx.ok());
+  ASSERT_TRUE(tx->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
+  auto admin = Admin();
+  ASSERT_TRUE(
+      admin->Execute({"kill", "SELECT pg_terminate_backend($1)"}, {Int(conn_->backend_pid())})
+          .ok());
+  tx->Defer(kInsert, {Int(2), Text("b"), Null(), Null()});
+  const absl::Status s = tx->Commit();
+  EXPECT_TRUE(IsCommitOutcomeUnknown(s)) << s;
   auto r = admin->Execute({"count", "SELECT count(*) FROM items"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->GetInt64(0, 0), 0);

@@ -284,13 +284,6 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
       *ctx, "CreateProblem", *req, [&] { return ValidateCreateProblem(*req); },
       [&](pg::Transaction& tx,
           const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
-        // A racing insert of the same slug fails with a unique violation,
-        // which retries the transaction; this check then reports it.
-        ASSIGN_OR_RETURN(bool taken, store::ProblemSlugTaken(tx, req->slug()));
-        if (taken) {
-          return absl::AlreadyExistsError(
-              absl::StrCat("problem slug \"", req->slug(), "\" is taken"));
-        }
         const store::NewProblem problem{.problem_id = ids::NewUuidV7(),
                                         .slug = req->slug(),
                                         .title = req->title(),
@@ -298,8 +291,16 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                                         .time_limit_ms = req->time_limit_ms(),
                                         .memory_limit_mb = req->memory_limit_mb(),
                                         .difficulty = req->difficulty()};
-        ASSIGN_OR_RETURN(store::ProblemRow row, store::InsertProblem(tx, problem));
-        return mutation::Changed(events::ProblemCreated(actor, row), ProblemResponse(row));
+        ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row, store::InsertProblem(tx, problem));
+        if (!row) {
+          ASSIGN_OR_RETURN(bool taken, store::ProblemSlugTaken(tx, req->slug()));
+          if (taken) {
+            return absl::AlreadyExistsError(
+                absl::StrCat("problem slug \"", req->slug(), "\" is taken"));
+          }
+          return absl::AbortedError("problems: the slug was taken and freed meanwhile");
+        }
+        return mutation::Changed(events::ProblemCreated(actor, *row), ProblemResponse(*row));
       },
       resp);
 }

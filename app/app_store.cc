@@ -12,7 +12,8 @@ constexpr pg::Statement kInsertProblem{
     "app.problem.insert",
     "INSERT INTO problems (problem_id, slug, title, statement, time_limit_ms, memory_limit_mb, "
     "difficulty) VALUES ($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::integer) "
-    "RETURNING problem_id::text AS problem_id, slug, title, statement, time_limit_ms, "
+    "ON CONFLICT DO NOTHING RETURNING problem_id::text AS problem_id, slug, title, statement, "
+    "time_limit_ms, "
     "memory_limit_mb, difficulty, version, created_at, updated_at"};
 constexpr pg::Statement kLockProblem{
     "app.problem.lock",
@@ -139,14 +140,15 @@ absl::StatusOr<bool> ProblemSlugTaken(pg::Transaction& tx, const std::string& sl
   return !r.empty();
 }
 
-absl::StatusOr<ProblemRow> InsertProblem(pg::Transaction& tx, const NewProblem& problem) {
+absl::StatusOr<std::optional<ProblemRow>> InsertProblem(pg::Transaction& tx,
+                                                        const NewProblem& problem) {
   ASSIGN_OR_RETURN(
       pg::Result r,
       tx.Execute(kInsertProblem,
                  {pg::Text(problem.problem_id), pg::Text(problem.slug), pg::Text(problem.title),
                   pg::Text(problem.statement), pg::Int(problem.time_limit_ms),
                   pg::Int(problem.memory_limit_mb), pg::Int(problem.difficulty)}));
-  RETURN_IF_ERROR(ExpectRow(r, kInsertProblem));
+  if (r.empty()) return std::nullopt;
   return ProblemAt(r, 0);
 }
 

@@ -89,7 +89,9 @@ struct NewContest {
 // --- problems
 
 absl::StatusOr<bool> ProblemSlugTaken(pg::Transaction& tx, const std::string& slug);
-absl::StatusOr<ProblemRow> InsertProblem(pg::Transaction& tx, const NewProblem& problem);
+// nullopt when the slug is taken (a concurrent insert of it is waited for).
+absl::StatusOr<std::optional<ProblemRow>> InsertProblem(pg::Transaction& tx,
+                                                        const NewProblem& problem);
 // The problem, locked FOR UPDATE until the transaction ends.
 absl::StatusOr<std::optional<ProblemRow>> LockProblem(pg::Transaction& tx,
                                                       const std::string& problem_id);

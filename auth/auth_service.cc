@@ -183,24 +183,29 @@ absl::Status ValidateLoginPolicy(const v1::LoginPolicy& p) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<mutation::Outcome<v1::CreateUserResponse>> CreateUserIn(
+    pg::Transaction& tx, const audit::Actor& actor, const v1::CreateUserRequest& req) {
+  const store::NewUser user{
+      .user_id = ids::NewUuidV7(),
+      .username = req.username(),
+      .email = req.email(),
+      .display_name = req.display_name().empty() ? req.username() : req.display_name()};
+  ASSIGN_OR_RETURN(std::optional<store::UserRow> row, store::InsertUser(tx, user));
+  if (!row) {  // only now: which of the two is taken
+    ASSIGN_OR_RETURN(store::Clash clash, store::FindClash(tx, req.username(), req.email()));
+    if (clash != store::Clash::kNone) return Taken(clash, req);
+    return absl::AbortedError("users: a username or email was taken and freed meanwhile");
+  }
+  v1::CreateUserResponse out;
+  *out.mutable_user() = UserProto(*row);
+  return mutation::Changed(events::UserCreated(actor, *row), std::move(out));
+}
+
 grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
                                          v1::CreateUserResponse* resp) {
   return mutations_.Handle(
       *ctx, "CreateUser", *req, [&] { return ValidateCreateUser(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::CreateUserResponse>> {
-        ASSIGN_OR_RETURN(store::Clash clash, store::FindClash(tx, req->username(), req->email()));
-        if (clash != store::Clash::kNone) return Taken(clash, *req);
-        const store::NewUser user{
-            .user_id = ids::NewUuidV7(),
-            .username = req->username(),
-            .email = req->email(),
-            .display_name = req->display_name().empty() ? req->username() : req->display_name()};
-        ASSIGN_OR_RETURN(store::UserRow row, store::InsertUser(tx, user));
-        v1::CreateUserResponse out;
-        *out.mutable_user() = UserProto(row);
-        return mutation::Changed(events::UserCreated(actor, row), std::move(out));
-      },
+      [&](pg::Transaction& tx, const audit::Actor& actor) { return CreateUserIn(tx, actor, *req); },
       resp);
 }
 

@@ -10,6 +10,12 @@
 
 namespace ulticode::auth {
 
+// CreateUser's business change inside the mutation's transaction (the
+// benchmark's cost model runs it too): the user, or ALREADY_EXISTS naming
+// the username or email that is taken.
+absl::StatusOr<mutation::Outcome<v1::CreateUserResponse>> CreateUserIn(
+    pg::Transaction& tx, const audit::Actor& actor, const v1::CreateUserRequest& req);
+
 class AuthServiceImpl final : public v1::AuthService::Service {
  public:
   AuthServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,

@@ -13,7 +13,7 @@ constexpr pg::Statement kFindClash{
 constexpr pg::Statement kInsertUser{
     "auth.user.insert",
     "INSERT INTO users (user_id, username, email, display_name, status) "
-    "VALUES ($1::uuid, $2, $3, $4, 'ACTIVE') "
+    "VALUES ($1::uuid, $2, $3, $4, 'ACTIVE') ON CONFLICT DO NOTHING "
     "RETURNING user_id::text AS user_id, username, email, display_name, status, authz_version, "
     "created_at, updated_at"};
 constexpr pg::Statement kLockUser{
@@ -111,12 +111,11 @@ absl::StatusOr<Clash> FindClash(pg::Transaction& tx, const std::string& username
   return r.GetBool(0, r.Column("username_taken")) ? Clash::kUsername : Clash::kEmail;
 }
 
-absl::StatusOr<UserRow> InsertUser(pg::Transaction& tx, const NewUser& user) {
+absl::StatusOr<std::optional<UserRow>> InsertUser(pg::Transaction& tx, const NewUser& user) {
   ASSIGN_OR_RETURN(pg::Result r,
                    tx.Execute(kInsertUser, {pg::Text(user.user_id), pg::Text(user.username),
                                             pg::Text(user.email), pg::Text(user.display_name)}));
-  RETURN_IF_ERROR(ExpectRow(r, kInsertUser));
-  return UserAt(r, 0);
+  return FirstUser(r);
 }
 
 absl::StatusOr<std::optional<UserRow>> LockUser(pg::Transaction& tx, const std::string& user_id) {

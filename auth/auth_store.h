@@ -62,8 +62,9 @@ enum class Clash { kNone, kUsername, kEmail };
 absl::StatusOr<Clash> FindClash(pg::Transaction& tx, const std::string& username,
                                 const std::string& email);
 
-// A new ACTIVE user.
-absl::StatusOr<UserRow> InsertUser(pg::Transaction& tx, const NewUser& user);
+// A new ACTIVE user; nullopt when its username or email is taken (a
+// concurrent insert of either is waited for).
+absl::StatusOr<std::optional<UserRow>> InsertUser(pg::Transaction& tx, const NewUser& user);
 
 // The user, locked FOR UPDATE until the transaction ends.
 absl::StatusOr<std::optional<UserRow>> LockUser(pg::Transaction& tx, const std::string& user_id);

@@ -47,12 +47,14 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "admin/inbox/batch.h"
 #include "admin/migrations.h"
 #include "admin/transparency/log_reader.h"
 #include "admin/transparency/sequencer.h"
 #include "auth/auth_events.h"
+#include "auth/auth_service.h"
 #include "auth/auth_store.h"
 #include "auth/migrations.h"
 #include "bench/cpu_meter.h"
@@ -269,17 +271,7 @@ absl::Status CreateUser(pg::Pool& pool, const crypto::SigningKey& key, int64_t n
   const audit::Actor actor{"svc:bench", "127.0.0.1", "ulticode-loadgen", req.request_id(), ""};
   return mutation::RunMutation<auth::v1::CreateUserResponse>(
              pool, key, "CreateUser", req, actor.principal, req.request_id(),
-             [&](pg::Transaction& tx)
-                 -> absl::StatusOr<mutation::Outcome<auth::v1::CreateUserResponse>> {
-               ASSIGN_OR_RETURN(auto clash,
-                                auth::store::FindClash(tx, req.username(), req.email()));
-               if (clash != auth::store::Clash::kNone) return absl::AlreadyExistsError("taken");
-               ASSIGN_OR_RETURN(auth::store::UserRow row,
-                                auth::store::InsertUser(tx, {ids::NewUuidV7(), req.username(),
-                                                             req.email(), req.username()}));
-               return mutation::Changed(auth::events::UserCreated(actor, row),
-                                        auth::v1::CreateUserResponse());
-             })
+             [&](pg::Transaction& tx) { return auth::CreateUserIn(tx, actor, req); })
       .status();
 }
 
@@ -507,6 +499,7 @@ absl::StatusOr<std::vector<Stage>> DataStages(const Options& o, const crypto::Si
 }  // namespace ulticode::bench
 
 int main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the services
   using namespace ulticode;
   bench::Options o;
   config::Flags flags("ulticode-costmodel",

@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/config/flags.h"
@@ -214,6 +215,7 @@ class LoadGenerator {
 }  // namespace ulticode::bench
 
 int main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the services
   using namespace ulticode;
   bench::Options o;
   config::Flags flags("ulticode-loadgen", "Drives Auth and App mutations; prints JSON results.");

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/jwt/jwt.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
@@ -82,6 +83,10 @@ class StartUp {
 }  // namespace
 
 int RunService(const ServiceSpec& spec, int argc, char** argv) {
+  // Debian's Abseil is built without NDEBUG, so absl::Mutex (gRPC's locks
+  // too) would track every lock in a global graph to detect deadlocks, a
+  // debugging aid that costs a share of every call (docs/performance.md).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   server::BlockTerminationSignals();
   ServiceFlags common(spec.grpc_listen, spec.metrics_listen, spec.database, spec.max_receive_bytes,
                       spec.program);

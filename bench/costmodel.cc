@@ -393,7 +393,7 @@ absl::StatusOr<Stage> LogStage(const Options& o, const crypto::SigningKey& key) 
   for (;;) {
     ASSIGN_OR_RETURN(auto run, sequencer.RunOnce(*conn));
     sequenced += run.sequenced;
-    if (run.sequenced < 1000) break;
+    if (run.taken < 1000) break;
   }
   return Stage{"log", sequenced, meter.Read() - before, {}};
 }

@@ -192,6 +192,10 @@ def peak_rss_mib():
 
 
 class Suite:
+    # pg_stat_statements in the mesh's PostgreSQL: the cost model's view of
+    # where PostgreSQL's time goes (the reference runs with it too).
+    PG_OPTIONS = "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=1000"
+
     def __init__(self, seconds, clients, drain_events, build_dir, out_dir, soak_seconds=0,
                  phases="all"):
         self.seconds, self.clients, self.drain_events = seconds, clients, drain_events
@@ -424,6 +428,24 @@ class Suite:
         run["node_bytes_per_entry"] = round(storage / entries)
         return run
 
+    def statements(self, mutations, top=20):
+        """Where PostgreSQL's time went in the closed loop
+        (pg_stat_statements): the statements with the most execution time,
+        with their calls and rows per audited mutation."""
+        rows = self.mesh.psql("postgres", f"""SELECT d.datname, round(s.total_exec_time::numeric, 1),
+            s.calls, s.rows, regexp_replace(left(s.query, 110), '\\s+', ' ', 'g')
+          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+          WHERE d.datname LIKE 'ulticode_%'
+          ORDER BY s.total_exec_time DESC LIMIT {top}""")
+        out = []
+        for line in rows.splitlines():
+            db, ms, calls, n, query = line.split("|", 4)
+            out.append({"database": db.removeprefix("ulticode_"),
+                        "exec_us_per_mutation": round(1000 * float(ms) / mutations, 1),
+                        "calls_per_mutation": round(int(calls) / mutations, 3),
+                        "rows_per_call": round(int(n) / max(int(calls), 1), 1), "query": query})
+        return out
+
     def model(self):
         """The cost model (docs/performance.md, "Cost model"): each stage of an
         audited mutation run alone by ulticode-costmodel, summed per process
@@ -487,7 +509,13 @@ class Suite:
                     symbol = re.sub(r"(\s+-)+\s*$", "", m.group(3)).strip()
                     rows.append({"self_pct": float(m.group(1)), "symbol": symbol[:120],
                                  "dso": m.group(2)})
-            out[name] = rows[:top]
+            by_dso = subprocess.run(
+                ["perf", "report", "-i", os.path.join(self.state, f"perf-{name}.data"),
+                 "--no-children", "--stdio", "-q", "--sort", "dso", "--percent-limit", "1"],
+                capture_output=True, text=True).stdout
+            dsos = [{"self_pct": float(m.group(1)), "dso": m.group(2)} for m in
+                    (re.match(r"\s*([\d.]+)%\s+(\S+)", line) for line in by_dso.splitlines()) if m]
+            out[name] = {"functions": rows[:top], "libraries": dsos}
         return out
 
     def closed(self, tag="closed"):
@@ -638,6 +666,7 @@ class Suite:
 
     # --- the run -----------------------------------------------------------
     def run(self):
+        os.environ["ULTICODE_PG_OPTIONS"] = self.PG_OPTIONS
         try:
             log(f"starting a private durable mesh ({self.state})")
             self.mesh.start()
@@ -647,7 +676,12 @@ class Suite:
                                stdout=tok, check=True)
             if self.phases in ("all", "model"):
                 self.reference()
+                self.mesh.psql("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"
+                                           " SELECT pg_stat_statements_reset()")
             max_rate = self.closed()
+            if self.phases in ("all", "model"):
+                self.result["closed"]["statements"] = self.statements(
+                    self.result["closed"]["loadgen"]["ok"])
             if self.phases in ("all", "model"):
                 self.result["model"] = self.model()
                 self.result["profiles"] = self.profile()
@@ -764,9 +798,14 @@ class Suite:
                 f"{p['node_bytes_per_entry']} bytes of tree hashes per entry")
         if "model" in r:
             self.model_summary()
-        for name, rows in r.get("profiles", {}).items():
+        for s in r["closed"].get("statements", [])[:12]:
+            log(f"  {s['exec_us_per_mutation']:>7} us {s['calls_per_mutation']:>6} calls "
+                f"{s['rows_per_call']:>6} rows/call  {s['database']:6} {s['query'][:80]}")
+        for name, p in r.get("profiles", {}).items():
             log(f"profile of {name}: " + "; ".join(
-                f"{t['self_pct']} % {t['symbol'][:60]}" for t in rows[:6]))
+                f"{t['self_pct']} % {t['dso']}" for t in p["libraries"][:6]))
+            log("    " + "; ".join(f"{t['self_pct']} % {t['symbol'][:50]}"
+                                   for t in p["functions"][:6]))
         if self.phases != "all":
             log(f"wrote {path}")
             return

@@ -87,7 +87,7 @@ absl::Status LogJob::Run(pg::Connection& conn, const worker::Stopping& stopping)
       checkpoint_size_.Set(static_cast<double>(run.size));
       checkpoint_time_.SetToCurrentTime();
     }
-    if (run.sequenced < batch_) break;
+    if (run.taken < batch_) break;
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -18,25 +19,27 @@ constexpr pg::Statement kLock{
 
 constexpr pg::Statement kSize{"log.size", "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"};
 
-// The audit rows waiting for an index, in the order they were inserted.
-constexpr pg::Statement kUnsequenced{
-    "log.unsequenced",
-    "SELECT q.event_id::text, a.owner, coalesce(a.key_id, ''), coalesce(a.signature, ''::bytea),"
-    " a.envelope FROM log_queue q JOIN audit_logs a USING (event_id)"
-    " WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = q.event_id)"
-    " ORDER BY q.seq LIMIT $1"};
+// The head of the queue: the audit rows waiting for an index, in the order
+// they were inserted. Their rows are then read by id (=ANY, an index probe
+// each), so no plan ever scans audit_logs or log_leaves whole.
+constexpr pg::Statement kHead{"log.head",
+                              "SELECT event_id::text FROM log_queue ORDER BY seq LIMIT $1"};
 
-// What the queue holds that is not to be sequenced, dropped whenever the
-// queue holds less than a batch: an event whose audit row is gone, or one already a
-// leaf whose audit row was inserted again (Admin lost the row and its owner
-// sent the event again). Such an owner has not confirmed the event, so its
-// proof is sent again (log_proof_requests).
+// Each queued event's audit row (none when it is gone) and whether it is a
+// leaf already.
+constexpr pg::Statement kQueued{
+    "log.queued",
+    "SELECT a.event_id::text, a.owner, coalesce(a.key_id, ''), coalesce(a.signature, ''::bytea),"
+    " a.envelope, (SELECT l.log_index FROM log_leaves l WHERE l.event_id = a.event_id) IS NOT NULL"
+    " FROM audit_logs a WHERE a.event_id = ANY($1::uuid[])"};
+
+// Queued events not to be sequenced: an event whose audit row is gone, or
+// one already a leaf whose audit row was inserted again (Admin lost the row
+// and its owner sent the event again). Such an owner has not confirmed the
+// event, so its proof is sent again (log_proof_requests).
 constexpr pg::Statement kDropStale{
     "log.drop_stale",
-    "WITH stale AS (DELETE FROM log_queue q"
-    "  WHERE EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = q.event_id)"
-    "     OR NOT EXISTS (SELECT 1 FROM audit_logs a WHERE a.event_id = q.event_id)"
-    "  RETURNING q.event_id)"
+    "WITH stale AS (DELETE FROM log_queue WHERE event_id = ANY($1::uuid[]) RETURNING event_id)"
     " INSERT INTO log_proof_requests (event_id, owner)"
     " SELECT s.event_id, a.owner FROM stale s JOIN audit_logs a USING (event_id)"
     " ON CONFLICT (event_id) DO NOTHING"};
@@ -64,6 +67,37 @@ constexpr pg::Statement kLastCheckpoint{
 constexpr pg::Statement kCheckpoint{
     "log.checkpoint", "INSERT INTO log_checkpoints (size, root, note) VALUES ($1, $2, $3)"};
 
+// The queue's head split into the leaves to append, in queue order, and
+// the stale events to drop.
+struct Head {
+  std::vector<tlog::LeafV1> leaves;
+  std::vector<std::string> stale;
+  int64_t taken = 0;
+};
+
+absl::StatusOr<Head> ReadHead(pg::Transaction& tx, int batch) {
+  ASSIGN_OR_RETURN(pg::Result head, tx.Execute(kHead, {pg::Int(batch)}));
+  Head out;
+  out.taken = head.rows();
+  if (head.empty()) return out;
+  std::vector<std::string> ids;
+  for (int i = 0; i < head.rows(); ++i) ids.push_back(head.GetString(i, 0));
+  ASSIGN_OR_RETURN(pg::Result rows, tx.Execute(kQueued, {pg::TextArray(ids)}));
+  absl::flat_hash_map<std::string, int> found;
+  for (int i = 0; i < rows.rows(); ++i) found[rows.GetString(i, 0)] = i;
+  for (const std::string& id : ids) {
+    const auto it = found.find(id);
+    if (it == found.end() || rows.GetBool(it->second, 5)) {
+      out.stale.push_back(id);
+      continue;
+    }
+    const int i = it->second;
+    out.leaves.push_back(
+        {rows.GetString(i, 1), id, rows.GetString(i, 2), rows.GetBytes(i, 3), rows.GetBytes(i, 4)});
+  }
+  return out;
+}
+
 tlog::NodeReader Reader(pg::Transaction& tx) {
   return [&tx](const tlog::NodeId& id) -> absl::StatusOr<tlog::Hash> {
     ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kNode, {pg::Int(id.level),
@@ -88,19 +122,18 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
   run.locked = true;
   ASSIGN_OR_RETURN(pg::Result size_row, tx.Execute(kSize));
   const int64_t size = size_row.GetInt64(0, 0);
-  ASSIGN_OR_RETURN(pg::Result rows, tx.Execute(kUnsequenced, {pg::Int(options_.batch)}));
+  ASSIGN_OR_RETURN(const Head head, ReadHead(tx, options_.batch));
   std::vector<tlog::Hash> leaves;
   std::vector<std::string> ids, indexes;
-  for (int i = 0; i < rows.rows(); ++i) {
-    leaves.push_back(tlog::LeafHash(
-        tlog::EncodeLeaf({rows.GetString(i, 1), rows.GetString(i, 0), rows.GetString(i, 2),
-                          rows.GetBytes(i, 3), rows.GetBytes(i, 4)})));
-    ids.push_back(rows.GetString(i, 0));
-    indexes.push_back(absl::StrCat(size + i));
+  for (const tlog::LeafV1& leaf : head.leaves) {
+    leaves.push_back(tlog::LeafHash(tlog::EncodeLeaf(leaf)));
+    ids.push_back(leaf.event_id);
+    indexes.push_back(absl::StrCat(size + static_cast<int64_t>(ids.size()) - 1));
   }
-  run.sequenced = rows.rows();
-  if (rows.rows() < options_.batch) RETURN_IF_ERROR(tx.Execute(kDropStale).status());
-  run.size = size + rows.rows();
+  run.taken = head.taken;
+  run.sequenced = static_cast<int64_t>(leaves.size());
+  if (!head.stale.empty()) tx.Defer(kDropStale, {pg::TextArray(head.stale)});
+  run.size = size + run.sequenced;
   const tlog::NodeReader read = Reader(tx);
   if (!leaves.empty()) {
     ASSIGN_OR_RETURN(auto nodes, tlog::NodesToAppend(static_cast<uint64_t>(size), leaves, read));

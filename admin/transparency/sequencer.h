@@ -27,6 +27,7 @@ struct SequencerOptions {
 
 struct SequencerRun {
   bool locked = false;        // this run held the sequencer's lock
+  int64_t taken = 0;          // rows taken from the queue (sequenced or dropped)
   int64_t sequenced = 0;      // rows given an index
   int64_t size = 0;           // the tree's size after the run
   bool checkpointed = false;  // a checkpoint of `size` was signed

@@ -63,12 +63,14 @@ constexpr pg::Statement kKeep{
     " UPDATE log_witnesses SET cosigned_size = $1 WHERE witness = $2"};
 
 // The events of a witness a checkpoint newly covers, and those it asked
-// for again (a re-delivery): their leaf indexes.
+// for again (a re-delivery): their leaf indexes. Driven by the range of
+// leaves (each one's owner an index probe), never by the owner's rows.
 constexpr pg::Statement kCovered{
     "log.witness.covered",
-    "SELECT l.event_id::text, l.log_index FROM log_leaves l JOIN audit_logs a USING (event_id)"
-    " WHERE l.log_index >= $2 AND l.log_index < $3 AND a.owner = $1 ORDER BY l.log_index"
-    " LIMIT $4"};
+    "SELECT l.event_id::text, l.log_index FROM log_leaves l"
+    " WHERE l.log_index >= $2 AND l.log_index < $3"
+    "   AND (SELECT a.owner FROM audit_logs a WHERE a.event_id = l.event_id) = $1"
+    " ORDER BY l.log_index LIMIT $4"};
 
 constexpr pg::Statement kRequested{
     "log.witness.requested",

@@ -58,6 +58,8 @@
 #   ULTICODE_PYTHON          python used for ulticode_free_port (default /usr/bin/python3)
 #   ULTICODE_PG_CHMOD_WITHIN see above
 #   ULTICODE_START_TIMEOUT   seconds to wait for PG/Redis start-up (default 60)
+#   ULTICODE_PG_OPTIONS      extra PostgreSQL server options ("-c name=value ..."; the
+#                            benchmark loads pg_stat_statements with it)
 
 if [[ -n "${_ULTICODE_SERVERS_SH:-}" ]]; then
   return 0
@@ -292,7 +294,7 @@ ulticode_pg_start() {
   if ! _ulticode_pg_run pg_ctl start -D "${datadir}" -w -t "${ULTICODE_START_TIMEOUT:-60}" \
     -l "${logfile}" -o "-p ${port} -k '${sockdir}' -c listen_addresses=127.0.0.1 \
 -c fsync=${fsync} -c synchronous_commit=${sync_commit:-${durable}} -c full_page_writes=${durable} \
--c max_connections=300 -c shared_buffers=128MB" >/dev/null; then
+-c max_connections=300 -c shared_buffers=128MB ${ULTICODE_PG_OPTIONS:-}" >/dev/null; then
     _ulticode_log "PostgreSQL failed to start; last lines of ${logfile}:"
     tail -n 30 -- "${logfile}" >&2
     return 1

@@ -150,6 +150,44 @@ TEST_F(TransparencyLogTest, EveryRowGetsTheNextIndexAndTheCheckpointSignsTheirTr
   EXPECT_NE(tlog::RootOf(Leaves()), checkpoint->root);
 }
 
+// What the queue holds that is not to be sequenced is dropped as it reaches
+// the head: an event whose audit row is gone, and an event already a leaf
+// whose audit row was inserted again (Admin lost it and its owner sent it
+// again), whose proof is asked for again. Neither stops the rows behind it.
+TEST_F(TransparencyLogTest, QueuedEventsGoneOrAlreadyLeavesAreDroppedWithoutStoppingTheQueue) {
+  for (int i = 0; i < 3; ++i) Add(*conn_, i);
+  Sequencer sequencer({"audit.test/log", signer_.get(), 100, absl::Milliseconds(5)});
+  ASSERT_TRUE(sequencer.RunOnce(*conn_).ok());
+  const std::string again =
+      testing::QueryText(*conn_, "SELECT event_id::text FROM log_leaves WHERE log_index = 1");
+  auto run = [&](const std::string& sql) {
+    ASSERT_TRUE(conn_->ExecuteScript("tamper", sql, absl::Seconds(5)).ok()) << sql;
+  };
+  // Lost and received again: the same row, inserted anew.
+  run(absl::StrCat("CREATE TEMP TABLE kept AS SELECT * FROM audit_logs WHERE event_id = '", again,
+                   "'; DELETE FROM audit_logs WHERE event_id = '", again,
+                   "'; INSERT INTO audit_logs SELECT * FROM kept"));
+  Add(*conn_, 3);  // gone before it was sequenced
+  run("DELETE FROM audit_logs WHERE entity_id = 'u3'");
+  Add(*conn_, 4);
+  ASSERT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM log_queue"), 3);
+
+  auto result = sequencer.RunOnce(*conn_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->taken, 3);
+  EXPECT_EQ(result->sequenced, 1);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM log_queue"), 0);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM log_leaves"), 4);
+  EXPECT_EQ(testing::QueryText(*conn_,
+                               "SELECT a.entity_id FROM log_leaves JOIN audit_logs a"
+                               " USING (event_id) WHERE log_index = 3"),
+            "u4");
+  EXPECT_EQ(testing::QueryText(*conn_,
+                               "SELECT event_id::text || ' ' || owner"
+                               " FROM log_proof_requests"),
+            again + " auth");
+}
+
 TEST_F(TransparencyLogTest, TwoSequencersRacingGiveEachRowOneIndexWithoutGaps) {
   std::atomic<bool> stop{false};
   std::thread writer([&] {

@@ -13,8 +13,7 @@ constexpr pg::Statement kInsertProblem{
     "INSERT INTO problems (problem_id, slug, title, statement, time_limit_ms, memory_limit_mb, "
     "difficulty) VALUES ($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::integer) "
     "ON CONFLICT DO NOTHING RETURNING problem_id::text AS problem_id, slug, title, statement, "
-    "time_limit_ms, "
-    "memory_limit_mb, difficulty, version, created_at, updated_at"};
+    "time_limit_ms, memory_limit_mb, difficulty, version, created_at, updated_at"};
 constexpr pg::Statement kLockProblem{
     "app.problem.lock",
     "SELECT problem_id::text AS problem_id, slug, title, statement, time_limit_ms, "

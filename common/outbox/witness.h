@@ -112,8 +112,8 @@ class Witness {
   uint64_t parts_total_ = 0;
   absl::flat_hash_set<uint64_t> parts_seen_;
   prometheus::Family<prometheus::Counter>& outcomes_;
-  prometheus::Family<prometheus::Counter>& proofs_;
   prometheus::Gauge& size_;
+  prometheus::Family<prometheus::Counter>& proofs_;
   prometheus::Gauge& accepted_at_;
 };
 

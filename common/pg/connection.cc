@@ -162,29 +162,14 @@ absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
   if (!sent) return LastError(name, nullptr, is_commit);
 
   const absl::Time deadline = absl::Now() + timeout + options_.client_grace;
-  const int fd = PQsocket(conn_);
-  int flush;
-  while ((flush = PQflush(conn_)) == 1) {
-    if (!WaitSocket(fd, /*for_write=*/true, deadline)) break;
-  }
-  if (flush == -1) return LastError(name, nullptr, is_commit);
+  RETURN_IF_ERROR(FlushOut(name, deadline, is_commit));
 
   // Every result is owned by a Result from PQgetResult on, so each return
   // below frees what was read so far.
   Result error;  // the first error; it decides the status
   Result last;   // the last non-error result; it is the answer
   while (true) {
-    while (PQisBusy(conn_)) {
-      if (!WaitSocket(fd, /*for_write=*/false, deadline)) {
-        // The server did not answer in time: frozen, partitioned or dead. The
-        // protocol state is unknown, so this connection is finished.
-        MarkBroken();
-        if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": no reply in time"));
-        return absl::DeadlineExceededError(
-            absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout)));
-      }
-      if (!PQconsumeInput(conn_)) return LastError(name, nullptr, is_commit);
-    }
+    RETURN_IF_ERROR(AwaitResult(name, timeout, deadline, is_commit));
     Result r(PQgetResult(conn_));
     if (!r) break;
     const ExecStatusType st = r.status();
@@ -197,6 +182,32 @@ absl::StatusOr<Result> Connection::Run(absl::string_view name, const char* sql,
   if (error) return LastError(name, error.get(), is_commit);
   if (!last && PQstatus(conn_) != CONNECTION_OK) return LastError(name, nullptr, is_commit);
   return last;
+}
+
+absl::Status Connection::FlushOut(absl::string_view name, absl::Time deadline, bool is_commit) {
+  const int fd = PQsocket(conn_);
+  int flush;
+  while ((flush = PQflush(conn_)) == 1) {
+    if (!WaitSocket(fd, /*for_write=*/true, deadline)) break;
+  }
+  return flush == -1 ? LastError(name, nullptr, is_commit) : absl::OkStatus();
+}
+
+absl::Status Connection::AwaitResult(absl::string_view name, absl::Duration timeout,
+                                     absl::Time deadline, bool is_commit) {
+  const int fd = PQsocket(conn_);
+  while (PQisBusy(conn_)) {
+    if (!WaitSocket(fd, /*for_write=*/false, deadline)) {
+      // The server did not answer in time: frozen, partitioned or dead. The
+      // protocol state is unknown, so this connection is finished.
+      MarkBroken();
+      if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": no reply in time"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout)));
+    }
+    if (!PQconsumeInput(conn_)) return LastError(name, nullptr, is_commit);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Connection::FlushQueued() {
@@ -268,26 +279,14 @@ absl::StatusOr<Result> Connection::RunQueued(Queued last, bool is_commit) {
     return lost.ok() ? absl::UnavailableError(absl::StrCat(name, ": pipeline refused")) : lost;
   }
   const absl::Time deadline = absl::Now() + timeout + options_.client_grace;
-  const int fd = PQsocket(conn_);
-  int flush;
-  while ((flush = PQflush(conn_)) == 1) {
-    if (!WaitSocket(fd, /*for_write=*/true, deadline)) break;
-  }
-  if (flush == -1) return LastError(name, nullptr, is_commit);
+  RETURN_IF_ERROR(FlushOut(name, deadline, is_commit));
   Result error, answer;
   const char* failed = name;
   // One query's results, up to the null that ends them (or the sync).
   auto next = [&](const char* of) -> absl::StatusOr<Result> {
     Result kept;
     for (;;) {
-      while (PQisBusy(conn_)) {
-        if (!WaitSocket(fd, /*for_write=*/false, deadline)) {
-          MarkBroken();
-          if (is_commit) return CommitOutcomeUnknownError(absl::StrCat(name, ": no reply in time"));
-          return absl::DeadlineExceededError(absl::StrCat(name, ": no reply in time"));
-        }
-        if (!PQconsumeInput(conn_)) return LastError(name, nullptr, is_commit);
-      }
+      RETURN_IF_ERROR(AwaitResult(name, timeout, deadline, is_commit));
       Result r(PQgetResult(conn_));
       if (!r) return kept;
       const ExecStatusType st = r.status();
@@ -306,7 +305,7 @@ absl::StatusOr<Result> Connection::RunQueued(Queued last, bool is_commit) {
   size_t p = 0;
   for (const Queued& q : batch) {
     if (q.prepare && !prepares[p++].empty()) {
-      ASSIGN_OR_RETURN(Result prepare, next(q.name));
+      RETURN_IF_ERROR(next(q.name).status());
       if (!error) created.emplace_back(q.sql, prepares[p - 1]);
     }
     ASSIGN_OR_RETURN(answer, next(q.name));
@@ -463,12 +462,11 @@ absl::Status Transaction::Rollback() {
   done_ = true;
   conn_->in_transaction_ = false;
   conn_->current_timeout_ms_ = -1;
-  if (conn_->broken()) return absl::OkStatus();  // the server rolls back on disconnect
-  if (!conn_->queued_.empty() && !conn_->queued_.front().prepare) {
-    conn_->queued_.clear();  // BEGIN never went out: nothing to roll back
-    return absl::OkStatus();
-  }
+  // BEGIN still queued: nothing of this transaction went out.
+  const bool sent = conn_->queued_.empty() || conn_->queued_.front().prepare;
   conn_->queued_.clear();
+  if (!sent) return absl::OkStatus();
+  if (conn_->broken()) return absl::OkStatus();  // the server rolls back on disconnect
   auto r = conn_->Run("rollback", "ROLLBACK", {}, absl::Seconds(5), false);
   return r.ok() ? absl::OkStatus() : r.status();
 }

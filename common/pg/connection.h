@@ -115,6 +115,12 @@ class Connection {
   // Sends every item of `batch` (preparing new statements first), then a
   // sync; false when libpq refused.
   bool SendPipeline(const std::vector<Queued>& batch, std::vector<std::string>* prepares);
+  // Writes out what libpq holds, waiting for the socket up to `deadline`.
+  absl::Status FlushOut(absl::string_view name, absl::Time deadline, bool is_commit);
+  // Waits until a result can be read whole; past `deadline` the connection
+  // is broken (a COMMIT's outcome is then unknown).
+  absl::Status AwaitResult(absl::string_view name, absl::Duration timeout, absl::Time deadline,
+                           bool is_commit);
   // The queued statements alone, before anything that is not a statement
   // (a script, LISTEN, a wait for notifications).
   absl::Status FlushQueued();

@@ -210,21 +210,26 @@ TEST_F(PgTest, ALockWaitEndsAtTheLockTimeoutAsARetryableAbort) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "waited beyond the lock timeout";
 }
 
+// Alone, or pipelined behind a deferred statement.
 TEST_F(PgTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
-  auto tx = conn_->Begin();
-  ASSERT_TRUE(tx.ok());
-  ASSERT_TRUE(tx->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
-  auto admin = Admin();
-  ASSERT_TRUE(
-      admin->Execute({"kill", "SELECT pg_terminate_backend($1)"}, {Int(conn_->backend_pid())})
-          .ok());
-  absl::Status s = tx->Commit();
-  EXPECT_TRUE(IsCommitOutcomeUnknown(s)) << s;
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
-  EXPECT_FALSE(IsRetryable(s));
-  auto r = admin->Execute({"count", "SELECT count(*) FROM items"});
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->GetInt64(0, 0), 0);
+  for (const bool deferred : {false, true}) {
+    SCOPED_TRACE(deferred ? "pipelined COMMIT" : "COMMIT alone");
+    auto conn = Connection::Connect(options_);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    auto tx = (*conn)->Begin();
+    ASSERT_TRUE(tx.ok());
+    ASSERT_TRUE(tx->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
+    auto admin = Admin();
+    ASSERT_TRUE(
+        admin->Execute({"kill", "SELECT pg_terminate_backend($1)"}, {Int((*conn)->backend_pid())})
+            .ok());
+    if (deferred) tx->Defer(kInsert, {Int(2), Text("b"), Null(), Null()});
+    absl::Status s = tx->Commit();
+    EXPECT_TRUE(IsCommitOutcomeUnknown(s)) << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
+    EXPECT_FALSE(IsRetryable(s));
+    EXPECT_EQ(Count(), 0);
+  }
 }
 
 // The round trips a connection made while `f` ran: the Sync messages it
@@ -314,22 +319,6 @@ TEST_F(PgTest, AStatementPreparedInAPipelineIsPreparedOnce) {
   ASSERT_TRUE(count.ok()) << count.status();
   EXPECT_EQ(count->GetInt64(0, 0), 2);  // fresh and this one
   EXPECT_EQ(Count(), 3);
-}
-
-TEST_F(PgTest, ConnectionLostDuringAPipelinedCommitIsOutcomeUnknown) {
-  auto tx = conn_->Begin();
-  ASSERT_TRUE(tx.ok());
-  ASSERT_TRUE(tx->Execute(kInsert, {Int(1), Text("a"), Null(), Null()}).ok());
-  auto admin = Admin();
-  ASSERT_TRUE(
-      admin->Execute({"kill", "SELECT pg_terminate_backend($1)"}, {Int(conn_->backend_pid())})
-          .ok());
-  tx->Defer(kInsert, {Int(2), Text("b"), Null(), Null()});
-  const absl::Status s = tx->Commit();
-  EXPECT_TRUE(IsCommitOutcomeUnknown(s)) << s;
-  auto r = admin->Execute({"count", "SELECT count(*) FROM items"});
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->GetInt64(0, 0), 0);
 }
 
 // With synchronous replication, a COMMIT whose wait for the standby is

@@ -165,22 +165,26 @@ int64_t CallNoop(const Options& o) {
     req->set_email("costmodel_user@bench.example");
     req->set_request_id(ids::NewUuidV7());
     auto resp = std::make_shared<auth::v1::CreateUserResponse>();
+    // The next call is made outside the lock: a callback may run inline.
     stub->async()->CreateUser(ctx.get(), req.get(), resp.get(),
                               [&, ctx, req, resp](grpc::Status s) {
-                                std::lock_guard<std::mutex> lock(mu);
-                                if (s.ok()) ++ok;
-                                if (absl::Now() < deadline) {
-                                  issue();
-                                } else if (--in_flight == 0) {
-                                  done.notify_all();
+                                bool again = false;
+                                {
+                                  std::lock_guard<std::mutex> lock(mu);
+                                  if (s.ok()) ++ok;
+                                  again = absl::Now() < deadline;
+                                  if (!again && --in_flight == 0) done.notify_all();
                                 }
+                                if (again) issue();
                               });
   };
   {
-    std::unique_lock<std::mutex> lock(mu);
-    for (int i = 0; i < o.grpc_clients; ++i, ++in_flight) issue();
-    done.wait(lock, [&] { return in_flight == 0; });
+    std::lock_guard<std::mutex> lock(mu);
+    in_flight = o.grpc_clients;
   }
+  for (int i = 0; i < o.grpc_clients; ++i) issue();
+  std::unique_lock<std::mutex> lock(mu);
+  done.wait(lock, [&] { return in_flight == 0; });
   return ok;
 }
 

@@ -39,9 +39,11 @@ shape (bench/reference_*.sql). Phases:
              server built like ours, Ed25519 and SHA-256, our business
              transaction, the dispatcher's cycle and the floor of its XADD,
              XREADGROUP + XACK, Admin's inbox and audit rows, the log's
-             sequencing, the witness feed's proofs, the owner's confirmation. The stages are summed per
-             process (MODEL) and set beside what each process spent per
-             mutation in the closed loop; then the targets with their status
+             sequencing, the witness feed's proofs, the owner's
+             confirmation. The stages are summed per process (MODEL) and
+             set beside what each process spent per mutation in the closed
+             loop; then the targets with their status, perf profiles of
+             each process and pg_stat_statements' costliest statements
 
 ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
 the soak; ULTICODE_BENCH_PHASES=replication the closed loop and the

@@ -167,11 +167,14 @@ class Transaction {
   // Its error is reported there, named after it; the transaction has then
   // failed. Statements keep their order: a later Execute sees its effects.
   void Defer(const Statement& statement, Params params = {});
-  // COMMIT (with whatever is deferred). A transaction that already failed reports ABORTED. A
-  // connection lost during COMMIT, and a COMMIT whose wait for a synchronous standby was cancelled
-  // (committed on the primary only), report commit outcome unknown (see errors.h). Nothing here
-  // cancels a COMMIT: its wait for the standby is bounded only by the client's own deadline, after
-  // which the connection is dropped, never cancelled.
+  // COMMIT, with whatever is deferred: a deferred statement that fails is
+  // reported as its own error, and nothing commits. A transaction that had
+  // already failed reports ABORTED. A connection lost during COMMIT, and a
+  // COMMIT whose wait for a synchronous standby was cancelled (committed on
+  // the primary only), report commit outcome unknown (see errors.h). Nothing
+  // here cancels a COMMIT: its wait for the standby is bounded only by the
+  // client's own deadline, after which the connection is dropped, never
+  // cancelled.
   absl::Status Commit();
   absl::Status Rollback();
   Connection& connection() { return *conn_; }

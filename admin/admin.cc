@@ -109,8 +109,13 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   inbox::BridgeOptions reading = options.bridge;
   reading.redis = context.Redis();
   query.redis = inbox::ReadingOptions(reading);
+  watch::WatchOptions watching = options.watch;
+  watching.pg = context.Connection("watch");
+  auto& watches =
+      context.Start(std::make_unique<watch::WatchHub>(std::move(watching), context.registry()));
+  context.BeforeDrain([&watches] { watches.EndAll(); });
   context.Serve(std::make_unique<query::AuditQueryService>(
-                    context.pool(), context.Authorizer(query::AccessRules()), query),
+                    context.pool(), context.Authorizer(query::AccessRules()), watches, query),
                 "ulticode.admin.v1.AdminService");
   context.Serve(std::make_unique<transparency::AuditLogService>(
                     context.pool(), context.Authorizer(transparency::AccessRules())),
@@ -130,6 +135,7 @@ void RegisterFlags(config::Flags& flags, Options* options) {
   consumer::RegisterConsumerFlags(flags, &options->consumer);
   maintenance::RegisterHousekeepingFlags(flags, &options->housekeeping);
   transparency::RegisterLogFlags(flags, &options->log);
+  watch::RegisterWatchFlags(flags, &options->watch);
 }
 
 const std::vector<std::string>& RuntimeGrants() {

@@ -1,7 +1,7 @@
 // Admin as one service: its flags, the grants of its runtime role, and the
 // parts it runs (lease consumer, inbox bridge, the transparency log,
-// housekeeping, the AdminService query API, the AuditLogService and the
-// AdminOperations repairs). Admin's main() is
+// housekeeping, the AdminService query API and its watches, the
+// AuditLogService and the AdminOperations repairs). Admin's main() is
 // a runtime::ServiceSpec made of these.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include "admin/inbox/bridge.h"
 #include "admin/maintenance/housekeeping.h"
 #include "admin/transparency/log_job.h"
+#include "admin/watch/watch_hub.h"
 #include "common/config/flags.h"
 #include "common/runtime/service.h"
 
@@ -30,9 +31,10 @@ struct Options {
   consumer::ConsumerOptions consumer;
   maintenance::AdminHousekeepingOptions housekeeping;
   transparency::LogOptions log;
+  watch::WatchOptions watch;
 };
 
-// The --inbox-*, --consumer-*, --log-*, retention and sampling flags.
+// The --inbox-*, --consumer-*, --log-*, --watch-*, retention and sampling flags.
 void RegisterFlags(config::Flags& flags, Options* options);
 
 // Least privilege for Admin's runtime role: the audit trail is append-only

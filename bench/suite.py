@@ -45,6 +45,19 @@ shape (bench/reference_*.sql). Phases:
              loop; then the targets with their status, perf profiles of
              each process and pg_stat_statements' costliest statements
 
+  growth     (ULTICODE_BENCH_PHASES=growth) reads on the closed loop's
+             database (every QueryAuditLogs filter, GetAuditLog and every
+             proof RPC, one caller, p50/p99), then ULTICODE_BENCH_GROWTH_ROWS
+             (5 million) rows loaded in SQL into audit_logs and the log (and
+             as many outbox rows kept in the owners), then the reference, the
+             closed loop and the reads again: throughput and latency against
+             the small database
+
+  watch      (ULTICODE_BENCH_PHASES=watch) WatchAuditLogs: commit ->
+             delivered latency at half the maximum with 1, 10 and 100
+             watchers; Admin's memory and CPU per idle watcher (1,000 of
+             them)
+
 ULTICODE_BENCH_PHASES=soak runs only the closed loop (for the maximum) and
 the soak; ULTICODE_BENCH_PHASES=replication the closed loop and the
 replication phase; ULTICODE_BENCH_PHASES=sequence the closed loop and the
@@ -417,18 +430,254 @@ class Suite:
           VALUES ({entries}, sha256('synthetic'), 'synthetic checkpoint (benchmark)')""")
         storage = int(self.mesh.psql("ulticode_admin",
                                      "SELECT pg_total_relation_size('log_nodes')"))
-        token = os.path.join(self.state, "auditor.token")
-        with open(token, "w", opener=lambda p, f: os.open(p, f, 0o600)) as tok:
-            subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "audit.reader"],
-                           env=dict(os.environ, ULTICODE_STATE_DIR=self.state), stdout=tok,
-                           check=True)
         log(f"proofs: GetInclusionProof on {entries} leaves, 4 clients, {self.seconds}s")
-        run = json.loads(subprocess.run(
-            [os.path.join(self.build_dir, "bench/ulticode-proofbench"),
-             f"--admin=127.0.0.1:{50053 + OFF}", f"--token-file={token}", "--clients=4",
-             f"--duration={self.seconds}s"], check=True, capture_output=True, text=True).stdout)
+        run = self.readbench("inclusion", seconds=self.seconds)
         run["node_bytes_per_entry"] = round(storage / entries)
         return run
+
+    def reader_token(self):
+        token = os.path.join(self.state, "auditor.token")
+        if not os.path.exists(token):
+            with open(token, "w", opener=lambda p, f: os.open(p, f, 0o600)) as tok:
+                subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench",
+                                "audit.reader"],
+                               env=dict(os.environ, ULTICODE_STATE_DIR=self.state), stdout=tok,
+                               check=True)
+        return token
+
+    def readbench(self, call, seconds, query_filter=None, values=None, clients=4):
+        """One of Admin's read RPCs, `clients` back to back (ulticode-readbench)."""
+        args = [os.path.join(self.build_dir, "bench/ulticode-readbench"),
+                f"--admin=127.0.0.1:{50053 + OFF}", f"--token-file={self.reader_token()}",
+                f"--clients={clients}", f"--duration={seconds}s", f"--call={call}"]
+        args += [f"--filter={query_filter}"] if query_filter else []
+        args += [f"--values-file={values}"] if values else []
+        out = subprocess.run(args, capture_output=True, text=True)
+        if not out.stdout:
+            sys.exit(f"[bench] ulticode-readbench {call} {query_filter or ''}: {out.stderr}")
+        return json.loads(out.stdout)
+
+    # What the growth phase's reads draw their arguments from: a random
+    # sample of audit rows, one file per column.
+    SAMPLE = {"event_id": "event_id::text", "actor": "actor", "action": "action",
+              "entity_type": "entity_type", "entity": "entity_type || '/' || entity_id",
+              "window": "(extract(epoch FROM occurred_at) - 1800)::bigint"}
+    READS = [("query", "none", None), ("query", "owner", None), ("query", "actor", "actor"),
+             ("query", "action", "action"), ("query", "entity_type", "entity_type"),
+             ("query", "entity", "entity"), ("query", "window", "window"),
+             ("query", "next_page", None), ("get", None, "event_id"),
+             ("inclusion", None, None), ("inclusion-by-id", None, "event_id"),
+             ("consistency", None, None), ("checkpoint", None, None), ("entries", None, None),
+             ("tile", None, None)]
+
+    def reads(self, tag):
+        """Every QueryAuditLogs filter and every proof RPC: p50/p99 over a few
+        seconds each, arguments drawn from a sample of the rows. One caller at
+        a time: the latency of an answer, not of a queue (on two cores, more
+        callers back to back measure the CPU's queue)."""
+        cols = ", ".join(self.SAMPLE.values())
+        rows = self.mesh.psql("ulticode_admin", f"SELECT {cols} FROM audit_logs "
+                              "ORDER BY random() LIMIT 2000").splitlines()
+        files = {}
+        for i, name in enumerate(self.SAMPLE):
+            files[name] = os.path.join(self.state, f"sample-{tag}-{name}")
+            with open(files[name], "w") as f:
+                f.write("\n".join(r.split("|")[i] for r in rows) + "\n")
+        out = []
+        seconds = min(self.seconds, 5)
+        for call, query_filter, values in self.READS:
+            run = self.readbench(call, seconds, query_filter, files.get(values), clients=1)
+            log(f"  {call} {query_filter or ''}: p50/p99 {run['p50_ms']}/{run['p99_ms']} ms, "
+                f"{run['errors']} errors")
+            out.append(run)
+        return out
+
+    def log_settled(self):
+        """Every audit row a leaf, every checkpoint proved to both witnesses."""
+        return self.mesh.psql("ulticode_admin", """SELECT (SELECT count(*) FROM log_queue) = 0
+          AND coalesce((SELECT bool_and(proved_size >= (SELECT max(size) FROM log_checkpoints)
+                                        AND cosigned_size >= (SELECT max(size) FROM log_checkpoints))
+                        FROM log_witnesses), false)""") == "t"
+
+    def load_growth(self, rows):
+        """`rows` audit rows appended to audit_logs and to the log (leaves,
+        tree hashes), and as many outbox rows kept (CONFIRMED) in the owners,
+        in batches of GROWTH_BATCH: generated in SQL from the rows the closed
+        loop wrote (their sizes and values), with their own ids (UUIDv7
+        shaped, 100 ms apart, ending now), actors (10,000) and entity ids.
+        Each batch is one transaction holding the sequencer's and the witness
+        feed's locks: the log is whole between batches, the witnesses are
+        told they were proved up to its end (their own rows were before it)."""
+        deadline = time.time() + 300
+        while not self.log_settled():
+            if time.time() > deadline:
+                sys.exit("[bench] growth: the log did not settle before the load")
+            time.sleep(0.5)
+        now_ms = int(time.time() * 1000)
+        self.mesh.psql("ulticode_admin", """DROP TABLE IF EXISTS bench_growth_template;
+          CREATE TABLE bench_growth_template AS SELECT row_number() OVER () - 1 AS k, *
+            FROM (SELECT * FROM audit_logs ORDER BY event_id LIMIT 1000) t""")
+        templates = int(self.mesh.psql("ulticode_admin",
+                                       "SELECT count(*) FROM bench_growth_template"))
+        ident = ("(substr(lpad(to_hex({ms}), 12, '0'), 1, 8) || '-' || "
+                 "substr(lpad(to_hex({ms}), 12, '0'), 9, 4) || '-7000-{variant}-' || "
+                 "lpad(to_hex(i), 12, '0'))::uuid")
+        ms = f"({now_ms}::bigint - ({rows}::bigint - i) * 100)"
+        t0 = time.time()
+        for lo in range(0, rows, self.GROWTH_BATCH):
+            hi = min(rows, lo + self.GROWTH_BATCH)
+            base = int(self.mesh.psql("ulticode_admin",
+                                      "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"))
+            end = base + hi - lo
+            self.mesh.psql("ulticode_admin", f"""BEGIN;
+              SELECT pg_advisory_xact_lock(hashtextextended('ulticode.log.sequencer', 0));
+              SELECT pg_advisory_xact_lock(hashtextextended('ulticode.log.witness', 0));
+              SET LOCAL session_replication_role = replica;  -- not queued: leaves already
+              INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,
+                  entity_type, entity_id, old_value, new_value, client_ip, user_agent, request_id,
+                  trace_id, occurred_at, ingested_at, envelope, signature, key_id)
+                SELECT {ident.format(ms=ms, variant='8000')}, t.owner, t.event_type,
+                  'user-' || (i % 10000), t.subject, t.action, t.entity_type, 'g' || i,
+                  t.old_value, t.new_value, t.client_ip, t.user_agent, 'growth-' || i, t.trace_id,
+                  to_timestamp({ms} / 1000.0), to_timestamp({ms} / 1000.0 + 0.005), t.envelope,
+                  t.signature, t.key_id
+                FROM generate_series({lo}, {hi - 1}) i
+                JOIN bench_growth_template t ON t.k = i % {templates};
+              INSERT INTO log_leaves (log_index, event_id)
+                SELECT {base} + i - {lo}, {ident.format(ms=ms, variant='8000')}
+                FROM generate_series({lo}, {hi - 1}) i;
+              INSERT INTO log_nodes (level, idx, hash)
+                SELECT 0, {base} + i - {lo}, sha256('\\x00'::bytea || int8send(i))
+                FROM generate_series({lo}, {hi - 1}) i;
+              DO $$ DECLARE l int := 1; lo bigint; hi bigint;
+              BEGIN
+                LOOP
+                  lo := {base}::bigint >> l;
+                  hi := {end}::bigint >> l;
+                  EXIT WHEN hi = 0;
+                  INSERT INTO log_nodes (level, idx, hash)
+                    SELECT l, c.idx / 2, sha256('\\x01'::bytea || c.hash || d.hash)
+                    FROM log_nodes c JOIN log_nodes d ON d.level = c.level AND d.idx = c.idx + 1
+                    WHERE c.level = l - 1 AND c.idx >= 2 * lo AND c.idx < 2 * hi
+                      AND c.idx % 2 = 0
+                    ON CONFLICT (level, idx) DO NOTHING;
+                  l := l + 1;
+                END LOOP;
+              END $$;
+              UPDATE log_witnesses SET proved_size = {end}, sent_at = now();
+              COMMIT;""")
+            log(f"growth: {hi} of {rows} audit rows and leaves ({time.time() - t0:.0f} s)")
+        self.mesh.psql("ulticode_admin", "DROP TABLE bench_growth_template")
+        half = rows // 2
+        for i, db in enumerate(("ulticode_auth", "ulticode_app")):
+            self.mesh.psql(db, f"""CREATE TEMP TABLE t AS SELECT row_number() OVER () - 1 AS k, *
+                FROM (SELECT * FROM audit_outbox ORDER BY event_id LIMIT 500) s;
+              INSERT INTO audit_outbox (event_id, event_type, payload, state, attempts,
+                  next_attempt_at, stream_entry_id, created_at, published_at, confirmed_at,
+                  signature, key_id, publication, receipts_after)
+                SELECT {ident.format(ms=ms, variant='900' + str(i))}, t.event_type, t.payload,
+                  'CONFIRMED', 1, now(), '0-1', to_timestamp({ms} / 1000.0), now(), now(),
+                  t.signature, t.key_id, 1, 0
+                FROM generate_series(0, {half - 1}) i
+                JOIN t ON t.k = i % (SELECT count(*) FROM t)""")
+            log(f"growth: {half} outbox rows kept in {db} ({time.time() - t0:.0f} s)")
+        for db, tables in (("ulticode_admin", "audit_logs, log_leaves, log_nodes"),
+                           ("ulticode_auth", "audit_outbox"), ("ulticode_app", "audit_outbox")):
+            self.mesh.psql(db, f"VACUUM (ANALYZE) {tables}")
+        self.mesh.psql("postgres", "CHECKPOINT")
+        return round(time.time() - t0)
+
+    GROWTH_BATCH = 500000
+
+    def growth(self, closed, reference):
+        """Throughput and reads on the closed loop's database, then the same
+        with GROWTH rows in audit_logs, the log and the outbox. pgbench runs
+        beside each closed loop: a machine that changes speed between the two
+        shows in the reference too."""
+        rows = int(os.environ.get("ULTICODE_BENCH_GROWTH_ROWS", "5000000"))
+        log(f"growth: reads on the database of the closed loop "
+            f"({self.mesh.psql('ulticode_admin', 'SELECT count(*) FROM audit_logs')} rows)")
+        small = {"reference": reference, "closed": closed, "reads": self.reads("small")}
+        loaded_in = self.load_growth(rows)
+        self.reference()
+        grown = {"reference": self.result["reference"]}
+        self.closed(tag="grown")
+        grown["closed"] = self.result["closed"]
+        log(f"growth: reads with {rows} more rows")
+        grown["reads"] = self.reads("grown")
+        sizes = self.mesh.psql("ulticode_admin", "SELECT pg_total_relation_size('audit_logs') || ','"
+                               " || pg_total_relation_size('log_nodes') || ','"
+                               " || pg_total_relation_size('log_leaves') || ','"
+                               " || (SELECT count(*) FROM audit_logs)").split(",")
+        t = {k: v["closed"]["loadgen"]["ok_per_second"] for k, v in (("small", small),
+                                                                      ("grown", grown))}
+        return {"rows": rows, "load_seconds": loaded_in, "small": small, "grown": grown,
+                "audit_rows": int(sizes[3]),
+                "bytes": {"audit_logs": int(sizes[0]), "log_nodes": int(sizes[1]),
+                          "log_leaves": int(sizes[2])},
+                "throughput_grown_vs_small": round(t["grown"] / t["small"], 3),
+                "reference_grown_vs_small": round(grown["reference"]["tps"] /
+                                                  small["reference"]["tps"], 3)}
+
+    def proc_rss_and_jiffies(self, pid):
+        with open(f"/proc/{pid}/status") as f:
+            rss = int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1)) * 1024
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return rss, int(fields[11]) + int(fields[12])
+
+    def watchbench(self, watchers, seconds, idle=False):
+        args = [os.path.join(self.build_dir, "bench/ulticode-watchbench"),
+                f"--admin=127.0.0.1:{50053 + OFF}", f"--token-file={self.reader_token()}",
+                f"--watchers={watchers}", f"--duration={seconds}s"] + (["--idle"] if idle else [])
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    WATCH = {"ULTICODE_WATCH_MAX_WATCHERS": "5000", "ULTICODE_WATCH_MAX_PER_PRINCIPAL": "5000"}
+
+    def watch(self, max_rate, idle_watchers=1000):
+        """WatchAuditLogs (docs/watching.md): commit -> delivered latency at
+        half the maximum with 1, 10 and 100 watchers from the head (each row's
+        occurred_at to its arrival); then Admin's memory and CPU per idle
+        watcher: `idle_watchers` streams whose filter matches nothing, Admin's
+        RSS before and after they opened and its CPU while they wait, less
+        its CPU while nothing watched."""
+        self.mesh.stop()
+        self.mesh.start(self.WATCH)
+        rate = max(1, int(max_rate * 0.5))
+        out = {"rate": rate, "latency": []}
+        for n in (1, 10, 100):
+            log(f"watch: {n} watchers from the head, load at {rate}/s, {self.seconds}s")
+            bench = self.watchbench(n, self.seconds + 3)
+            time.sleep(1)  # the streams are open
+            self.loadgen(f"watch{n}", "open", rate=rate)
+            got, err = bench.communicate()
+            if not got:
+                sys.exit(f"[bench] ulticode-watchbench: {err}")
+            out["latency"].append(json.loads(got))
+        admin = self.mesh.pid("ulticode-admin")
+        quiet = 10
+        rss0, j0 = self.proc_rss_and_jiffies(admin)
+        time.sleep(quiet)
+        _, j1 = self.proc_rss_and_jiffies(admin)
+        log(f"watch: {idle_watchers} idle watchers")
+        hold = max(20, self.seconds)
+        bench = self.watchbench(idle_watchers, hold + 15, idle=True)
+        time.sleep(10)  # all open, their first progress frames sent
+        rss1, j2 = self.proc_rss_and_jiffies(admin)
+        time.sleep(hold)
+        _, j3 = self.proc_rss_and_jiffies(admin)
+        got, err = bench.communicate()
+        if not got:
+            sys.exit(f"[bench] ulticode-watchbench --idle: {err}")
+        idle = json.loads(got)
+        base = (j1 - j0) / HZ / quiet
+        held = (j3 - j2) / HZ / hold
+        out["idle"] = idle | {
+            "admin_rss_before_mib": round(rss0 / 2**20, 1), "admin_rss_with_mib": round(rss1 / 2**20, 1),
+            "rss_bytes_per_watcher": round((rss1 - rss0) / idle_watchers),
+            "admin_cpu_quiet": round(base, 4), "admin_cpu_with": round(held, 4),
+            "cpu_us_per_watcher_second": round(1e6 * (held - base) / idle_watchers, 2)}
+        return out
 
     def statements(self, mutations, top=20):
         """Where PostgreSQL's time went in the closed loop
@@ -676,7 +925,7 @@ class Suite:
                 subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "auth.admin",
                                 "app.editor"], env=dict(os.environ, ULTICODE_STATE_DIR=self.state),
                                stdout=tok, check=True)
-            if self.phases in ("all", "model"):
+            if self.phases in ("all", "model", "growth"):
                 self.reference()
                 self.mesh.psql("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"
                                            " SELECT pg_stat_statements_reset()")
@@ -698,6 +947,13 @@ class Suite:
             if self.phases == "proofs":
                 self.result["proofs"] = self.proofs(
                     int(os.environ.get("ULTICODE_BENCH_LOG_ENTRIES", "5000000")))
+            if self.phases == "growth":
+                baseline = self.result["closed"]
+                reference = self.result["reference"]
+                self.result["growth"] = self.growth(baseline, reference)
+                self.result["closed"], self.result["reference"] = baseline, reference
+            if self.phases == "watch":
+                self.result["watch"] = self.watch(max_rate)
             if self.phases == "replication":
                 baseline = self.result["closed"]
                 self.result["replication"] = self.replication()
@@ -750,14 +1006,67 @@ class Suite:
                 f"{p['measured_vs_model'] or 0:>6.2f}")
         log(f"  {'sum':18} {m['model_us']:>8.1f} {m['measured_us']:>9.1f} "
             f"{m['measured_us'] / m['model_us']:>6.2f}  (whole machine {m['machine_measured_us']})")
-        ref = r["reference"]
-        tput = r["closed"]["loadgen"]["ok_per_second"] / ref["tps"]
-        cpu = r["closed"]["cpu_ms_per_mutation"] / ref["cpu_ms_per_txn"]
-        model_x = m["model_us"] / 1000 / ref["cpu_ms_per_txn"]
+        log(f"  the model's sum is {m['model_us'] / 1000 / r['reference']['cpu_ms_per_txn']:.2f} x "
+            "pgbench's CPU per transaction")
+
+    def targets(self):
+        """Issue 22's targets, each with its figure from this run and its
+        status; those this run's phases did not measure say which phase does."""
+        r, out = self.result, []
+
+        def target(name, value, ok, phase):
+            if value is None:
+                out.append((name, f"not measured (ULTICODE_BENCH_PHASES={phase})", None))
+            else:
+                out.append((name, value, ok))
+
+        ref, c = r.get("reference"), r["closed"]
+        tput = c["loadgen"]["ok_per_second"] / ref["tps"] if ref else None
+        cpu = c["cpu_ms_per_mutation"] / ref["cpu_ms_per_txn"] if ref else None
+        target("throughput >= 0.7 x pgbench", tput and f"{tput:.3f} x", tput and tput >= 0.7,
+               "model")
+        target("CPU per audited mutation <= 2 x pgbench", cpu and f"{cpu:.2f} x",
+               cpu and cpu <= 2, "model")
+        m = r.get("model")
+        worst = m and max((p for p in m["processes"] if p["measured_vs_model"]),
+                          key=lambda p: p["measured_vs_model"])
+        target("every process within 1.5 x its stages' floor",
+               worst and f"worst {worst['process']} {worst['measured_vs_model']} x",
+               worst and worst["measured_vs_model"] <= 1.5, "model")
+        half = next((p for p in r.get("open", []) if p["fraction"] == 0.5), None)
+        target("lag at half the maximum p50 <= 5 ms, p99 <= 50 ms",
+               half and f"{half['lag_ms']['p50']} / {half['lag_ms']['p99']} ms",
+               half and half["lag_ms"]["p50"] <= 5 and half["lag_ms"]["p99"] <= 50, "all")
+        d = r.get("drain")
+        target("backlog drain >= 10,000 events/s", d and f"{d['events_per_second']}/s",
+               d and (d["events_per_second"] or 0) >= 10000, "all")
+        g = r.get("growth")
+        if g:
+            worst_read = max(g["grown"]["reads"], key=lambda x: x["p99_ms"])
+        target("growth: throughput within 20 % of the small database",
+               g and f"{g['throughput_grown_vs_small']} x (pgbench beside it: "
+                     f"{g['reference_grown_vs_small']} x)",
+               g and g["throughput_grown_vs_small"] >= 0.8, "growth")
+        target("growth: every query filter and proof RPC p99 <= 20 ms",
+               g and f"worst {worst_read['call']} {worst_read['filter']} "
+                     f"{worst_read['p99_ms']} ms at {g['audit_rows']} rows",
+               g and worst_read["p99_ms"] <= 20 and
+               not any(x["errors"] for x in g["grown"]["reads"]), "growth")
+        rse = c["loadgen"]["errors_by_code"].get("8", 0)
+        target(f"{self.clients} concurrent clients: no RESOURCE_EXHAUSTED",
+               f"{rse} RESOURCE_EXHAUSTED, RPC p99 {c['loadgen']['latency_ms']['p99']} ms",
+               rse == 0, "any, ULTICODE_BENCH_CLIENTS=256")
+        rss = c["peak_rss_mib"]
+        target("RSS <= 100 MiB per service at the maximum",
+               f"{max(rss.values()) if rss else 0} MiB", rss and max(rss.values()) <= 100, "any")
+        rep = r.get("replication")
+        target("the same with a synchronous standby (reported)",
+               rep and "see the replication summary", True, "replication")
         log("targets:")
-        log(f"  throughput {tput:.3f} x pgbench (>= 0.7): {'met' if tput >= 0.7 else 'NOT MET'}")
-        log(f"  CPU per audited mutation {cpu:.2f} x pgbench (<= 2): "
-            f"{'met' if cpu <= 2 else 'NOT MET'}; the model's sum is {model_x:.2f} x")
+        for name, value, ok in out:
+            status = "" if ok is None else ("met" if ok else "NOT MET")
+            log(f"  {name}: {value} {status}")
+        r["targets"] = [{"target": n, "value": v, "met": ok} for n, v, ok in out]
 
     def ratios(self):
         r, ref = self.result, self.result["reference"]
@@ -798,6 +1107,29 @@ class Suite:
             log(f"GetInclusionProof on {p['tree_size']} leaves: p50/p99/max {p['p50_ms']}/"
                 f"{p['p99_ms']}/{p['max_ms']} ms over {p['calls']} calls ({p['errors']} errors); "
                 f"{p['node_bytes_per_entry']} bytes of tree hashes per entry")
+        if "growth" in r:
+            g = r["growth"]
+            log(f"growth: {g['rows']} rows loaded in {g['load_seconds']} s; closed loop "
+                f"x{g['throughput_grown_vs_small']} of the small database (pgbench "
+                f"x{g['reference_grown_vs_small']} in the same run); audit_logs "
+                f"{g['bytes']['audit_logs'] / 2**30:.2f} GiB, log_nodes "
+                f"{g['bytes']['log_nodes'] / 2**30:.2f} GiB")
+            for small, grown in zip(g["small"]["reads"], g["grown"]["reads"]):
+                log(f"  {grown['call']:16} {grown['filter']:12} p50/p99 {small['p50_ms']}/"
+                    f"{small['p99_ms']} ms -> {grown['p50_ms']}/{grown['p99_ms']} ms "
+                    f"({grown['errors']} errors)")
+        if "watch" in r:
+            w = r["watch"]
+            for p in w["latency"]:
+                log(f"watch: {p['watchers']} watchers at {w['rate']}/s: {p['rows']} rows delivered, "
+                    f"commit -> watcher p50/p99/max {p['p50_ms']}/{p['p99_ms']}/{p['max_ms']} ms, "
+                    f"{p['errors']} errors")
+            i = w["idle"]
+            log(f"watch: {i['watchers']} idle watchers: Admin RSS {i['admin_rss_before_mib']} -> "
+                f"{i['admin_rss_with_mib']} MiB ({i['rss_bytes_per_watcher']} bytes each), CPU "
+                f"{i['admin_cpu_quiet']} -> {i['admin_cpu_with']} cores "
+                f"({i['cpu_us_per_watcher_second']} us per watcher per second), "
+                f"{i['progress_frames']} progress frames, {i['errors']} errors")
         if "model" in r:
             self.model_summary()
         for s in r["closed"].get("statements", [])[:12]:
@@ -809,6 +1141,7 @@ class Suite:
             log("    " + "; ".join(f"{t['self_pct']} % {t['symbol'][:50]}"
                                    for t in p["functions"][:6]))
         if self.phases != "all":
+            self.targets()
             log(f"wrote {path}")
             return
         c, ref = r["closed"], r["reference"]
@@ -831,6 +1164,7 @@ class Suite:
             f"{o['lag_ms']['p50']}/{o['lag_ms']['p99']} ms")
         log(f"peak RSS MiB: {c['peak_rss_mib']}")
         log(f"ratios: {r['ratios']}")
+        self.targets()
         log(f"wrote {path}")
 
 

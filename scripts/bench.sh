@@ -16,7 +16,10 @@
 #              "replication": the closed loop with no, an asynchronous and a synchronous standby;
 #              "sequence": the closed loop and what event numbering costs;
 #              "model": the reference, the closed loop and the cost model;
-#              "log", "proofs": what the transparency log costs),
+#              "log", "proofs": what the transparency log costs;
+#              "growth": the closed loop and reads with 5 million more rows
+#              (ULTICODE_BENCH_GROWTH_ROWS); "watch": WatchAuditLogs latency and
+#              idle cost),
 #              ULTICODE_BENCH_OUT (bench/results), ULTICODE_SKIP_DEPS and
 #              ULTICODE_NO_BUILD as for scripts/test.sh.
 # shellcheck source-path=SCRIPTDIR

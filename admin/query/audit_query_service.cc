@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "admin/query/audit_rows.h"
 #include "admin/query/page_token.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
@@ -29,22 +30,6 @@ std::string Filters(const v1::QueryAuditLogsRequest& req) {
 using google::protobuf::util::TimeUtil;
 
 constexpr char kComponent[] = "admin.query";
-
-// Longest actor/action/entity filter accepted: far beyond any real value,
-// short enough that a request cannot ship megabytes into a query.
-constexpr size_t kMaxFilterBytes = 256;
-
-// The range of google.protobuf.Timestamp (0001-01-01 .. 9999-12-31).
-constexpr int64_t kMinTimestampSeconds = -62135596800LL;
-constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
-
-// The columns every audit log read returns, in AuditLogFromRow's order, from
-// audit_logs LEFT JOIN log_leaves (the row's log index). The envelope stays
-// out: it is for signature checks, not for the query API.
-#define ULTI_AUDIT_LOG_COLUMNS                                                          \
-  "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, " \
-  "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "     \
-  "occurred_at, ingested_at, log_index"
 
 constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
                                      "SELECT " ULTI_AUDIT_LOG_COLUMNS
@@ -77,77 +62,6 @@ constexpr pg::Statement kInboxStatus{
     "FROM consumer_inbox WHERE consumer = $1",
     absl::Seconds(10)};
 
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
-}
-
-// Parses a jsonb column (as text) back into the Struct it was written from.
-// NULL (and a JSON null) leave the field absent: `mutable` is only called,
-// and so the field only set, when there is a value.
-template <typename MutableFn>
-absl::Status ParseValue(const pg::Result& r, int row, int col, const std::string& event_id,
-                        const char* column, MutableFn mutable_field) {
-  if (r.IsNull(row, col) || r.Get(row, col) == "null") return absl::OkStatus();
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(r.GetString(row, col), mutable_field());
-  if (!status.ok()) {
-    return absl::InternalError(absl::StrCat("audit log ", event_id, ": ", column,
-                                            " is not a JSON object: ", status.ToString()));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row) {
-  v1::AuditLog log;
-  log.set_event_id(r.GetString(row, 0));
-  log.set_owner(audit::OwnerFromName(r.Get(row, 1)));
-  log.set_event_type(r.GetString(row, 2));
-  log.set_actor(r.GetString(row, 3));
-  log.set_subject(r.GetString(row, 4));
-  log.set_action(r.GetString(row, 5));
-  log.set_entity_type(r.GetString(row, 6));
-  log.set_entity_id(r.GetString(row, 7));
-  RETURN_IF_ERROR(
-      ParseValue(r, row, 8, log.event_id(), "old_value", [&] { return log.mutable_old_value(); }));
-  RETURN_IF_ERROR(
-      ParseValue(r, row, 9, log.event_id(), "new_value", [&] { return log.mutable_new_value(); }));
-  log.set_client_ip(r.GetString(row, 10));
-  log.set_user_agent(r.GetString(row, 11));
-  log.set_request_id(r.GetString(row, 12));
-  log.set_trace_id(r.GetString(row, 13));
-  *log.mutable_occurred_at() = ToProto(r.GetTime(row, 14));
-  *log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
-  if (!r.IsNull(row, 16)) log.set_log_index(static_cast<uint64_t>(r.GetInt64(row, 16)));
-  return log;
-}
-
-absl::Status ValidateFilterString(const char* field, const std::string& value) {
-  if (value.size() > kMaxFilterBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": at most ", kMaxFilterBytes, " bytes"));
-  }
-  // PostgreSQL text cannot hold NUL; refuse it here rather than as a
-  // database error.
-  if (value.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": must not contain NUL"));
-  }
-  return absl::OkStatus();
-}
-
-// A valid Timestamp as absl::Time, rounded UP to whole microseconds (the
-// column's precision): ">= from" and "< to" then select exactly the rows the
-// nanosecond bound would.
-absl::StatusOr<absl::Time> BoundFromProto(const char* field,
-                                          const google::protobuf::Timestamp& ts) {
-  if (ts.seconds() < kMinTimestampSeconds || ts.seconds() > kMaxTimestampSeconds ||
-      ts.nanos() < 0 || ts.nanos() > 999999999) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": not a valid timestamp"));
-  }
-  const absl::Time t = absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
-  absl::Time micros = absl::FromUnixMicros(absl::ToUnixMicros(t));
-  if (micros < t) micros += absl::Microseconds(1);
-  return micros;
-}
-
 // A request, validated.
 struct AuditQuery {
   AuditFilters filters;
@@ -159,37 +73,7 @@ struct AuditQuery {
 absl::StatusOr<AuditQuery> ParseRequest(const v1::QueryAuditLogsRequest& req,
                                         const QueryServiceOptions& options) {
   AuditQuery q;
-  if (req.owner() != audit::v1::OWNER_UNSPECIFIED) {
-    if (!audit::v1::Owner_IsValid(req.owner())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("owner: unknown value ", static_cast<int>(req.owner())));
-    }
-    q.filters.owner = audit::OwnerName(req.owner());
-  }
-  RETURN_IF_ERROR(ValidateFilterString("actor", req.actor()));
-  RETURN_IF_ERROR(ValidateFilterString("action", req.action()));
-  RETURN_IF_ERROR(ValidateFilterString("entity_type", req.entity_type()));
-  RETURN_IF_ERROR(ValidateFilterString("entity_id", req.entity_id()));
-  // Entity ids are only unique within their type (the index leads with it).
-  if (!req.entity_id().empty() && req.entity_type().empty()) {
-    return absl::InvalidArgumentError("entity_id: requires entity_type");
-  }
-  q.filters.actor = req.actor();
-  q.filters.action = req.action();
-  q.filters.entity_type = req.entity_type();
-  q.filters.entity_id = req.entity_id();
-  if (req.has_from()) {
-    ASSIGN_OR_RETURN(q.filters.from, BoundFromProto("from", req.from()));
-  }
-  if (req.has_to()) {
-    ASSIGN_OR_RETURN(q.filters.to, BoundFromProto("to", req.to()));
-  }
-  // Compared as sent: a range inside one microsecond is valid (and empty).
-  if (req.has_from() && req.has_to() &&
-      (req.from().seconds() > req.to().seconds() ||
-       (req.from().seconds() == req.to().seconds() && req.from().nanos() >= req.to().nanos()))) {
-    return absl::InvalidArgumentError("from: must be before to");
-  }
+  ASSIGN_OR_RETURN(q.filters, FiltersOf(req));
   if (req.page_size() < 0 || req.page_size() > options.max_page_size) {
     return absl::InvalidArgumentError(absl::StrCat("page_size: must be 0..", options.max_page_size,
                                                    " (0 means ", options.default_page_size, ")"));
@@ -225,27 +109,11 @@ struct SqlQuery {
 
 SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   SqlQuery out;
-  std::vector<std::string> where;
   auto param = [&out](pg::Param p) {
     out.params.push_back(std::move(p));
     return absl::StrCat("$", out.params.size());
   };
-  const AuditFilters& f = q.filters;
-  if (!f.owner.empty()) where.push_back(absl::StrCat("owner = ", param(pg::Text(f.owner))));
-  if (!f.actor.empty()) where.push_back(absl::StrCat("actor = ", param(pg::Text(f.actor))));
-  if (!f.action.empty()) where.push_back(absl::StrCat("action = ", param(pg::Text(f.action))));
-  if (!f.entity_type.empty()) {
-    where.push_back(absl::StrCat("entity_type = ", param(pg::Text(f.entity_type))));
-  }
-  if (!f.entity_id.empty()) {
-    where.push_back(absl::StrCat("entity_id = ", param(pg::Text(f.entity_id))));
-  }
-  if (f.from) {
-    where.push_back(absl::StrCat("occurred_at >= ", param(pg::Time(*f.from)), "::timestamptz"));
-  }
-  if (f.to) {
-    where.push_back(absl::StrCat("occurred_at < ", param(pg::Time(*f.to)), "::timestamptz"));
-  }
+  std::vector<std::string> where = FilterConditions(q.filters, param);
   if (q.cursor) {
     const std::string at = param(pg::Time(q.cursor->occurred_at));
     const std::string id = param(pg::Text(q.cursor->event_id));
@@ -286,8 +154,8 @@ v1::StreamStatus UnknownStream(audit::Owner owner, const std::string& stream) {
 }  // namespace
 
 AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer,
-                                     QueryServiceOptions options)
-    : pool_(pool), authorizer_(authorizer), options_([&] {
+                                     watch::WatchHub& watches, QueryServiceOptions options)
+    : pool_(pool), authorizer_(authorizer), watches_(watches), options_([&] {
         options.max_page_size = std::max(options.max_page_size, 1);
         options.default_page_size = std::clamp(options.default_page_size, 1, options.max_page_size);
         return std::move(options);
@@ -430,6 +298,15 @@ grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* AuditQueryService::WatchAuditLogs(
+    grpc::CallbackServerContext* ctx, const v1::WatchAuditLogsRequest* req) {
+  auto principal = authorizer_.Admit(*ctx, "WatchAuditLogs");
+  if (!principal.ok()) {
+    return watches_.Refuse(server::ToGrpcStatus(principal.status(), "WatchAuditLogs"));
+  }
+  return watches_.Open(ctx, *req, *principal);
+}
+
 grpc::Status AuditQueryService::GetPipelineStatus(grpc::ServerContext* ctx,
                                                   const v1::GetPipelineStatusRequest* req,
                                                   v1::PipelineStatus* resp) {
@@ -445,6 +322,7 @@ const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
       {"QueryAuditLogs", "audit.reader"},
       {"GetAuditLog", "audit.reader"},
+      {"WatchAuditLogs", "audit.reader"},
       {"GetPipelineStatus", "audit.operator"},
   };
   return *rules;

@@ -1,5 +1,6 @@
 // Admin's read side (ulticode.admin.v1.AdminService): the audit read model
-// (QueryAuditLogs, GetAuditLog) and the pipeline's health (GetPipelineStatus).
+// (QueryAuditLogs, GetAuditLog, WatchAuditLogs through admin/watch) and the
+// pipeline's health (GetPipelineStatus).
 //
 // Reads only: audit_logs, consumer_inbox and poison_events in Admin's own
 // database (through the pool), and XINFO on the configured owner streams.
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "admin/watch/watch_hub.h"
 #include "common/audit/event.h"
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
@@ -49,9 +51,12 @@ struct QueryServiceOptions {
   int64_t max_page_bytes = server::kMaxPageBytes;
 };
 
-class AuditQueryService final : public v1::AdminService::Service {
+// WatchAuditLogs is served by `watches` on the callback API (a watch holds
+// no thread); every other method on the bounded sync threads.
+class AuditQueryService final
+    : public v1::AdminService::WithCallbackMethod_WatchAuditLogs<v1::AdminService::Service> {
  public:
-  AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer,
+  AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer, watch::WatchHub& watches,
                     QueryServiceOptions options);
 
   grpc::Status QueryAuditLogs(grpc::ServerContext* ctx, const v1::QueryAuditLogsRequest* req,
@@ -60,6 +65,8 @@ class AuditQueryService final : public v1::AdminService::Service {
                            v1::AuditLog* resp) override;
   grpc::Status GetPipelineStatus(grpc::ServerContext* ctx, const v1::GetPipelineStatusRequest* req,
                                  v1::PipelineStatus* resp) override;
+  grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* WatchAuditLogs(
+      grpc::CallbackServerContext* ctx, const v1::WatchAuditLogsRequest* req) override;
 
  private:
   absl::StatusOr<v1::QueryAuditLogsResponse> Query(const v1::QueryAuditLogsRequest& req);
@@ -70,6 +77,7 @@ class AuditQueryService final : public v1::AdminService::Service {
 
   pg::Pool& pool_;
   const server::Authorizer& authorizer_;
+  watch::WatchHub& watches_;
   const QueryServiceOptions options_;
 };
 

@@ -27,20 +27,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "admin/query/audit_rows.h"
 
 namespace ulticode::admin::query {
-
-// The validated filters of one query. Empty strings and nullopt mean "no
-// filter". `owner` is the owner's name ("auth" / "app").
-struct AuditFilters {
-  std::string owner;
-  std::string actor;
-  std::string action;
-  std::string entity_type;
-  std::string entity_id;
-  std::optional<absl::Time> from;  // inclusive
-  std::optional<absl::Time> to;    // exclusive
-};
 
 // Position in (occurred_at DESC, event_id DESC) order: the last row returned.
 struct PageCursor {

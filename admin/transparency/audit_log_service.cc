@@ -19,14 +19,6 @@ namespace {
 constexpr int kMaxPage = 1000;
 constexpr int kDefaultPage = 100;
 
-v1::SignedCheckpoint ToProto(const StoredCheckpoint& c) {
-  v1::SignedCheckpoint out;
-  out.set_checkpoint(c.note);
-  out.set_tree_size(c.size);
-  for (const std::string& line : c.cosignatures) out.add_cosignatures(line);
-  return out;
-}
-
 // The size of the latest signed tree; FAILED_PRECONDITION before the first.
 absl::StatusOr<uint64_t> SignedSize(pg::Connection& conn) {
   ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> latest, LatestCheckpoint(conn));

@@ -93,6 +93,14 @@ absl::StatusOr<std::vector<StoredCheckpoint>> CheckpointsFrom(pg::Connection& co
   return out;
 }
 
+admin::v1::SignedCheckpoint ToProto(const StoredCheckpoint& c) {
+  admin::v1::SignedCheckpoint out;
+  out.set_checkpoint(c.note);
+  out.set_tree_size(c.size);
+  for (const std::string& line : c.cosignatures) out.add_cosignatures(line);
+  return out;
+}
+
 absl::StatusOr<std::vector<StoredLeaf>> LeavesFrom(pg::Connection& conn, uint64_t start, int count,
                                                    int64_t max_bytes) {
   ASSIGN_OR_RETURN(pg::Result r,

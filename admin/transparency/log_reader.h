@@ -15,6 +15,7 @@
 #include "common/pg/connection.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/stored.h"
+#include "ulticode/admin/v1/audit_log.pb.h"
 
 namespace ulticode::admin::transparency {
 
@@ -28,6 +29,9 @@ struct StoredLeaf {
   uint64_t index = 0;
   std::string leaf;  // tlog::EncodeLeaf of the row
 };
+
+// As AuditLogService sends it.
+admin::v1::SignedCheckpoint ToProto(const StoredCheckpoint& c);
 
 // The latest checkpoint; nullopt before the first.
 absl::StatusOr<std::optional<StoredCheckpoint>> LatestCheckpoint(pg::Connection& conn);

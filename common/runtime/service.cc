@@ -137,6 +137,7 @@ int RunService(const ServiceSpec& spec, int argc, char** argv) {
 
   const int sig = signals.Wait();
   log::Info(spec.component, "shutting down", {{"signal", absl::StrCat(sig)}});
+  context.RunBeforeDrain();
   grpc_server.Shutdown(common.shutdown_timeout);
   context.StopWorkers();
   pool.Close();

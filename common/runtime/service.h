@@ -5,12 +5,11 @@
 //   -> RPC pool -> JWKS -> spec.assemble (workers start, gRPC services are
 //   handed over) -> gRPC -> SERVING
 //
-// and on SIGTERM/SIGINT: NOT_SERVING, drain gRPC, stop the workers in reverse
-// order of start, close the pool, exit 0. A signal while start-up waits for
-// the database ends the wait at once (an attempt in progress runs to its
-// connect timeout): the process exits with 128 + the signal's number, having
-// served nothing. A signal later in start-up takes the normal stop once the
-// service is up. Any other start-up failure is logged and exits 1.
+// and on SIGTERM/SIGINT: the BeforeDrain hooks, NOT_SERVING, drain gRPC, stop the workers in
+// reverse order of start, close the pool, exit 0. A signal while start-up waits for the database
+// ends the wait at once (an attempt in progress runs to its connect timeout): the process exits
+// with 128 + the signal's number, having served nothing. A signal later in start-up takes the
+// normal stop once the service is up. Any other start-up failure is logged and exits 1.
 #pragma once
 
 #include <functional>
@@ -77,6 +76,12 @@ class ServiceContext {
     stops_.push_back([&started] { started.Stop(); });
     return started;
   }
+  // Runs `fn` at shutdown before gRPC drains (e.g. ending streams that would
+  // otherwise hold the drain to its deadline).
+  void BeforeDrain(std::function<void()> fn) { before_drain_.push_back(std::move(fn)); }
+  void RunBeforeDrain() {
+    for (const auto& fn : before_drain_) fn();
+  }
   // Serves `service` under its full name (health, reflection) once gRPC starts.
   template <typename S>
   S& Serve(std::unique_ptr<S> service, std::string name) {
@@ -99,6 +104,7 @@ class ServiceContext {
   const server::BearerTokenResolver& resolver_;
   std::vector<std::shared_ptr<void>> kept_;
   std::vector<std::function<void()>> stops_;
+  std::vector<std::function<void()>> before_drain_;
   std::vector<std::pair<grpc::Service*, std::string>> services_;
 };
 

@@ -99,7 +99,9 @@ class AdminQueryTest : public ::testing::Test {
   // (Re)starts the service under test with `options`.
   void Serve(const QueryServiceOptions& options) {
     if (server_) server_->Shutdown(absl::Seconds(1));
-    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, options);
+    if (!watches_)
+      watches_ = std::make_unique<watch::WatchHub>(watch::WatchOptions{}, metrics_->registry());
+    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *watches_, options);
     server_ = std::make_unique<server::GrpcServer>(
         server::PlaintextOptions("127.0.0.1:0", 8, server::kAdminMaxReceiveBytes),
         metrics_->registry());
@@ -213,6 +215,7 @@ class AdminQueryTest : public ::testing::Test {
       ::ulticode::testing::SharedTestTokens().jwks(),
       jwt::VerifyOptions{::ulticode::testing::kTestIssuer, ::ulticode::testing::kTestAudience}};
   const server::Authorizer authorizer_{resolver_, AccessRules()};
+  std::unique_ptr<watch::WatchHub> watches_;  // not started: these tests do not watch
   std::unique_ptr<AuditQueryService> service_;
   std::unique_ptr<server::GrpcServer> server_;
   std::unique_ptr<v1::AdminService::Stub> stub_;

@@ -231,11 +231,12 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   const crypto::SigningKey& signer = testing::SharedTestKeys().auth();
   auth::AuthServiceImpl auth_service(pool, auth_authz, signer);
   app::AppServiceImpl app_service(pool, app_authz, signer);
-  admin::query::AuditQueryService admin_service(pool, admin_authz, {});
+  auto metrics = metrics::Metrics::Unexposed("rules");
+  admin::watch::WatchHub watches({}, metrics->registry());  // never started: refusals only
+  admin::query::AuditQueryService admin_service(pool, admin_authz, watches, {});
   operations::OutboxOperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz,
                                                  signer);
   admin::operations::AdminOperationsService admin_ops(pool, admin_ops_authz, {});
-  auto metrics = metrics::Metrics::Unexposed("rules");
   server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8), metrics->registry());
   grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");
   grpc_server.AddService(&app_service, "ulticode.app.v1.AppService");
@@ -290,7 +291,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
       EXPECT_NE(allowed.error_code(), grpc::StatusCode::UNAUTHENTICATED) << path;
     }
   }
-  EXPECT_EQ(methods, 26);
+  EXPECT_EQ(methods, 27);
   grpc_server.Shutdown(absl::Seconds(1));
 }
 

@@ -1,0 +1,574 @@
+#include "admin/watch/watch_hub.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "admin/query/audit_rows.h"
+#include "admin/transparency/log_reader.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+#include "common/pg/params.h"
+#include "common/server/grpc_status.h"
+#include "common/text/text.h"
+#include "common/tlog/leaf.h"
+#include "common/worker/loop.h"
+
+namespace ulticode::admin::watch {
+namespace {
+
+constexpr char kComponent[] = "admin.watch";
+
+constexpr pg::Statement kSize{"watch.size",
+                              "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"};
+
+// Leaves [$1, $2) with their audit rows, the first $3 that match the
+// watch's filters (appended from $4 on). A leaf without its audit row
+// matches every filter: the watch then ends with DATA_LOSS, never skips it.
+constexpr char kRowsSql[] =
+    "SELECT " ULTI_AUDIT_LOG_COLUMNS
+    ", a.event_id IS NULL, a.owner, coalesce(a.key_id, ''), coalesce(a.signature, ''::bytea),"
+    " a.envelope FROM log_leaves l LEFT JOIN audit_logs a USING (event_id)"
+    " WHERE l.log_index >= $1 AND l.log_index < $2";
+constexpr int kMissingColumn = 17;
+constexpr int kLogIndexColumn = 16;
+
+std::string Filters(const v1::WatchAuditLogsRequest& req) {
+  return std::string(text::TruncateUtf8(req.ShortDebugString(), 512));
+}
+
+// The stream of a watch refused at its start: only its status.
+class Refusal final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> {
+ public:
+  explicit Refusal(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+// One WatchAuditLogs stream. Its state is guarded by mu_; gRPC is never
+// called with mu_ held (a reaction may run on the calling thread): Pump()
+// decides under the lock and acts after it.
+class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> {
+ public:
+  enum class Start { kAfter, kBeginning, kHead };
+
+  Watch(WatchHub& hub, grpc::CallbackServerContext* ctx, std::string principal,
+        std::string filters_text, query::AuditFilters filters, Start start, uint64_t after)
+      : hub_(hub),
+        ctx_(ctx),
+        principal_(std::move(principal)),
+        filters_text_(std::move(filters_text)),
+        start_(start),
+        after_(after) {
+    std::vector<std::string> where = query::FilterConditions(filters, [this](pg::Param p) {
+      params_.push_back(std::move(p));
+      return absl::StrCat("$", params_.size() + 3);
+    });
+    sql_ = kRowsSql;
+    if (!where.empty()) {
+      absl::StrAppend(&sql_, " AND (a.event_id IS NULL OR (", absl::StrJoin(where, " AND "), "))");
+    }
+    absl::StrAppend(&sql_, " ORDER BY l.log_index LIMIT $3");
+    last_frame_ = absl::Now();
+  }
+
+  void Attach(std::shared_ptr<Watch> self) { self_ = std::move(self); }
+  const std::string& principal() const { return principal_; }
+
+  // Reads the next rows (a fetcher thread; one fetch at a time per watch).
+  // False when the watch should be fetched again at once (nothing matched
+  // in a step, and the log has more).
+  bool Fetch(pg::Connection& conn, uint64_t tail_size);
+  // The tail's visit: more rows, a progress frame, or the end of a stalled
+  // caller.
+  void Tick(const WatchHub::Tail& tail, absl::Time now);
+  // Ends the watch with `status` (its message gets the resume index).
+  void End(grpc::StatusCode code, const std::string& why);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  struct Fetched {
+    std::vector<v1::WatchAuditLogsResponse> frames;
+    uint64_t next = 0;
+  };
+  absl::StatusOr<Fetched> Read(pg::Connection& conn, uint64_t from, uint64_t to);
+  // Starts the next write or the Finish that is due, if any.
+  void Pump();
+  // The after_index a caller resumes with after the frames written so far.
+  std::string ResumeText() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WantRowsIfBehind(uint64_t tail_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  WatchHub& hub_;
+  grpc::CallbackServerContext* const ctx_;
+  const std::string principal_;
+  const std::string filters_text_;
+  const Start start_;
+  const uint64_t after_;
+  std::string sql_;
+  pg::Params params_;            // the filters' values, $4 on
+  std::shared_ptr<Watch> self_;  // released in OnDone
+
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;       // next_ is known
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;          // the next leaf to consider
+  uint64_t written_next_ ABSL_GUARDED_BY(mu_) = 0;  // next_ as of the frames handed to gRPC
+  bool fetching_ ABSL_GUARDED_BY(mu_) = true;       // Open() queues the first fetch
+  std::deque<v1::WatchAuditLogsResponse> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> queue_next_ ABSL_GUARDED_BY(mu_);  // written_next_ after each queued frame
+  // The frame being written: set under mu_ while writing_ is false, then
+  // read by gRPC until OnWriteDone.
+  v1::WatchAuditLogsResponse current_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_frame_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> ending_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::string end_reason_ ABSL_GUARDED_BY(mu_) = "cancelled";
+  int64_t rows_sent_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+absl::StatusOr<Watch::Fetched> Watch::Read(pg::Connection& conn, uint64_t from, uint64_t to) {
+  pg::Params params = {pg::Int(static_cast<int64_t>(from)), pg::Int(static_cast<int64_t>(to)),
+                       pg::Int(kFetchRows)};
+  params.insert(params.end(), params_.begin(), params_.end());
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(pg::Statement{"watch.rows", sql_.c_str()}, params));
+  Fetched out;
+  out.next = to;
+  for (int i = 0; i < r.rows(); ++i) {
+    const uint64_t index = static_cast<uint64_t>(r.GetInt64(i, kLogIndexColumn));
+    if (r.GetBool(i, kMissingColumn)) {
+      return absl::DataLossError(
+          absl::StrCat("log leaf ", index, " (event ", r.GetString(i, 0), ") has no audit row"));
+    }
+    ASSIGN_OR_RETURN(v1::AuditLog log, query::AuditLogFromRow(r, i));
+    v1::WatchAuditLogsResponse frame;
+    *frame.mutable_log()->mutable_log() = std::move(log);
+    frame.mutable_log()->set_leaf(
+        tlog::EncodeLeaf({r.GetString(i, 18), r.GetString(i, 0), r.GetString(i, 19),
+                          r.GetBytes(i, 20), r.GetBytes(i, 21)}));
+    out.frames.push_back(std::move(frame));
+    if (i + 1 == kFetchRows) out.next = index + 1;
+  }
+  return out;
+}
+
+bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
+  uint64_t from;
+  bool started;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return true;
+    from = next_;
+    started = started_;
+  }
+  if (!started) {
+    // Where the watch starts is settled against the log as it is now.
+    auto size = conn.Execute(kSize);
+    if (!size.ok()) {
+      log::Warn(kComponent, "cannot read the log's size", {{"error", size.status().ToString()}});
+      absl::MutexLock lock(&mu_);
+      fetching_ = false;
+      return true;  // the tail asks again
+    }
+    const uint64_t now = static_cast<uint64_t>(size->GetInt64(0, 0));
+    absl::MutexLock lock(&mu_);
+    if (start_ == Start::kAfter && after_ >= now) {
+      ending_ = grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                             absl::StrCat("after_index ", after_, ": the log has ", now,
+                                          " leaves (indexes below ", now, ")"));
+      end_reason_ = "out_of_range";
+    } else {
+      next_ = start_ == Start::kAfter ? after_ + 1 : start_ == Start::kBeginning ? 0 : now;
+      written_next_ = next_;
+      started_ = true;
+      from = next_;
+      tail_size = std::max(tail_size, now);
+    }
+  }
+  bool ended;
+  {
+    absl::MutexLock lock(&mu_);
+    ended = ending_.has_value();
+    if (ended) fetching_ = false;
+  }
+  if (ended) {
+    Pump();
+    return true;
+  }
+  if (from >= tail_size) {
+    absl::MutexLock lock(&mu_);
+    fetching_ = false;
+    return true;
+  }
+  const uint64_t to = std::min(tail_size, from + static_cast<uint64_t>(kFetchLeaves));
+  absl::StatusOr<Fetched> fetched = Read(conn, from, to);
+  bool again = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!fetched.ok() && fetched.status().code() == absl::StatusCode::kDataLoss) {
+      ending_ = grpc::Status(
+          grpc::StatusCode::DATA_LOSS,
+          absl::StrCat(fetched.status().message(), "; resume with after_index=", ResumeText()));
+      end_reason_ = "data_loss";
+      log::Error(kComponent, "a log leaf has no audit row: the watch is ended",
+                 {{"principal", principal_}, {"error", fetched.status().ToString()}});
+    } else if (!fetched.ok()) {
+      log::Warn(kComponent, "cannot read rows for a watch; the tail asks again",
+                {{"principal", principal_}, {"error", fetched.status().ToString()}});
+    } else {
+      for (v1::WatchAuditLogsResponse& frame : fetched->frames) {
+        const uint64_t index = frame.log().log().log_index();
+        queue_.push_back(std::move(frame));
+        queue_next_.push_back(index + 1);
+      }
+      if (!fetched->frames.empty()) queue_next_.back() = fetched->next;
+      next_ = fetched->next;
+      if (fetched->frames.empty()) written_next_ = std::max(written_next_, next_);
+      again = fetched->frames.empty() && next_ < tail_size && !finished_ && !ending_;
+    }
+    fetching_ = again;
+  }
+  Pump();
+  return !again;
+}
+
+void Watch::Tick(const WatchHub::Tail& tail, absl::Time now) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || ending_) return;
+    if (writing_) {
+      if (now - write_started_ > hub_.options_.stall_timeout) {
+        ending_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               absl::StrCat("WatchAuditLogs: the caller read nothing for ",
+                                            absl::FormatDuration(hub_.options_.stall_timeout),
+                                            "; resume with after_index=", ResumeText()));
+        end_reason_ = "stalled";
+      }
+    } else if (queue_.empty() && !fetching_) {
+      if (!started_ || next_ < tail.size) {
+        WantRowsIfBehind(tail.size);
+      } else if (started_ && now - last_frame_ >= hub_.options_.progress_interval) {
+        v1::WatchAuditLogsResponse frame;
+        v1::WatchProgress* p = frame.mutable_progress();
+        p->set_log_size(tail.size);
+        if (next_ > 0) p->set_resume_after_index(next_ - 1);
+        if (tail.checkpoint) *p->mutable_checkpoint() = *tail.checkpoint;
+        queue_.push_back(std::move(frame));
+        queue_next_.push_back(next_);
+      }
+    }
+  }
+  Pump();
+}
+
+void Watch::WantRowsIfBehind(uint64_t tail_size) {
+  if (finished_ || ending_ || fetching_ || writing_ || !queue_.empty()) return;
+  if (started_ && next_ >= tail_size) return;
+  fetching_ = true;
+  hub_.WantRows(self_);
+}
+
+std::string Watch::ResumeText() const {
+  return written_next_ == 0 ? "none (resume with from_beginning)" : absl::StrCat(written_next_ - 1);
+}
+
+void Watch::End(grpc::StatusCode code, const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || ending_) return;
+    ending_ = grpc::Status(code, absl::StrCat(why, "; resume with after_index=", ResumeText()));
+    end_reason_ = "shutdown";
+  }
+  Pump();
+}
+
+void Watch::Pump() {
+  enum { kNone, kWrite, kFinish } action = kNone;
+  grpc::Status status;
+  std::string resume;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (ending_) {
+      finished_ = true;
+      status = *ending_;
+      if (written_next_ > 0) resume = absl::StrCat(written_next_ - 1);
+      action = kFinish;
+    } else if (!writing_ && !queue_.empty()) {
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      written_next_ = queue_next_.front();
+      queue_next_.pop_front();
+      writing_ = true;
+      write_started_ = last_frame_ = absl::Now();
+      if (current_.has_log()) ++rows_sent_;
+      action = kWrite;
+    }
+  }
+  if (action == kWrite) {
+    (current_.has_log() ? hub_.rows_ : hub_.progress_).Increment();
+    StartWrite(&current_);
+  } else if (action == kFinish) {
+    if (!resume.empty()) ctx_->AddTrailingMetadata(kResumeAfterTrailer, resume);
+    Finish(status);
+  }
+}
+
+void Watch::OnWriteDone(bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok && !ending_) {
+      ending_ = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke");
+      end_reason_ = "broken";
+    }
+    if (queue_.empty() && !ending_) WantRowsIfBehind(hub_.tail().size);
+  }
+  Pump();
+}
+
+void Watch::OnCancel() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ending_) ending_ = grpc::Status::CANCELLED;
+  }
+  Pump();
+}
+
+void Watch::OnDone() {
+  std::string reason;
+  int64_t rows = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    reason = end_reason_;
+    rows = rows_sent_;
+  }
+  log::Info("audit_read", "WatchAuditLogs ended",
+            {{"principal", principal_},
+             {"filters", filters_text_},
+             {"reason", reason},
+             {"rows", absl::StrCat(rows)}});
+  hub_.ended_.Add({{"reason", reason}}).Increment();
+  hub_.Closed(this);
+  self_.reset();  // may delete this
+}
+
+void RegisterWatchFlags(config::Flags& flags, WatchOptions* options) {
+  flags.Duration("watch-poll-interval", &options->poll_interval,
+                 "How often WatchAuditLogs looks for newly sequenced log leaves",
+                 absl::Milliseconds(10), absl::Seconds(10));
+  flags.Duration("watch-progress-interval", &options->progress_interval,
+                 "A watcher that was sent nothing for this long gets a progress frame (log size, "
+                 "newest checkpoint, resume index)",
+                 absl::Milliseconds(100), absl::Minutes(10));
+  flags.Duration("watch-stall-timeout", &options->stall_timeout,
+                 "A watcher that has not read a frame for this long is ended with "
+                 "RESOURCE_EXHAUSTED naming the index to resume after",
+                 absl::Seconds(1), absl::Hours(1));
+  flags.Int("watch-max-watchers", &options->max_watchers,
+            "Open WatchAuditLogs streams on this replica, at most", 0, 100000);
+  flags.Int("watch-max-per-principal", &options->max_per_principal,
+            "Open WatchAuditLogs streams per principal on this replica, at most", 0, 100000);
+  flags.Int("watch-fetch-threads", &options->fetch_threads,
+            "Threads (each with its own PostgreSQL connection) reading rows for watchers", 1, 64);
+}
+
+WatchHub::WatchHub(WatchOptions options, prometheus::Registry& registry)
+    : options_(std::move(options)),
+      open_(prometheus::BuildGauge()
+                .Name("ulticode_admin_watchers")
+                .Help("Open WatchAuditLogs streams")
+                .Register(registry)
+                .Add({})),
+      rows_(prometheus::BuildCounter()
+                .Name("ulticode_admin_watch_rows_total")
+                .Help("Audit rows sent to watchers")
+                .Register(registry)
+                .Add({})),
+      progress_(prometheus::BuildCounter()
+                    .Name("ulticode_admin_watch_progress_frames_total")
+                    .Help("Progress frames sent to watchers")
+                    .Register(registry)
+                    .Add({})),
+      ended_(prometheus::BuildCounter()
+                 .Name("ulticode_admin_watches_ended_total")
+                 .Help("WatchAuditLogs streams ended, by reason (cancelled, stalled, shutdown, "
+                       "out_of_range, data_loss, broken)")
+                 .Register(registry)) {}
+
+WatchHub::~WatchHub() { Stop(); }
+
+void WatchHub::Start() {
+  waker_.Reset();
+  threads_.emplace_back([this] { RunTail(); });
+  for (int i = 0; i < options_.fetch_threads; ++i) threads_.emplace_back([this] { RunFetcher(); });
+}
+
+void WatchHub::EndAll() {
+  std::vector<std::shared_ptr<Watch>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    ending_ = true;
+    for (const auto& [raw, watch] : watches_) all.push_back(watch);
+  }
+  for (const auto& watch : all) {
+    watch->End(grpc::StatusCode::UNAVAILABLE, "Admin is shutting down");
+  }
+}
+
+void WatchHub::Stop() {
+  EndAll();
+  waker_.Stop();
+  {
+    absl::MutexLock lock(&mu_);
+    wanting_.clear();
+  }
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+WatchHub::Tail WatchHub::tail() {
+  absl::MutexLock lock(&mu_);
+  return tail_;
+}
+
+void WatchHub::WantRows(const std::shared_ptr<Watch>& watch) {
+  {
+    absl::MutexLock lock(&mu_);
+    wanting_.push_back(watch);
+  }
+  waker_.Wake();
+}
+
+void WatchHub::Closed(Watch* watch) {
+  absl::MutexLock lock(&mu_);
+  auto it = watches_.find(watch);
+  if (it == watches_.end()) return;
+  if (--per_principal_[watch->principal()] == 0) per_principal_.erase(watch->principal());
+  watches_.erase(it);
+  open_.Set(static_cast<double>(watches_.size()));
+}
+
+void WatchHub::RunTail() {
+  worker::Loop loop(waker_, options_.pg, backoff::Policy{}, kComponent);
+  uint64_t checkpoint_size = 0;
+  while (!waker_.stopping()) {
+    if (pg::Connection* conn = loop.Database()) {
+      auto size = conn->Execute(kSize);
+      if (!size.ok()) {
+        loop.Failed("cannot read the log's size", size.status());
+        continue;
+      }
+      Tail t;
+      t.size = static_cast<uint64_t>(size->GetInt64(0, 0));
+      t.known = true;
+      {
+        absl::MutexLock lock(&mu_);
+        t.checkpoint = tail_.checkpoint;
+      }
+      if (t.size != checkpoint_size || !t.checkpoint) {
+        auto latest = transparency::LatestCheckpoint(*conn);
+        if (!latest.ok()) {
+          loop.Failed("cannot read the newest checkpoint", latest.status());
+          continue;
+        }
+        if (*latest) {
+          t.checkpoint =
+              std::make_shared<const v1::SignedCheckpoint>(transparency::ToProto(**latest));
+        }
+        checkpoint_size = t.size;
+      }
+      loop.Succeeded();
+      std::vector<std::shared_ptr<Watch>> all;
+      {
+        absl::MutexLock lock(&mu_);
+        tail_ = t;
+        for (const auto& [raw, watch] : watches_) all.push_back(watch);
+      }
+      const absl::Time now = absl::Now();
+      for (const auto& watch : all) watch->Tick(t, now);
+    }
+    waker_.Sleep(options_.poll_interval);
+  }
+}
+
+void WatchHub::RunFetcher() {
+  worker::Loop loop(waker_, options_.pg, backoff::Policy{}, kComponent);
+  while (!waker_.stopping()) {
+    const uint64_t seen = waker_.Seq();
+    std::shared_ptr<Watch> watch;
+    uint64_t size = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!wanting_.empty()) {
+        watch = std::move(wanting_.front());
+        wanting_.pop_front();
+      }
+      size = tail_.size;
+    }
+    if (!watch) {
+      waker_.WaitForWork(options_.poll_interval, seen);
+      continue;
+    }
+    pg::Connection* conn = loop.Database();
+    if (!conn) {
+      WantRows(watch);
+      continue;
+    }
+    if (!watch->Fetch(*conn, size)) WantRows(watch);  // the back of the line: fair
+  }
+}
+
+grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* WatchHub::Refuse(const grpc::Status& status) {
+  return new Refusal(status);
+}
+
+grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* WatchHub::Open(
+    grpc::CallbackServerContext* ctx, const v1::WatchAuditLogsRequest& req,
+    const server::Principal& principal) {
+  absl::StatusOr<query::AuditFilters> filters = query::FiltersOf(req);
+  if (filters.ok() && req.has_after_index() && req.from_beginning()) {
+    filters = absl::InvalidArgumentError("from_beginning: not with after_index");
+  }
+  if (!filters.ok()) return new Refusal(server::ToGrpcStatus(filters.status(), "WatchAuditLogs"));
+  const Watch::Start start = req.has_after_index()  ? Watch::Start::kAfter
+                             : req.from_beginning() ? Watch::Start::kBeginning
+                                                    : Watch::Start::kHead;
+  auto watch = std::make_shared<Watch>(*this, ctx, principal.id, Filters(req), *std::move(filters),
+                                       start, req.after_index());
+  {
+    absl::MutexLock lock(&mu_);
+    if (ending_) {
+      return new Refusal(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Admin is shutting down"));
+    }
+    if (static_cast<int>(watches_.size()) >= options_.max_watchers) {
+      return new Refusal(
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       absl::StrCat("WatchAuditLogs: this replica has ", watches_.size(),
+                                    " watchers, its limit (--watch-max-watchers); retry later")));
+    }
+    const auto mine = per_principal_.find(principal.id);
+    const int held = mine == per_principal_.end() ? 0 : mine->second;
+    if (held >= options_.max_per_principal) {
+      return new Refusal(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("WatchAuditLogs: ", principal.id, " has ", held,
+                       " watchers, the limit per principal (--watch-max-per-principal)")));
+    }
+    ++per_principal_[principal.id];
+    watches_[watch.get()] = watch;
+    open_.Set(static_cast<double>(watches_.size()));
+  }
+  log::Info("audit_read", "WatchAuditLogs",
+            {{"principal", principal.id}, {"filters", Filters(req)}});
+  watch->Attach(watch);
+  WantRows(watch);  // its first fetch settles where it starts
+  return watch.get();
+}
+
+}  // namespace ulticode::admin::watch

@@ -1,0 +1,131 @@
+// AdminService/WatchAuditLogs (docs/watching.md): the transparency log as it
+// grows, for each watcher the rows its filters match, in log order.
+//
+// A watch is a callback-API stream (a reactor): waiting costs it memory, never
+// a thread. Three kinds of threads serve every watch at once:
+//   - the tail: every --watch-poll-interval it reads the log's size (and the
+//     newest checkpoint when the size changed), then wakes the watches that
+//     are behind it, sends progress frames to those that sent nothing for
+//     --watch-progress-interval, and ends those whose caller stopped reading;
+//   - --watch-fetch-threads fetchers: each takes the next watch that wants
+//     rows and reads them from PostgreSQL (at most kFetchRows rows among at
+//     most kFetchLeaves leaves), then hands them to the watch;
+//   - gRPC's callback threads: a watch writes one frame at a time, and asks
+//     for more rows once its last frame is written.
+// The source of every row is the database (log_leaves joined to audit_logs),
+// read by index: history and live rows are the same query, so there is no
+// switch to get wrong, and a watch that resumes after an index, on any
+// replica, after any restart, gets exactly the rows after it.
+//
+// Limits: --watch-max-watchers in all and --watch-max-per-principal per
+// principal (RESOURCE_EXHAUSTED beyond them; a watch counts until its stream
+// is gone). A caller that has not read a frame for --watch-stall-timeout is
+// ended with RESOURCE_EXHAUSTED naming the index to resume after; Stop()
+// ends every watch with UNAVAILABLE naming it too. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/config/flags.h"
+#include "common/pg/connection.h"
+#include "common/server/principal.h"
+#include "common/worker/waker.h"
+#include "grpcpp/support/server_callback.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+#include "ulticode/admin/v1/admin.grpc.pb.h"
+
+namespace ulticode::admin::watch {
+
+namespace v1 = ::ulticode::admin::v1;
+
+// Rows one fetch reads at most, and leaves it considers at most (a filter
+// that matches little is read in bounded steps, each a progress point).
+inline constexpr int kFetchRows = 32;
+inline constexpr int64_t kFetchLeaves = 10000;
+
+// The trailer naming the after_index to resume with.
+inline constexpr char kResumeAfterTrailer[] = "ulticode-resume-after";
+
+struct WatchOptions {
+  pg::ConnectOptions pg;
+  absl::Duration poll_interval = absl::Milliseconds(50);
+  absl::Duration progress_interval = absl::Seconds(5);
+  absl::Duration stall_timeout = absl::Seconds(30);
+  int max_watchers = 1000;
+  int max_per_principal = 16;
+  int fetch_threads = 2;
+};
+
+// --watch-* flags.
+void RegisterWatchFlags(config::Flags& flags, WatchOptions* options);
+
+class Watch;
+
+class WatchHub {
+ public:
+  WatchHub(WatchOptions options, prometheus::Registry& registry);
+  ~WatchHub();
+  WatchHub(const WatchHub&) = delete;
+  WatchHub& operator=(const WatchHub&) = delete;
+
+  // Starts the tail and the fetchers.
+  void Start();
+  // Ends every watch (UNAVAILABLE, with its resume index) and refuses new
+  // ones: call before gRPC drains, so watches do not hold the drain.
+  void EndAll();
+  // EndAll(), then stops the threads (after gRPC has drained).
+  void Stop();
+
+  // A stream that only finishes with `status` (a caller refused).
+  static grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* Refuse(const grpc::Status& status);
+  // The stream of one WatchAuditLogs call by `principal`; never null (an
+  // invalid request or a limit gets a reactor that only finishes).
+  grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* Open(grpc::CallbackServerContext* ctx,
+                                                             const v1::WatchAuditLogsRequest& req,
+                                                             const server::Principal& principal);
+
+ private:
+  friend class Watch;
+  struct Tail {
+    uint64_t size = 0;
+    bool known = false;  // the tail has read the size at least once
+    std::shared_ptr<const v1::SignedCheckpoint> checkpoint;
+  };
+
+  void RunTail();
+  void RunFetcher();
+  // Queues `watch` for a fetch (once: a queued watch is not queued again).
+  void WantRows(const std::shared_ptr<Watch>& watch);
+  void Closed(Watch* watch);
+  Tail tail();
+
+  const WatchOptions options_;
+  worker::Waker waker_;
+  std::vector<std::thread> threads_;
+
+  absl::Mutex mu_;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<Watch*, std::shared_ptr<Watch>> watches_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> per_principal_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Watch>> wanting_ ABSL_GUARDED_BY(mu_);
+  Tail tail_ ABSL_GUARDED_BY(mu_);
+
+  prometheus::Gauge& open_;
+  prometheus::Counter& rows_;
+  prometheus::Counter& progress_;
+  prometheus::Family<prometheus::Counter>& ended_;
+};
+
+}  // namespace ulticode::admin::watch

@@ -1,0 +1,482 @@
+// AdminService/WatchAuditLogs over real gRPC against a real PostgreSQL:
+// history then live rows in log order with no gap and no repeat, where a
+// watch starts, filters that select what QueryAuditLogs selects, progress
+// frames, the watcher limits, a caller that stops reading, shutdown, and a
+// leaf without its audit row. Rows and leaves are inserted directly (the
+// sequencer's contract is log_leaves: consecutive indexes, in one
+// transaction per batch), so each test controls the log exactly.
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "admin/migrations.h"
+#include "admin/query/audit_query_service.h"
+#include "admin/watch/watch_hub.h"
+#include "common/ids/uuid.h"
+#include "common/metrics/metrics.h"
+#include "common/migrations/migrations.h"
+#include "common/server/bearer_resolver.h"
+#include "common/server/grpc_server.h"
+#include "common/tlog/leaf.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_env.h"
+#include "tests/support/tokens.h"
+
+namespace ulticode::admin::watch {
+namespace {
+
+using query::AccessRules;
+using query::AuditQueryService;
+
+struct Frames {
+  std::vector<uint64_t> indexes;
+  std::vector<std::string> ids;
+  std::vector<v1::WatchProgress> progress;
+};
+
+class WatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    pg::PoolOptions po;
+    po.connect.conninfo = pg.ConnInfo(::ulticode::testing::CreateScratchDatabase(pg, "watch"));
+    connect_ = po.connect;
+    auto conn = pg::Connection::Connect(po.connect);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_ = std::move(conn).value();
+    ASSERT_TRUE(migrations::Apply(*conn_, Migrations()).ok());
+    pool_ = std::make_unique<pg::Pool>(po);
+    metrics_ = metrics::Metrics::Unexposed("test");
+    options_.pg = connect_;
+    options_.poll_interval = absl::Milliseconds(20);
+    options_.progress_interval = absl::Milliseconds(300);
+  }
+
+  void TearDown() override { StopServing(); }
+
+  void Serve() {
+    hub_ = std::make_unique<WatchHub>(options_, metrics_->registry());
+    hub_->Start();
+    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *hub_,
+                                                   query::QueryServiceOptions{});
+    server_ = std::make_unique<server::GrpcServer>(
+        server::PlaintextOptions("127.0.0.1:0", 8, server::kAdminMaxReceiveBytes),
+        metrics_->registry());
+    server_->AddService(service_.get(), "ulticode.admin.v1.AdminService");
+    ASSERT_TRUE(server_->Start().ok());
+    stub_ = v1::AdminService::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
+  }
+
+  void StopServing() {
+    if (hub_) hub_->EndAll();
+    if (server_) server_->Shutdown(absl::Seconds(2));
+    if (hub_) hub_->Stop();
+    server_.reset();
+    service_.reset();
+    hub_.reset();
+  }
+
+  void Exec(const std::string& sql, const pg::Params& params = {}) {
+    pg::Statement st{"test.exec", sql.c_str()};
+    auto r = conn_->Execute(st, params);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
+  }
+
+  // `n` audit rows, then their leaves at the next indexes, as the sequencer
+  // appends them (one transaction). Returns their event ids in log order.
+  std::vector<std::string> Append(int n, const std::string& actor = "alice",
+                                  const std::string& action = "create_user",
+                                  const std::string& owner = "auth", size_t value_bytes = 0) {
+    std::vector<std::string> ids;
+    Exec("BEGIN");
+    for (int i = 0; i < n; ++i) {
+      ids.push_back(ids::NewUuidV7());
+      Exec(
+          "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,"
+          " entity_type, entity_id, new_value, occurred_at, envelope, key_id, signature)"
+          " VALUES ($1::uuid, $2, $3, $4, '', $5, 'user', $6,"
+          " jsonb_build_object('pad', repeat('x', $7::int)), now(), $8, 'k1', $9)",
+          {pg::Text(ids.back()), pg::Text(owner), pg::Text(owner + "." + action), pg::Text(actor),
+           pg::Text(action), pg::Text(absl::StrCat("u", i)),
+           pg::Int(static_cast<int64_t>(value_bytes)), pg::Bytes("envelope-" + ids.back()),
+           pg::Bytes("sig")});
+    }
+    Exec(
+        "INSERT INTO log_leaves (log_index, event_id)"
+        " SELECT (SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves) + ord - 1, id"
+        " FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ord)",
+        {pg::TextArray(ids)});
+    Exec("DELETE FROM log_queue");
+    Exec("COMMIT");
+    return ids;
+  }
+
+  static std::unique_ptr<grpc::ClientContext> Ctx(const std::string& who = "auditor",
+                                                  absl::Duration deadline = absl::Seconds(30)) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("authorization", ::ulticode::testing::SharedTestTokens().Bearer(who));
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    return ctx;
+  }
+
+  static v1::WatchAuditLogsRequest FromBeginning() {
+    v1::WatchAuditLogsRequest req;
+    req.set_from_beginning(true);
+    return req;
+  }
+
+  // Reads frames until `done` says so (after each frame) or the stream
+  // ends; the stream's status when it ended, OK otherwise.
+  static grpc::Status ReadUntil(grpc::ClientReader<v1::WatchAuditLogsResponse>& reader,
+                                Frames& frames, const std::function<bool(const Frames&)>& done) {
+    v1::WatchAuditLogsResponse resp;
+    while (reader.Read(&resp)) {
+      if (resp.has_log()) {
+        EXPECT_TRUE(resp.log().log().has_log_index());
+        frames.indexes.push_back(resp.log().log().log_index());
+        frames.ids.push_back(resp.log().log().event_id());
+      } else {
+        frames.progress.push_back(resp.progress());
+      }
+      if (done(frames)) return grpc::Status::OK;
+    }
+    return reader.Finish();
+  }
+
+  static bool Consecutive(const std::vector<uint64_t>& indexes, uint64_t first) {
+    for (size_t i = 0; i < indexes.size(); ++i) {
+      if (indexes[i] != first + i) return false;
+    }
+    return true;
+  }
+
+  pg::ConnectOptions connect_;
+  std::unique_ptr<pg::Connection> conn_;
+  std::unique_ptr<pg::Pool> pool_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+  WatchOptions options_;
+  const server::BearerTokenResolver resolver_{
+      ::ulticode::testing::SharedTestTokens().jwks(),
+      jwt::VerifyOptions{::ulticode::testing::kTestIssuer, ::ulticode::testing::kTestAudience}};
+  const server::Authorizer authorizer_{resolver_, AccessRules()};
+  std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<AuditQueryService> service_;
+  std::unique_ptr<server::GrpcServer> server_;
+  std::unique_ptr<v1::AdminService::Stub> stub_;
+};
+
+TEST_F(WatchTest, HistoryThenLiveRowsInLogOrderWithNoGapAndNoRepeat) {
+  Serve();
+  const std::vector<std::string> history = Append(120);
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  // Rows keep coming while the watch reads the history and after it.
+  std::vector<std::string> live;
+  size_t total = history.size();
+  for (int batch = 0; batch < 12; ++batch) total += 1 + batch * 3;
+  std::thread writer([&] {
+    for (int batch = 0; batch < 12; ++batch) {
+      for (const std::string& id : Append(1 + batch * 3)) live.push_back(id);
+      absl::SleepFor(absl::Milliseconds(15));
+    }
+  });
+  Frames frames;
+  const grpc::Status s =
+      ReadUntil(*reader, frames, [&](const Frames& f) { return f.ids.size() >= total; });
+  writer.join();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ctx->TryCancel();
+  std::vector<std::string> all = history;
+  all.insert(all.end(), live.begin(), live.end());
+  EXPECT_EQ(frames.ids, all);
+  EXPECT_TRUE(Consecutive(frames.indexes, 0));
+}
+
+TEST_F(WatchTest, StartsAfterAnIndexOrAtTheHead) {
+  Serve();
+  const std::vector<std::string> first = Append(50);
+  v1::WatchAuditLogsRequest after;
+  after.set_after_index(19);
+  auto actx = Ctx();
+  auto from20 = stub_->WatchAuditLogs(actx.get(), after);
+  auto hctx = Ctx();
+  auto head = stub_->WatchAuditLogs(hctx.get(), v1::WatchAuditLogsRequest());
+  // The head watch has started once it sent its first progress frame.
+  Frames at_head;
+  ASSERT_TRUE(ReadUntil(*head, at_head, [](const Frames& f) { return !f.progress.empty(); }).ok());
+  EXPECT_TRUE(at_head.ids.empty());
+  EXPECT_EQ(at_head.progress[0].log_size(), 50u);
+  EXPECT_EQ(at_head.progress[0].resume_after_index(), 49u);
+  const std::vector<std::string> later = Append(5);
+  ASSERT_TRUE(ReadUntil(*head, at_head, [](const Frames& f) { return f.ids.size() >= 5; }).ok());
+  EXPECT_EQ(at_head.ids, later);
+  EXPECT_TRUE(Consecutive(at_head.indexes, 50));
+
+  Frames frames;
+  ASSERT_TRUE(ReadUntil(*from20, frames, [](const Frames& f) { return f.ids.size() >= 35; }).ok());
+  EXPECT_TRUE(Consecutive(frames.indexes, 20));
+  EXPECT_EQ(frames.ids.front(), first[20]);
+  EXPECT_EQ(frames.ids.back(), later.back());
+  actx->TryCancel();
+  hctx->TryCancel();
+}
+
+TEST_F(WatchTest, ACursorBeyondTheLogIsRefusedNeverSkipped) {
+  Serve();
+  Append(3);
+  v1::WatchAuditLogsRequest req;
+  req.set_after_index(3);  // the log's indexes are 0..2
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), req);
+  Frames frames;
+  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE) << s.error_message();
+  EXPECT_NE(s.error_message().find("after_index 3: the log has 3 leaves"), std::string::npos)
+      << s.error_message();
+
+  req.set_from_beginning(true);
+  auto both = Ctx();
+  auto refused = stub_->WatchAuditLogs(both.get(), req);
+  const grpc::Status b = ReadUntil(*refused, frames, [](const Frames&) { return false; });
+  EXPECT_EQ(b.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(b.error_message().find("from_beginning"), std::string::npos) << b.error_message();
+}
+
+TEST_F(WatchTest, FiltersSelectWhatQueryAuditLogsSelectsInLogOrder) {
+  Serve();
+  for (int round = 0; round < 3; ++round) {
+    Append(7, "alice", "create_user", "auth");
+    Append(5, "bob", "assign_role", "auth");
+    Append(6, "alice", "create_problem", "app");
+  }
+  struct Case {
+    std::string name;
+    std::function<void(v1::QueryAuditLogsRequest&)> query;
+    std::function<void(v1::WatchAuditLogsRequest&)> watch;
+  };
+  const std::vector<Case> cases = {
+      {"owner", [](auto& r) { r.set_owner(audit::v1::OWNER_APP); },
+       [](auto& r) { r.set_owner(audit::v1::OWNER_APP); }},
+      {"actor", [](auto& r) { r.set_actor("bob"); }, [](auto& r) { r.set_actor("bob"); }},
+      {"actor+action",
+       [](auto& r) {
+         r.set_actor("alice");
+         r.set_action("create_user");
+       },
+       [](auto& r) {
+         r.set_actor("alice");
+         r.set_action("create_user");
+       }},
+      {"entity",
+       [](auto& r) {
+         r.set_entity_type("user");
+         r.set_entity_id("u3");
+       },
+       [](auto& r) {
+         r.set_entity_type("user");
+         r.set_entity_id("u3");
+       }},
+      {"nothing", [](auto& r) { r.set_actor("nobody"); }, [](auto& r) { r.set_actor("nobody"); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::QueryAuditLogsRequest q;
+    c.query(q);
+    q.set_page_size(1000);
+    v1::QueryAuditLogsResponse page;
+    auto qctx = Ctx();
+    ASSERT_TRUE(stub_->QueryAuditLogs(qctx.get(), q, &page).ok());
+    std::vector<std::pair<uint64_t, std::string>> expected;
+    for (const v1::AuditLog& log : page.logs())
+      expected.push_back({log.log_index(), log.event_id()});
+    std::sort(expected.begin(), expected.end());
+
+    v1::WatchAuditLogsRequest w = FromBeginning();
+    c.watch(w);
+    auto wctx = Ctx();
+    auto reader = stub_->WatchAuditLogs(wctx.get(), w);
+    Frames frames;
+    // Every leaf considered: a progress frame resumes after the last one.
+    ASSERT_TRUE(ReadUntil(*reader, frames, [](const Frames& f) {
+                  return !f.progress.empty() && f.progress.back().has_resume_after_index() &&
+                         f.progress.back().resume_after_index() == 53;
+                }).ok());
+    wctx->TryCancel();
+    std::vector<std::pair<uint64_t, std::string>> got;
+    for (size_t i = 0; i < frames.ids.size(); ++i)
+      got.push_back({frames.indexes[i], frames.ids[i]});
+    EXPECT_EQ(got, expected);
+  }
+  // Filters are validated as QueryAuditLogs validates them.
+  v1::WatchAuditLogsRequest bad = FromBeginning();
+  bad.set_entity_id("u1");
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), bad);
+  Frames frames;
+  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "entity_id: requires entity_type");
+}
+
+TEST_F(WatchTest, ProgressFramesCarryTheLogSizeTheNewestCheckpointAndTheResumeIndex) {
+  Exec("INSERT INTO log_checkpoints (size, root, note) VALUES (4, sha256('r'), 'the note')");
+  Serve();
+  Append(4);
+  v1::WatchAuditLogsRequest req = FromBeginning();
+  req.set_actor("nobody");
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), req);
+  Frames frames;
+  const absl::Time t0 = absl::Now();
+  ASSERT_TRUE(
+      ReadUntil(*reader, frames, [](const Frames& f) { return f.progress.size() >= 2; }).ok());
+  // Two frames, each after a quiet progress interval.
+  EXPECT_GE(absl::Now() - t0, 2 * options_.progress_interval);
+  const v1::WatchProgress& p = frames.progress.back();
+  EXPECT_EQ(p.log_size(), 4u);
+  EXPECT_EQ(p.resume_after_index(), 3u);
+  EXPECT_EQ(p.checkpoint().tree_size(), 4u);
+  EXPECT_EQ(p.checkpoint().checkpoint(), "the note");
+  EXPECT_TRUE(frames.ids.empty());
+  ctx->TryCancel();
+}
+
+TEST_F(WatchTest, EachRowCarriesItsLogEntry) {
+  Serve();
+  const std::vector<std::string> ids = Append(2, "alice", "create_user", "app");
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  v1::WatchAuditLogsResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  ASSERT_TRUE(resp.has_log());
+  EXPECT_EQ(resp.log().leaf(),
+            tlog::EncodeLeaf({"app", ids[0], "k1", "sig", "envelope-" + ids[0]}));
+  EXPECT_EQ(resp.log().log().actor(), "alice");
+  ctx->TryCancel();
+}
+
+TEST_F(WatchTest, LimitsPerPrincipalAndInAllRefuseWithResourceExhausted) {
+  options_.max_per_principal = 2;
+  options_.max_watchers = 3;
+  Serve();
+  Append(1);
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::WatchAuditLogsResponse>>> readers;
+  auto open = [&](const std::string& who) -> grpc::Status {
+    ctxs.push_back(Ctx(who));
+    readers.push_back(stub_->WatchAuditLogs(ctxs.back().get(), FromBeginning()));
+    Frames frames;
+    return ReadUntil(*readers.back(), frames, [](const Frames& f) { return !f.ids.empty(); });
+  };
+  ASSERT_TRUE(open("auditor").ok());
+  ASSERT_TRUE(open("auditor").ok());
+  grpc::Status third = open("auditor");
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(third.error_message().find("--watch-max-per-principal"), std::string::npos);
+  ASSERT_TRUE(open("auditor2").ok());
+  grpc::Status fourth = open("auditor3");
+  EXPECT_EQ(fourth.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(fourth.error_message().find("--watch-max-watchers"), std::string::npos);
+  // A watch that ends gives its place back.
+  ctxs[0]->TryCancel();
+  grpc::Status again;
+  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;) {
+    again = open("auditor");
+    if (again.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(again.ok()) << again.error_message();
+  for (auto& c : ctxs) c->TryCancel();
+}
+
+TEST_F(WatchTest, ACallerWhoStopsReadingIsEndedWithTheIndexToResumeAfter) {
+  options_.stall_timeout = absl::Seconds(1);
+  Serve();
+  // Far more than gRPC and the sockets buffer: the server's writes block.
+  for (int i = 0; i < 8; ++i) Append(250, "alice", "create_user", "auth", 16 * 1024);
+  auto ctx = Ctx("auditor", absl::Seconds(60));
+  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  Frames frames;
+  ASSERT_TRUE(ReadUntil(*reader, frames, [](const Frames& f) { return !f.ids.empty(); }).ok());
+  absl::SleepFor(absl::Seconds(4));  // reads nothing for 4 stall timeouts
+  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  ASSERT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  ASSERT_LT(frames.ids.size(), 2000u);
+  EXPECT_TRUE(Consecutive(frames.indexes, 0));
+  const std::string last = absl::StrCat(frames.indexes.back());
+  EXPECT_NE(s.error_message().find("resume with after_index=" + last), std::string::npos)
+      << s.error_message() << " (last row " << last << ")";
+  const auto& trailers = ctx->GetServerTrailingMetadata();
+  auto trailer = trailers.find(kResumeAfterTrailer);
+  ASSERT_NE(trailer, trailers.end());
+  EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), last);
+
+  // Resuming there gets the next row.
+  v1::WatchAuditLogsRequest resume;
+  resume.set_after_index(frames.indexes.back());
+  auto rctx = Ctx();
+  auto next = stub_->WatchAuditLogs(rctx.get(), resume);
+  Frames more;
+  ASSERT_TRUE(ReadUntil(*next, more, [](const Frames& f) { return !f.ids.empty(); }).ok());
+  EXPECT_EQ(more.indexes[0], frames.indexes.back() + 1);
+  rctx->TryCancel();
+}
+
+TEST_F(WatchTest, ShutdownEndsWatchesWithUnavailableAndTheResumeIndex) {
+  Serve();
+  Append(10);
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  Frames frames;
+  ASSERT_TRUE(ReadUntil(*reader, frames, [](const Frames& f) { return f.ids.size() >= 10; }).ok());
+  hub_->EndAll();
+  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("resume with after_index=9"), std::string::npos)
+      << s.error_message();
+  // New watches are refused while shutting down.
+  auto late = Ctx();
+  auto refused = stub_->WatchAuditLogs(late.get(), FromBeginning());
+  EXPECT_EQ(ReadUntil(*refused, frames, [](const Frames&) { return false; }).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(WatchTest, ALeafWithoutItsAuditRowEndsTheWatchWithDataLoss) {
+  Serve();
+  const std::vector<std::string> ids = Append(5);
+  Exec("DELETE FROM audit_logs WHERE event_id = $1::uuid", {pg::Text(ids[3])});
+  v1::WatchAuditLogsRequest req = FromBeginning();
+  req.set_actor("alice");
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), req);
+  Frames frames;
+  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DATA_LOSS) << s.error_message();
+  EXPECT_NE(s.error_message().find("log leaf 3"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(frames.ids.empty());  // fetched with the bad leaf: none sent
+}
+
+TEST_F(WatchTest, OnlyAuditReadersMayWatch) {
+  Serve();
+  grpc::ClientContext anonymous;
+  auto a = stub_->WatchAuditLogs(&anonymous, FromBeginning());
+  Frames frames;
+  EXPECT_EQ(ReadUntil(*a, frames, [](const Frames&) { return false; }).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  ::ulticode::testing::TokenSpec spec;
+  spec.subject = "writer";
+  spec.roles = {"auth.admin"};
+  grpc::ClientContext writer;
+  writer.AddMetadata("authorization",
+                     "Bearer " + ::ulticode::testing::SharedTestTokens().Mint(spec));
+  auto w = stub_->WatchAuditLogs(&writer, FromBeginning());
+  EXPECT_EQ(ReadUntil(*w, frames, [](const Frames&) { return false; }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace ulticode::admin::watch

@@ -154,4 +154,19 @@ std::vector<std::string> FilterConditions(const AuditFilters& filters,
   return where;
 }
 
+bool Matches(const AuditFilters& f, const v1::AuditLog& log) {
+  if (!f.owner.empty() && audit::OwnerName(log.owner()) != f.owner) return false;
+  if (!f.actor.empty() && log.actor() != f.actor) return false;
+  if (!f.action.empty() && log.action() != f.action) return false;
+  if (!f.entity_type.empty() && log.entity_type() != f.entity_type) return false;
+  if (!f.entity_id.empty() && log.entity_id() != f.entity_id) return false;
+  if (f.from || f.to) {
+    const absl::Time at =
+        absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(log.occurred_at()));
+    if (f.from && at < *f.from) return false;
+    if (f.to && at >= *f.to) return false;
+  }
+  return true;
+}
+
 }  // namespace ulticode::admin::query

@@ -58,6 +58,9 @@ absl::StatusOr<AuditFilters> FiltersOf(const Request& req) {
 std::vector<std::string> FilterConditions(const AuditFilters& filters,
                                           const std::function<std::string(pg::Param)>& param);
 
+// Whether `log` passes `filters`: the same rows as FilterConditions selects.
+bool Matches(const AuditFilters& filters, const v1::AuditLog& log);
+
 // A column's time as sent to clients (microseconds, as stored).
 google::protobuf::Timestamp ToProto(absl::Time t);
 

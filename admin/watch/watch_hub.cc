@@ -34,6 +34,44 @@ constexpr char kRowsSql[] =
 constexpr int kMissingColumn = 17;
 constexpr int kLogIndexColumn = 16;
 
+constexpr char kOrderSql[] = " ORDER BY l.log_index LIMIT $3";
+
+using Frame = std::shared_ptr<const v1::WatchAuditLogsResponse>;
+
+// The rows `sql` (kRowsSql, conditions, kOrderSql) returns for leaves
+// [from, to), at most `limit`; `next` is where the next read starts.
+struct Fetched {
+  std::vector<Frame> frames;
+  uint64_t next = 0;
+};
+
+absl::StatusOr<Fetched> ReadRows(pg::Connection& conn, const std::string& sql,
+                                 const pg::Params& filter_params, uint64_t from, uint64_t to,
+                                 int limit) {
+  pg::Params params = {pg::Int(static_cast<int64_t>(from)), pg::Int(static_cast<int64_t>(to)),
+                       pg::Int(limit)};
+  params.insert(params.end(), filter_params.begin(), filter_params.end());
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(pg::Statement{"watch.rows", sql.c_str()}, params));
+  Fetched out;
+  out.next = to;
+  for (int i = 0; i < r.rows(); ++i) {
+    const uint64_t index = static_cast<uint64_t>(r.GetInt64(i, kLogIndexColumn));
+    if (r.GetBool(i, kMissingColumn)) {
+      return absl::DataLossError(
+          absl::StrCat("log leaf ", index, " (event ", r.GetString(i, 0), ") has no audit row"));
+    }
+    ASSIGN_OR_RETURN(v1::AuditLog log, query::AuditLogFromRow(r, i));
+    auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
+    *frame->mutable_log()->mutable_log() = std::move(log);
+    frame->mutable_log()->set_leaf(
+        tlog::EncodeLeaf({r.GetString(i, 18), r.GetString(i, 0), r.GetString(i, 19),
+                          r.GetBytes(i, 20), r.GetBytes(i, 21)}));
+    out.frames.push_back(std::move(frame));
+    if (i + 1 == limit) out.next = index + 1;
+  }
+  return out;
+}
+
 std::string Filters(const v1::WatchAuditLogsRequest& req) {
   return std::string(text::TruncateUtf8(req.ShortDebugString(), 512));
 }
@@ -61,8 +99,9 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
         principal_(std::move(principal)),
         filters_text_(std::move(filters_text)),
         start_(start),
-        after_(after) {
-    std::vector<std::string> where = query::FilterConditions(filters, [this](pg::Param p) {
+        after_(after),
+        filters_(std::move(filters)) {
+    std::vector<std::string> where = query::FilterConditions(filters_, [this](pg::Param p) {
       params_.push_back(std::move(p));
       return absl::StrCat("$", params_.size() + 3);
     });
@@ -70,7 +109,7 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
     if (!where.empty()) {
       absl::StrAppend(&sql_, " AND (a.event_id IS NULL OR (", absl::StrJoin(where, " AND "), "))");
     }
-    absl::StrAppend(&sql_, " ORDER BY l.log_index LIMIT $3");
+    absl::StrAppend(&sql_, kOrderSql);
     last_frame_ = absl::Now();
   }
 
@@ -92,11 +131,8 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   void OnDone() override;
 
  private:
-  struct Fetched {
-    std::vector<v1::WatchAuditLogsResponse> frames;
-    uint64_t next = 0;
-  };
-  absl::StatusOr<Fetched> Read(pg::Connection& conn, uint64_t from, uint64_t to);
+  // Appends fetched frames; `next` is the leaf after the last considered.
+  void Queue(std::vector<Frame> frames, uint64_t next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the next write or the Finish that is due, if any.
   void Pump();
   // The after_index a caller resumes with after the frames written so far.
@@ -109,6 +145,7 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   const std::string filters_text_;
   const Start start_;
   const uint64_t after_;
+  const query::AuditFilters filters_;
   std::string sql_;
   pg::Params params_;            // the filters' values, $4 on
   std::shared_ptr<Watch> self_;  // released in OnDone
@@ -118,11 +155,11 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;          // the next leaf to consider
   uint64_t written_next_ ABSL_GUARDED_BY(mu_) = 0;  // next_ as of the frames handed to gRPC
   bool fetching_ ABSL_GUARDED_BY(mu_) = true;       // Open() queues the first fetch
-  std::deque<v1::WatchAuditLogsResponse> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> queue_next_ ABSL_GUARDED_BY(mu_);  // written_next_ after each queued frame
   // The frame being written: set under mu_ while writing_ is false, then
   // read by gRPC until OnWriteDone.
-  v1::WatchAuditLogsResponse current_;
+  Frame current_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   absl::Time last_frame_ ABSL_GUARDED_BY(mu_);
@@ -132,29 +169,15 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   int64_t rows_sent_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-absl::StatusOr<Watch::Fetched> Watch::Read(pg::Connection& conn, uint64_t from, uint64_t to) {
-  pg::Params params = {pg::Int(static_cast<int64_t>(from)), pg::Int(static_cast<int64_t>(to)),
-                       pg::Int(kFetchRows)};
-  params.insert(params.end(), params_.begin(), params_.end());
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(pg::Statement{"watch.rows", sql_.c_str()}, params));
-  Fetched out;
-  out.next = to;
-  for (int i = 0; i < r.rows(); ++i) {
-    const uint64_t index = static_cast<uint64_t>(r.GetInt64(i, kLogIndexColumn));
-    if (r.GetBool(i, kMissingColumn)) {
-      return absl::DataLossError(
-          absl::StrCat("log leaf ", index, " (event ", r.GetString(i, 0), ") has no audit row"));
-    }
-    ASSIGN_OR_RETURN(v1::AuditLog log, query::AuditLogFromRow(r, i));
-    v1::WatchAuditLogsResponse frame;
-    *frame.mutable_log()->mutable_log() = std::move(log);
-    frame.mutable_log()->set_leaf(
-        tlog::EncodeLeaf({r.GetString(i, 18), r.GetString(i, 0), r.GetString(i, 19),
-                          r.GetBytes(i, 20), r.GetBytes(i, 21)}));
-    out.frames.push_back(std::move(frame));
-    if (i + 1 == kFetchRows) out.next = index + 1;
+void Watch::Queue(std::vector<Frame> frames, uint64_t next) {
+  for (Frame& frame : frames) {
+    const uint64_t index = frame->log().log().log_index();
+    queue_.push_back(std::move(frame));
+    queue_next_.push_back(index + 1);
   }
-  return out;
+  if (!queue_next_.empty() && !frames.empty()) queue_next_.back() = next;
+  if (frames.empty()) written_next_ = std::max(written_next_, next);
+  next_ = next;
 }
 
 bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
@@ -206,7 +229,7 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
     return true;
   }
   const uint64_t to = std::min(tail_size, from + static_cast<uint64_t>(kFetchLeaves));
-  absl::StatusOr<Fetched> fetched = Read(conn, from, to);
+  absl::StatusOr<Fetched> fetched = ReadRows(conn, sql_, params_, from, to, kFetchRows);
   bool again = false;
   {
     absl::MutexLock lock(&mu_);
@@ -221,15 +244,9 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
       log::Warn(kComponent, "cannot read rows for a watch; the tail asks again",
                 {{"principal", principal_}, {"error", fetched.status().ToString()}});
     } else {
-      for (v1::WatchAuditLogsResponse& frame : fetched->frames) {
-        const uint64_t index = frame.log().log().log_index();
-        queue_.push_back(std::move(frame));
-        queue_next_.push_back(index + 1);
-      }
-      if (!fetched->frames.empty()) queue_next_.back() = fetched->next;
-      next_ = fetched->next;
-      if (fetched->frames.empty()) written_next_ = std::max(written_next_, next_);
-      again = fetched->frames.empty() && next_ < tail_size && !finished_ && !ending_;
+      const bool none = fetched->frames.empty();
+      Queue(std::move(fetched->frames), fetched->next);
+      again = none && next_ < tail_size && !finished_ && !ending_;
     }
     fetching_ = again;
   }
@@ -253,8 +270,8 @@ void Watch::Tick(const WatchHub::Tail& tail, absl::Time now) {
       if (!started_ || next_ < tail.size) {
         WantRowsIfBehind(tail.size);
       } else if (started_ && now - last_frame_ >= hub_.options_.progress_interval) {
-        v1::WatchAuditLogsResponse frame;
-        v1::WatchProgress* p = frame.mutable_progress();
+        auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
+        v1::WatchProgress* p = frame->mutable_progress();
         p->set_log_size(tail.size);
         if (next_ > 0) p->set_resume_after_index(next_ - 1);
         if (tail.checkpoint) *p->mutable_checkpoint() = *tail.checkpoint;
@@ -269,6 +286,15 @@ void Watch::Tick(const WatchHub::Tail& tail, absl::Time now) {
 void Watch::WantRowsIfBehind(uint64_t tail_size) {
   if (finished_ || ending_ || fetching_ || writing_ || !queue_.empty()) return;
   if (started_ && next_ >= tail_size) return;
+  if (started_) {
+    // Caught up: the newest rows are in the hub's memory, shared.
+    std::vector<Frame> frames;
+    uint64_t next = 0;
+    if (hub_.FromCache(next_, filters_, &frames, &next)) {
+      Queue(std::move(frames), next);
+      if (!queue_.empty() || next_ >= tail_size) return;
+    }
+  }
   fetching_ = true;
   hub_.WantRows(self_);
 }
@@ -306,13 +332,13 @@ void Watch::Pump() {
       queue_next_.pop_front();
       writing_ = true;
       write_started_ = last_frame_ = absl::Now();
-      if (current_.has_log()) ++rows_sent_;
+      if (current_->has_log()) ++rows_sent_;
       action = kWrite;
     }
   }
   if (action == kWrite) {
-    (current_.has_log() ? hub_.rows_ : hub_.progress_).Increment();
-    StartWrite(&current_);
+    (current_->has_log() ? hub_.rows_ : hub_.progress_).Increment();
+    StartWrite(current_.get());
   } else if (action == kFinish) {
     if (!resume.empty()) ctx_->AddTrailingMetadata(kResumeAfterTrailer, resume);
     Finish(status);
@@ -374,6 +400,10 @@ void RegisterWatchFlags(config::Flags& flags, WatchOptions* options) {
             "Open WatchAuditLogs streams on this replica, at most", 0, 100000);
   flags.Int("watch-max-per-principal", &options->max_per_principal,
             "Open WatchAuditLogs streams per principal on this replica, at most", 0, 100000);
+  flags.Int("watch-cache-rows", &options->cache_rows,
+            "The newest log rows kept in memory for the watchers that are caught up (each row "
+            "read and built once for all of them); 0: every watcher reads PostgreSQL",
+            0, 1000000);
   flags.Int("watch-fetch-threads", &options->fetch_threads,
             "Threads (each with its own PostgreSQL connection) reading rows for watchers", 1, 64);
 }
@@ -454,6 +484,51 @@ void WatchHub::Closed(Watch* watch) {
   open_.Set(static_cast<double>(watches_.size()));
 }
 
+bool WatchHub::FromCache(uint64_t next, const query::AuditFilters& filters,
+                         std::vector<std::shared_ptr<const v1::WatchAuditLogsResponse>>* frames,
+                         uint64_t* after) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t end = cache_first_ + cache_.size();
+  if (cache_.empty() || next < cache_first_ || next >= end) return false;
+  uint64_t i = next;
+  for (; i < end && frames->size() < static_cast<size_t>(kFetchRows); ++i) {
+    const auto& frame = cache_[i - cache_first_];
+    if (query::Matches(filters, frame->log().log())) frames->push_back(frame);
+  }
+  *after = i;
+  return true;
+}
+
+void WatchHub::FillCache(pg::Connection& conn, uint64_t size) {
+  if (options_.cache_rows <= 0) return;
+  uint64_t end;
+  {
+    absl::MutexLock lock(&mu_);
+    end = cache_first_ + cache_.size();
+  }
+  if (size <= end) return;
+  const uint64_t keep = static_cast<uint64_t>(options_.cache_rows);
+  const uint64_t from = std::max(end, size > keep ? size - keep : 0);
+  absl::StatusOr<Fetched> rows = ReadRows(conn, absl::StrCat(kRowsSql, kOrderSql), {}, from, size,
+                                          static_cast<int>(size - from));
+  absl::MutexLock lock(&mu_);
+  if (!rows.ok()) {
+    // Watches read these rows from PostgreSQL (and meet the error there);
+    // the cache starts again after them.
+    log::Warn(kComponent, "cannot cache the newest rows", {{"error", rows.status().ToString()}});
+    cache_.clear();
+    cache_first_ = size;
+    return;
+  }
+  if (from != end) cache_.clear();
+  if (cache_.empty()) cache_first_ = from;
+  for (Frame& f : rows->frames) cache_.push_back(std::move(f));
+  while (cache_.size() > keep) {
+    cache_.pop_front();
+    ++cache_first_;
+  }
+}
+
 void WatchHub::RunTail() {
   worker::Loop loop(waker_, options_.pg, backoff::Policy{}, kComponent);
   uint64_t checkpoint_size = 0;
@@ -483,6 +558,7 @@ void WatchHub::RunTail() {
         }
         checkpoint_size = t.size;
       }
+      FillCache(*conn, t.size);
       loop.Succeeded();
       std::vector<std::shared_ptr<Watch>> all;
       {

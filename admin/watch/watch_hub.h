@@ -4,11 +4,14 @@
 // A watch is a callback-API stream (a reactor): waiting costs it memory, never
 // a thread. Three kinds of threads serve every watch at once:
 //   - the tail: every --watch-poll-interval it reads the log's size (and the
-//     newest checkpoint when the size changed), then wakes the watches that
-//     are behind it, sends progress frames to those that sent nothing for
-//     --watch-progress-interval, and ends those whose caller stopped reading;
+//     newest checkpoint when the size changed) and the rows the log gained
+//     into a cache of the newest --watch-cache-rows rows, then wakes the
+//     watches that are behind it, sends progress frames to those that sent
+//     nothing for --watch-progress-interval, and ends those whose caller
+//     stopped reading; a watch that is caught up takes its rows from the
+//     cache (each row read and built once, however many watch it);
 //   - --watch-fetch-threads fetchers: each takes the next watch that wants
-//     rows and reads them from PostgreSQL (at most kFetchRows rows among at
+//     rows the cache does not hold and reads them from PostgreSQL (at most kFetchRows rows among at
 //     most kFetchLeaves leaves), then hands them to the watch;
 //   - gRPC's callback threads: a watch writes one frame at a time, and asks
 //     for more rows once its last frame is written.
@@ -36,6 +39,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "admin/query/audit_rows.h"
 #include "common/config/flags.h"
 #include "common/pg/connection.h"
 #include "common/server/principal.h"
@@ -66,6 +70,9 @@ struct WatchOptions {
   int max_watchers = 1000;
   int max_per_principal = 16;
   int fetch_threads = 2;
+  // The newest rows kept in memory, shared by the watches that are caught
+  // up (0: every watch reads PostgreSQL).
+  int cache_rows = 4096;
 };
 
 // --watch-* flags.
@@ -110,6 +117,14 @@ class WatchHub {
   void WantRows(const std::shared_ptr<Watch>& watch);
   void Closed(Watch* watch);
   Tail tail();
+  // The cached rows after `next` that `filters` match, at most kFetchRows,
+  // and where the next look starts; false when the cache does not hold
+  // `next`.
+  bool FromCache(uint64_t next, const query::AuditFilters& filters,
+                 std::vector<std::shared_ptr<const v1::WatchAuditLogsResponse>>* frames,
+                 uint64_t* after);
+  // Reads the rows the log gained since the cache's end into it.
+  void FillCache(pg::Connection& conn, uint64_t size);
 
   const WatchOptions options_;
   worker::Waker waker_;
@@ -121,6 +136,9 @@ class WatchHub {
   absl::flat_hash_map<std::string, int> per_principal_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Watch>> wanting_ ABSL_GUARDED_BY(mu_);
   Tail tail_ ABSL_GUARDED_BY(mu_);
+  // Rows [cache_first_, cache_first_ + cache_.size()) of the log, in order.
+  std::deque<std::shared_ptr<const v1::WatchAuditLogsResponse>> cache_ ABSL_GUARDED_BY(mu_);
+  uint64_t cache_first_ ABSL_GUARDED_BY(mu_) = 0;
 
   prometheus::Gauge& open_;
   prometheus::Counter& rows_;

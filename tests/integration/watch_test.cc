@@ -2,7 +2,8 @@
 // history then live rows in log order with no gap and no repeat, where a
 // watch starts, filters that select what QueryAuditLogs selects, progress
 // frames, the watcher limits, a caller that stops reading, shutdown, and a
-// leaf without its audit row. Rows and leaves are inserted directly (the
+// leaf without its audit row; each with and without the cache of the
+// newest rows. Rows and leaves are inserted directly (the
 // sequencer's contract is log_leaves: consecutive indexes, in one
 // transaction per batch), so each test controls the log exactly.
 #include <atomic>
@@ -37,7 +38,7 @@ struct Frames {
   std::vector<v1::WatchProgress> progress;
 };
 
-class WatchTest : public ::testing::Test {
+class WatchTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     ULTI_REQUIRE_PG(pg);
@@ -53,6 +54,7 @@ class WatchTest : public ::testing::Test {
     options_.pg = connect_;
     options_.poll_interval = absl::Milliseconds(20);
     options_.progress_interval = absl::Milliseconds(300);
+    options_.cache_rows = GetParam();
   }
 
   void TearDown() override { StopServing(); }
@@ -169,7 +171,7 @@ class WatchTest : public ::testing::Test {
   std::unique_ptr<v1::AdminService::Stub> stub_;
 };
 
-TEST_F(WatchTest, HistoryThenLiveRowsInLogOrderWithNoGapAndNoRepeat) {
+TEST_P(WatchTest, HistoryThenLiveRowsInLogOrderWithNoGapAndNoRepeat) {
   Serve();
   const std::vector<std::string> history = Append(120);
   auto ctx = Ctx();
@@ -196,7 +198,7 @@ TEST_F(WatchTest, HistoryThenLiveRowsInLogOrderWithNoGapAndNoRepeat) {
   EXPECT_TRUE(Consecutive(frames.indexes, 0));
 }
 
-TEST_F(WatchTest, StartsAfterAnIndexOrAtTheHead) {
+TEST_P(WatchTest, StartsAfterAnIndexOrAtTheHead) {
   Serve();
   const std::vector<std::string> first = Append(50);
   v1::WatchAuditLogsRequest after;
@@ -225,7 +227,7 @@ TEST_F(WatchTest, StartsAfterAnIndexOrAtTheHead) {
   hctx->TryCancel();
 }
 
-TEST_F(WatchTest, ACursorBeyondTheLogIsRefusedNeverSkipped) {
+TEST_P(WatchTest, ACursorBeyondTheLogIsRefusedNeverSkipped) {
   Serve();
   Append(3);
   v1::WatchAuditLogsRequest req;
@@ -246,13 +248,17 @@ TEST_F(WatchTest, ACursorBeyondTheLogIsRefusedNeverSkipped) {
   EXPECT_NE(b.error_message().find("from_beginning"), std::string::npos) << b.error_message();
 }
 
-TEST_F(WatchTest, FiltersSelectWhatQueryAuditLogsSelectsInLogOrder) {
+TEST_P(WatchTest, FiltersSelectWhatQueryAuditLogsSelectsInLogOrder) {
   Serve();
-  for (int round = 0; round < 3; ++round) {
+  // Half the rows before the watches start (history), half once they have
+  // caught up (live: from the cache when there is one).
+  auto add_round = [&] {
     Append(7, "alice", "create_user", "auth");
     Append(5, "bob", "assign_role", "auth");
     Append(6, "alice", "create_problem", "app");
-  }
+  };
+  add_round();
+  add_round();
   struct Case {
     std::string name;
     std::function<void(v1::QueryAuditLogsRequest&)> query;
@@ -282,8 +288,30 @@ TEST_F(WatchTest, FiltersSelectWhatQueryAuditLogsSelectsInLogOrder) {
        }},
       {"nothing", [](auto& r) { r.set_actor("nobody"); }, [](auto& r) { r.set_actor("nobody"); }},
   };
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::WatchAuditLogsResponse>>> readers;
+  std::vector<Frames> frames(cases.size());
+  auto considered = [](uint64_t last) {
+    return [last](const Frames& f) {
+      return !f.progress.empty() && f.progress.back().has_resume_after_index() &&
+             f.progress.back().resume_after_index() == last;
+    };
+  };
   for (const Case& c : cases) {
+    v1::WatchAuditLogsRequest w = FromBeginning();
+    c.watch(w);
+    ctxs.push_back(Ctx());
+    readers.push_back(stub_->WatchAuditLogs(ctxs.back().get(), w));
+  }
+  for (size_t k = 0; k < cases.size(); ++k) {
+    ASSERT_TRUE(ReadUntil(*readers[k], frames[k], considered(35)).ok()) << cases[k].name;
+  }
+  add_round();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
     SCOPED_TRACE(c.name);
+    ASSERT_TRUE(ReadUntil(*readers[k], frames[k], considered(53)).ok());
+    ctxs[k]->TryCancel();
     v1::QueryAuditLogsRequest q;
     c.query(q);
     q.set_page_size(1000);
@@ -294,21 +322,10 @@ TEST_F(WatchTest, FiltersSelectWhatQueryAuditLogsSelectsInLogOrder) {
     for (const v1::AuditLog& log : page.logs())
       expected.push_back({log.log_index(), log.event_id()});
     std::sort(expected.begin(), expected.end());
-
-    v1::WatchAuditLogsRequest w = FromBeginning();
-    c.watch(w);
-    auto wctx = Ctx();
-    auto reader = stub_->WatchAuditLogs(wctx.get(), w);
-    Frames frames;
-    // Every leaf considered: a progress frame resumes after the last one.
-    ASSERT_TRUE(ReadUntil(*reader, frames, [](const Frames& f) {
-                  return !f.progress.empty() && f.progress.back().has_resume_after_index() &&
-                         f.progress.back().resume_after_index() == 53;
-                }).ok());
-    wctx->TryCancel();
     std::vector<std::pair<uint64_t, std::string>> got;
-    for (size_t i = 0; i < frames.ids.size(); ++i)
-      got.push_back({frames.indexes[i], frames.ids[i]});
+    for (size_t i = 0; i < frames[k].ids.size(); ++i) {
+      got.push_back({frames[k].indexes[i], frames[k].ids[i]});
+    }
     EXPECT_EQ(got, expected);
   }
   // Filters are validated as QueryAuditLogs validates them.
@@ -316,13 +333,13 @@ TEST_F(WatchTest, FiltersSelectWhatQueryAuditLogsSelectsInLogOrder) {
   bad.set_entity_id("u1");
   auto ctx = Ctx();
   auto reader = stub_->WatchAuditLogs(ctx.get(), bad);
-  Frames frames;
-  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  Frames none;
+  const grpc::Status s = ReadUntil(*reader, none, [](const Frames&) { return false; });
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(), "entity_id: requires entity_type");
 }
 
-TEST_F(WatchTest, ProgressFramesCarryTheLogSizeTheNewestCheckpointAndTheResumeIndex) {
+TEST_P(WatchTest, ProgressFramesCarryTheLogSizeTheNewestCheckpointAndTheResumeIndex) {
   Exec("INSERT INTO log_checkpoints (size, root, note) VALUES (4, sha256('r'), 'the note')");
   Serve();
   Append(4);
@@ -345,7 +362,7 @@ TEST_F(WatchTest, ProgressFramesCarryTheLogSizeTheNewestCheckpointAndTheResumeIn
   ctx->TryCancel();
 }
 
-TEST_F(WatchTest, EachRowCarriesItsLogEntry) {
+TEST_P(WatchTest, EachRowCarriesItsLogEntry) {
   Serve();
   const std::vector<std::string> ids = Append(2, "alice", "create_user", "app");
   auto ctx = Ctx();
@@ -359,7 +376,7 @@ TEST_F(WatchTest, EachRowCarriesItsLogEntry) {
   ctx->TryCancel();
 }
 
-TEST_F(WatchTest, LimitsPerPrincipalAndInAllRefuseWithResourceExhausted) {
+TEST_P(WatchTest, LimitsPerPrincipalAndInAllRefuseWithResourceExhausted) {
   options_.max_per_principal = 2;
   options_.max_watchers = 3;
   Serve();
@@ -393,7 +410,7 @@ TEST_F(WatchTest, LimitsPerPrincipalAndInAllRefuseWithResourceExhausted) {
   for (auto& c : ctxs) c->TryCancel();
 }
 
-TEST_F(WatchTest, ACallerWhoStopsReadingIsEndedWithTheIndexToResumeAfter) {
+TEST_P(WatchTest, ACallerWhoStopsReadingIsEndedWithTheIndexToResumeAfter) {
   options_.stall_timeout = absl::Seconds(1);
   Serve();
   // Far more than gRPC and the sockets buffer: the server's writes block.
@@ -426,7 +443,7 @@ TEST_F(WatchTest, ACallerWhoStopsReadingIsEndedWithTheIndexToResumeAfter) {
   rctx->TryCancel();
 }
 
-TEST_F(WatchTest, ShutdownEndsWatchesWithUnavailableAndTheResumeIndex) {
+TEST_P(WatchTest, ShutdownEndsWatchesWithUnavailableAndTheResumeIndex) {
   Serve();
   Append(10);
   auto ctx = Ctx();
@@ -445,7 +462,7 @@ TEST_F(WatchTest, ShutdownEndsWatchesWithUnavailableAndTheResumeIndex) {
             grpc::StatusCode::UNAVAILABLE);
 }
 
-TEST_F(WatchTest, ALeafWithoutItsAuditRowEndsTheWatchWithDataLoss) {
+TEST_P(WatchTest, ALeafWithoutItsAuditRowEndsTheWatchWithDataLoss) {
   Serve();
   const std::vector<std::string> ids = Append(5);
   Exec("DELETE FROM audit_logs WHERE event_id = $1::uuid", {pg::Text(ids[3])});
@@ -460,7 +477,7 @@ TEST_F(WatchTest, ALeafWithoutItsAuditRowEndsTheWatchWithDataLoss) {
   EXPECT_TRUE(frames.ids.empty());  // fetched with the bad leaf: none sent
 }
 
-TEST_F(WatchTest, OnlyAuditReadersMayWatch) {
+TEST_P(WatchTest, OnlyAuditReadersMayWatch) {
   Serve();
   grpc::ClientContext anonymous;
   auto a = stub_->WatchAuditLogs(&anonymous, FromBeginning());
@@ -477,6 +494,13 @@ TEST_F(WatchTest, OnlyAuditReadersMayWatch) {
   EXPECT_EQ(ReadUntil(*w, frames, [](const Frames&) { return false; }).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
 }
+
+// Every test twice: watches served by PostgreSQL alone, and by the cache of
+// the newest rows once they are caught up.
+INSTANTIATE_TEST_SUITE_P(DatabaseOrCache, WatchTest, ::testing::Values(0, 4096),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param == 0 ? std::string("Database") : std::string("Cache");
+                         });
 
 }  // namespace
 }  // namespace ulticode::admin::watch

@@ -645,16 +645,20 @@ class Suite:
         self.mesh.start(self.WATCH)
         rate = max(1, int(max_rate * 0.5))
         out = {"rate": rate, "latency": []}
+        admin = self.mesh.pid("ulticode-admin")
         for n in (1, 10, 100):
             log(f"watch: {n} watchers from the head, load at {rate}/s, {self.seconds}s")
             bench = self.watchbench(n, self.seconds + 3)
             time.sleep(1)  # the streams are open
+            _, j0 = self.proc_rss_and_jiffies(admin)
             self.loadgen(f"watch{n}", "open", rate=rate)
+            _, j1 = self.proc_rss_and_jiffies(admin)
             got, err = bench.communicate()
             if not got:
                 sys.exit(f"[bench] ulticode-watchbench: {err}")
-            out["latency"].append(json.loads(got))
-        admin = self.mesh.pid("ulticode-admin")
+            # Admin's CPU while the load ran: the pipeline's and the watches'.
+            out["latency"].append(json.loads(got) | {
+                "admin_cpu_cores": round((j1 - j0) / HZ / self.seconds, 3)})
         quiet = 10
         rss0, j0 = self.proc_rss_and_jiffies(admin)
         time.sleep(quiet)
@@ -1123,7 +1127,7 @@ class Suite:
             for p in w["latency"]:
                 log(f"watch: {p['watchers']} watchers at {w['rate']}/s: {p['rows']} rows delivered, "
                     f"commit -> watcher p50/p99/max {p['p50_ms']}/{p['p99_ms']}/{p['max_ms']} ms, "
-                    f"{p['errors']} errors")
+                    f"Admin {p.get('admin_cpu_cores')} cores, {p['errors']} errors")
             i = w["idle"]
             log(f"watch: {i['watchers']} idle watchers: Admin RSS {i['admin_rss_before_mib']} -> "
                 f"{i['admin_rss_with_mib']} MiB ({i['rss_bytes_per_watcher']} bytes each), CPU "

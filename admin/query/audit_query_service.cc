@@ -14,8 +14,6 @@
 #include "common/redis/reply.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
-#include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/time_util.h"
 
 namespace ulticode::admin::query {
 namespace {
@@ -26,8 +24,6 @@ std::string Filters(const v1::QueryAuditLogsRequest& req) {
   filters.clear_page_token();
   return std::string(text::TruncateUtf8(filters.ShortDebugString(), 512));
 }
-
-using google::protobuf::util::TimeUtil;
 
 constexpr char kComponent[] = "admin.query";
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "admin/query/audit_rows.h"
 #include "admin/transparency/log_reader.h"
+#include "common/backoff/backoff.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/pg/params.h"
@@ -111,6 +112,8 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
     }
     absl::StrAppend(&sql_, kOrderSql);
     last_frame_ = absl::Now();
+    // A cursor given is the resume point until the watch has moved on.
+    if (start_ == Start::kAfter) next_ = written_next_ = after_ + 1;
   }
 
   void Attach(std::shared_ptr<Watch> self) { self_ = std::move(self); }
@@ -131,6 +134,8 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   void OnDone() override;
 
  private:
+  Frame ProgressFrame(uint64_t size, const std::shared_ptr<const v1::SignedCheckpoint>& checkpoint)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends fetched frames; `next` is the leaf after the last considered.
   void Queue(std::vector<Frame> frames, uint64_t next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the next write or the Finish that is due, if any.
@@ -138,6 +143,12 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   // The after_index a caller resumes with after the frames written so far.
   std::string ResumeText() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WantRowsIfBehind(uint64_t tail_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A read that failed: a passing trouble (the database away) is tried
+  // again after a back-off; anything else ends the watch, naming where to
+  // resume.
+  void Failed(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ctx_->TryCancel() unless the call is done (ctx_ is gone after OnDone).
+  void CancelOnce();
 
   WatchHub& hub_;
   grpc::CallbackServerContext* const ctx_;
@@ -161,13 +172,30 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   // read by gRPC until OnWriteDone.
   Frame current_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool issuing_ ABSL_GUARDED_BY(mu_) = false;  // a write chosen, StartWrite not yet called
   absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   absl::Time last_frame_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> ending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_reason_ ABSL_GUARDED_BY(mu_) = "cancelled";
   int64_t rows_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;  // reads failed in a row
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+
+  absl::Mutex cancel_mu_;
+  bool done_ ABSL_GUARDED_BY(cancel_mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(cancel_mu_) = false;
 };
+
+Frame Watch::ProgressFrame(uint64_t size,
+                           const std::shared_ptr<const v1::SignedCheckpoint>& checkpoint) {
+  auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
+  v1::WatchProgress* p = frame->mutable_progress();
+  p->set_log_size(size);
+  if (next_ > 0) p->set_resume_after_index(next_ - 1);
+  if (checkpoint) *p->mutable_checkpoint() = *checkpoint;
+  return frame;
+}
 
 void Watch::Queue(std::vector<Frame> frames, uint64_t next) {
   for (Frame& frame : frames) {
@@ -193,10 +221,10 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
     // Where the watch starts is settled against the log as it is now.
     auto size = conn.Execute(kSize);
     if (!size.ok()) {
-      log::Warn(kComponent, "cannot read the log's size", {{"error", size.status().ToString()}});
       absl::MutexLock lock(&mu_);
+      Failed(size.status());
       fetching_ = false;
-      return true;  // the tail asks again
+      return true;
     }
     const uint64_t now = static_cast<uint64_t>(size->GetInt64(0, 0));
     absl::MutexLock lock(&mu_);
@@ -211,6 +239,10 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
       started_ = true;
       from = next_;
       tail_size = std::max(tail_size, now);
+      // The first frame says where the watch stands, rows or not: a caller
+      // at the head has a resume index from the start.
+      queue_.push_back(ProgressFrame(now, hub_.tail().checkpoint));
+      queue_next_.push_back(next_);
     }
   }
   bool ended;
@@ -241,9 +273,9 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
       log::Error(kComponent, "a log leaf has no audit row: the watch is ended",
                  {{"principal", principal_}, {"error", fetched.status().ToString()}});
     } else if (!fetched.ok()) {
-      log::Warn(kComponent, "cannot read rows for a watch; the tail asks again",
-                {{"principal", principal_}, {"error", fetched.status().ToString()}});
+      Failed(fetched.status());
     } else {
+      failures_ = 0;
       const bool none = fetched->frames.empty();
       Queue(std::move(fetched->frames), fetched->next);
       again = none && next_ < tail_size && !finished_ && !ending_;
@@ -255,27 +287,29 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
 }
 
 void Watch::Tick(const WatchHub::Tail& tail, absl::Time now) {
+  const absl::Duration stall = hub_.options_.stall_timeout;
   {
     absl::MutexLock lock(&mu_);
+    if (finished_ && writing_ && end_reason_ == "stalled" && now - write_started_ > 2 * stall) {
+      // Its status waits behind a write the caller never reads: the
+      // stream is cancelled, so its place is free for a new watch.
+      CancelOnce();
+      return;
+    }
     if (finished_ || ending_) return;
     if (writing_) {
-      if (now - write_started_ > hub_.options_.stall_timeout) {
-        ending_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                               absl::StrCat("WatchAuditLogs: the caller read nothing for ",
-                                            absl::FormatDuration(hub_.options_.stall_timeout),
-                                            "; resume with after_index=", ResumeText()));
+      if (now - write_started_ > stall) {
+        ending_ = grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("WatchAuditLogs: the caller read nothing for ",
+                         absl::FormatDuration(stall), "; resume with after_index=", ResumeText()));
         end_reason_ = "stalled";
       }
     } else if (queue_.empty() && !fetching_) {
       if (!started_ || next_ < tail.size) {
-        WantRowsIfBehind(tail.size);
+        if (now >= retry_at_) WantRowsIfBehind(tail.size);
       } else if (started_ && now - last_frame_ >= hub_.options_.progress_interval) {
-        auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
-        v1::WatchProgress* p = frame->mutable_progress();
-        p->set_log_size(tail.size);
-        if (next_ > 0) p->set_resume_after_index(next_ - 1);
-        if (tail.checkpoint) *p->mutable_checkpoint() = *tail.checkpoint;
-        queue_.push_back(std::move(frame));
+        queue_.push_back(ProgressFrame(tail.size, tail.checkpoint));
         queue_next_.push_back(next_);
       }
     }
@@ -300,7 +334,8 @@ void Watch::WantRowsIfBehind(uint64_t tail_size) {
 }
 
 std::string Watch::ResumeText() const {
-  return written_next_ == 0 ? "none (resume with from_beginning)" : absl::StrCat(written_next_ - 1);
+  return written_next_ == 0 ? "none yet (start again as this watch started)"
+                            : absl::StrCat(written_next_ - 1);
 }
 
 void Watch::End(grpc::StatusCode code, const std::string& why) {
@@ -319,7 +354,9 @@ void Watch::Pump() {
   std::string resume;
   {
     absl::MutexLock lock(&mu_);
-    if (finished_) return;
+    // A write chosen by another thread is not issued yet: that thread
+    // pumps again once it is (a Finish first would strand it).
+    if (finished_ || issuing_) return;
     if (ending_) {
       finished_ = true;
       status = *ending_;
@@ -328,17 +365,23 @@ void Watch::Pump() {
     } else if (!writing_ && !queue_.empty()) {
       current_ = std::move(queue_.front());
       queue_.pop_front();
-      written_next_ = queue_next_.front();
+      written_next_ = std::max(written_next_, queue_next_.front());
       queue_next_.pop_front();
       writing_ = true;
       write_started_ = last_frame_ = absl::Now();
       if (current_->has_log()) ++rows_sent_;
+      issuing_ = true;
       action = kWrite;
     }
   }
   if (action == kWrite) {
     (current_->has_log() ? hub_.rows_ : hub_.progress_).Increment();
     StartWrite(current_.get());
+    {
+      absl::MutexLock lock(&mu_);
+      issuing_ = false;
+    }
+    Pump();  // an end that came meanwhile, or the next frame
   } else if (action == kFinish) {
     if (!resume.empty()) ctx_->AddTrailingMetadata(kResumeAfterTrailer, resume);
     Finish(status);
@@ -366,7 +409,38 @@ void Watch::OnCancel() {
   Pump();
 }
 
+void Watch::Failed(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kCancelled:
+      retry_at_ = absl::Now() + backoff::Delay(backoff::Policy{}, ++failures_);
+      log::Warn(kComponent, "cannot read rows for a watch; trying again",
+                {{"principal", principal_}, {"error", status.ToString()}});
+      return;
+    default:
+      break;
+  }
+  const grpc::Status g = server::ToGrpcStatus(status, "WatchAuditLogs");
+  ending_ = grpc::Status(
+      g.error_code(), absl::StrCat(g.error_message(), "; resume with after_index=", ResumeText()));
+  end_reason_ = "error";
+}
+
+void Watch::CancelOnce() {
+  absl::MutexLock lock(&cancel_mu_);
+  if (done_ || cancelled_) return;
+  cancelled_ = true;
+  ctx_->TryCancel();  // reactions are not inlined: none runs on this thread
+}
+
 void Watch::OnDone() {
+  {
+    absl::MutexLock lock(&cancel_mu_);  // no TryCancel after this returns
+    done_ = true;
+  }
   std::string reason;
   int64_t rows = 0;
   {
@@ -428,7 +502,7 @@ WatchHub::WatchHub(WatchOptions options, prometheus::Registry& registry)
       ended_(prometheus::BuildCounter()
                  .Name("ulticode_admin_watches_ended_total")
                  .Help("WatchAuditLogs streams ended, by reason (cancelled, stalled, shutdown, "
-                       "out_of_range, data_loss, broken)")
+                       "out_of_range, data_loss, error, broken)")
                  .Register(registry)) {}
 
 WatchHub::~WatchHub() { Stop(); }
@@ -532,6 +606,7 @@ void WatchHub::FillCache(pg::Connection& conn, uint64_t size) {
 void WatchHub::RunTail() {
   worker::Loop loop(waker_, options_.pg, backoff::Policy{}, kComponent);
   uint64_t checkpoint_size = 0;
+  absl::Time checkpoint_read = absl::InfinitePast();
   while (!waker_.stopping()) {
     if (pg::Connection* conn = loop.Database()) {
       auto size = conn->Execute(kSize);
@@ -546,7 +621,10 @@ void WatchHub::RunTail() {
         absl::MutexLock lock(&mu_);
         t.checkpoint = tail_.checkpoint;
       }
-      if (t.size != checkpoint_size || !t.checkpoint) {
+      // Again when the log grew, when the newest checkpoint is behind it (one
+      // is due), and every second (cosignatures arrive after it).
+      if (t.size != checkpoint_size || !t.checkpoint || t.checkpoint->tree_size() < t.size ||
+          absl::Now() - checkpoint_read > absl::Seconds(1)) {
         auto latest = transparency::LatestCheckpoint(*conn);
         if (!latest.ok()) {
           loop.Failed("cannot read the newest checkpoint", latest.status());
@@ -557,6 +635,7 @@ void WatchHub::RunTail() {
               std::make_shared<const v1::SignedCheckpoint>(transparency::ToProto(**latest));
         }
         checkpoint_size = t.size;
+        checkpoint_read = absl::Now();
       }
       FillCache(*conn, t.size);
       loop.Succeeded();

@@ -73,6 +73,18 @@ class WatchTest : public ::testing::TestWithParam<int> {
         absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
   }
 
+  // A client whose transport takes no more than a 64 KiB window ahead of
+  // what it read (gRPC's default grows the window with the bandwidth-delay
+  // estimate, so a client that stops reading could still absorb megabytes).
+  std::unique_ptr<v1::AdminService::Stub> SlowReader() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024);
+    args.SetInt("grpc.channel_id", 1);  // a connection of its own
+    return v1::AdminService::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials(), args));
+  }
+
   void StopServing() {
     if (hub_) hub_->EndAll();
     if (server_) server_->Shutdown(absl::Seconds(2));
@@ -350,8 +362,8 @@ TEST_P(WatchTest, ProgressFramesCarryTheLogSizeTheNewestCheckpointAndTheResumeIn
   Frames frames;
   const absl::Time t0 = absl::Now();
   ASSERT_TRUE(
-      ReadUntil(*reader, frames, [](const Frames& f) { return f.progress.size() >= 2; }).ok());
-  // Two frames, each after a quiet progress interval.
+      ReadUntil(*reader, frames, [](const Frames& f) { return f.progress.size() >= 3; }).ok());
+  // One where the watch starts, then one after each quiet progress interval.
   EXPECT_GE(absl::Now() - t0, 2 * options_.progress_interval);
   const v1::WatchProgress& p = frames.progress.back();
   EXPECT_EQ(p.log_size(), 4u);
@@ -368,6 +380,10 @@ TEST_P(WatchTest, EachRowCarriesItsLogEntry) {
   auto ctx = Ctx();
   auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
   v1::WatchAuditLogsResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  ASSERT_TRUE(resp.has_progress());  // where the watch starts: before index 0
+  EXPECT_FALSE(resp.progress().has_resume_after_index());
+  EXPECT_EQ(resp.progress().log_size(), 2u);
   ASSERT_TRUE(reader->Read(&resp));
   ASSERT_TRUE(resp.has_log());
   EXPECT_EQ(resp.log().leaf(),
@@ -411,15 +427,18 @@ TEST_P(WatchTest, LimitsPerPrincipalAndInAllRefuseWithResourceExhausted) {
 }
 
 TEST_P(WatchTest, ACallerWhoStopsReadingIsEndedWithTheIndexToResumeAfter) {
-  options_.stall_timeout = absl::Seconds(1);
+  options_.stall_timeout = absl::Seconds(2);
   Serve();
-  // Far more than gRPC and the sockets buffer: the server's writes block.
+  // 32 MB, far more than a reader's window and the sockets buffer: the
+  // server's writes block.
   for (int i = 0; i < 8; ++i) Append(250, "alice", "create_user", "auth", 16 * 1024);
   auto ctx = Ctx("auditor", absl::Seconds(60));
-  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  auto reader = SlowReader()->WatchAuditLogs(ctx.get(), FromBeginning());
   Frames frames;
   ASSERT_TRUE(ReadUntil(*reader, frames, [](const Frames& f) { return !f.ids.empty(); }).ok());
-  absl::SleepFor(absl::Seconds(4));  // reads nothing for 4 stall timeouts
+  // Reads nothing for 1.5 stall timeouts: ended after one, its status
+  // behind the rows already sent (cancelled only after two).
+  absl::SleepFor(absl::Seconds(3));
   const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
   ASSERT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   ASSERT_LT(frames.ids.size(), 2000u);
@@ -441,6 +460,48 @@ TEST_P(WatchTest, ACallerWhoStopsReadingIsEndedWithTheIndexToResumeAfter) {
   ASSERT_TRUE(ReadUntil(*next, more, [](const Frames& f) { return !f.ids.empty(); }).ok());
   EXPECT_EQ(more.indexes[0], frames.indexes.back() + 1);
   rctx->TryCancel();
+}
+
+TEST_P(WatchTest, ACallerWhoNeverReadsAgainIsCancelledAndItsPlaceFreed) {
+  options_.stall_timeout = absl::Seconds(1);
+  options_.max_per_principal = 1;
+  Serve();
+  for (int i = 0; i < 8; ++i) Append(250, "alice", "create_user", "auth", 16 * 1024);
+  auto ctx = Ctx("auditor", absl::Seconds(60));
+  auto slow = SlowReader();
+  auto stuck = slow->WatchAuditLogs(ctx.get(), FromBeginning());
+  Frames frames;
+  ASSERT_TRUE(ReadUntil(*stuck, frames, [](const Frames& f) { return !f.ids.empty(); }).ok());
+  // The same principal may watch again once the stuck stream is cancelled.
+  grpc::Status again = grpc::Status(grpc::StatusCode::UNKNOWN, "not tried");
+  std::unique_ptr<grpc::ClientContext> actx;
+  std::unique_ptr<grpc::ClientReader<v1::WatchAuditLogsResponse>> next;
+  for (absl::Time end = absl::Now() + absl::Seconds(20); absl::Now() < end;) {
+    actx = Ctx();
+    next = stub_->WatchAuditLogs(actx.get(), FromBeginning());
+    Frames first;
+    again = ReadUntil(*next, first, [](const Frames& f) { return !f.ids.empty(); });
+    if (again.ok()) break;
+    EXPECT_EQ(again.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << again.error_message();
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(again.ok()) << again.error_message();
+  actx->TryCancel();
+  ctx->TryCancel();
+}
+
+TEST_P(WatchTest, ARowThatCannotBeReadEndsTheWatchNamingWhereToResume) {
+  Serve();
+  const std::vector<std::string> ids = Append(6);
+  // jsonb that is not an object: an AuditLog cannot carry it.
+  Exec("UPDATE audit_logs SET new_value = '[1, 2]' WHERE event_id = $1::uuid", {pg::Text(ids[4])});
+  auto ctx = Ctx();
+  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  Frames frames;
+  const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << s.error_message();
+  EXPECT_NE(s.error_message().find("resume with after_index="), std::string::npos)
+      << s.error_message();
 }
 
 TEST_P(WatchTest, ShutdownEndsWatchesWithUnavailableAndTheResumeIndex) {

@@ -17,11 +17,14 @@
 // heard for --idle-timeout. It exits 2 on what a retry cannot fix (a bad
 // filter, a cursor beyond the log, no permission, a log that lost a row),
 // naming it, and 0 after --max-rows rows or on SIGINT/SIGTERM.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -47,6 +50,7 @@ namespace {
 namespace v1 = admin::v1;
 
 constexpr int kOk = 0, kError = 2;
+constexpr char kResumeAfterTrailer[] = "ulticode-resume-after";  // admin/watch/watch_hub.h
 
 struct Options {
   std::string admin = "127.0.0.1:50053";
@@ -69,12 +73,17 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// The saved position: nullopt when there is no file (or it is empty).
+// The saved position: nullopt when there is no file yet. A file that
+// cannot be read or holds no index is an error, never a silent start
+// elsewhere.
 absl::StatusOr<std::optional<uint64_t>> LoadPosition(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec) return std::optional<uint64_t>();
   auto text = ReadFile(path);
-  if (!text.ok()) return std::optional<uint64_t>();
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--position-file ", path, ": cannot be read"));
+  }
   const absl::string_view v = absl::StripAsciiWhitespace(*text);
-  if (v.empty()) return std::optional<uint64_t>();
   uint64_t index = 0;
   if (!absl::SimpleAtoi(v, &index)) {
     return absl::InvalidArgumentError(
@@ -83,17 +92,24 @@ absl::StatusOr<std::optional<uint64_t>> LoadPosition(const std::string& path) {
   return std::optional<uint64_t>(index);
 }
 
-// Written whole or not at all (a new file renamed over the old one).
+// Written whole or not at all, also across a power loss: a new file,
+// synced, renamed over the old one, and the directory synced.
 absl::Status SavePosition(const std::string& path, uint64_t index) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << index << "\n";
-    out.flush();
-    if (!out) return absl::UnavailableError(absl::StrCat(tmp, ": cannot write"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  const std::string text = absl::StrCat(index, "\n");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat(tmp, ": cannot write"));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::UnavailableError(absl::StrCat(path, ": cannot replace"));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
   }
   return absl::OkStatus();
 }
@@ -147,7 +163,11 @@ class Follower {
     while (!stopping_) {
       const grpc::Status s = Stream(*stub);
       if (stopping_ || done_) break;
-      if (!Retryable(s.error_code())) {
+      // An INTERNAL that comes back at the same place five times in a row
+      // is a row Admin cannot send, not a passing trouble.
+      const bool stuck =
+          s.error_code() == grpc::StatusCode::INTERNAL && rows_in_stream_ == 0 && failures >= 4;
+      if (!Retryable(s.error_code()) || stuck) {
         Say(absl::StrCat("stopped: ", s.error_message(), " (", static_cast<int>(s.error_code()),
                          ")"));
         code = kError;
@@ -157,7 +177,9 @@ class Follower {
                                                  rows_in_stream_ > 0 ? 1 : ++failures);
       if (rows_in_stream_ > 0) failures = 0;
       Say(absl::StrCat("stream ended (", s.error_message(), "); resuming ",
-                       position_ ? absl::StrCat("after index ", *position_) : "from the start",
+                       position_ ? absl::StrCat("after index ", *position_)
+                       : (o_.from_beginning || from_start_) ? std::string("from the start")
+                                                            : std::string("at the head"),
                        " in ", absl::FormatDuration(wait)));
       for (absl::Time end = absl::Now() + wait; absl::Now() < end && !stopping_;) {
         absl::SleepFor(absl::Milliseconds(50));
@@ -194,22 +216,24 @@ class Follower {
     req.set_entity_id(o_.entity_id);
     if (position_) {
       req.set_after_index(*position_);
-    } else if (o_.from_beginning) {
+    } else if (o_.from_beginning || from_start_) {
       req.set_from_beginning(true);
     }
     return req;
   }
 
   grpc::Status Stream(v1::AdminService::Stub& stub) {
+    // Read again each time (a rotated token); a file caught mid-rotation
+    // is tried again like any passing trouble.
     auto token = crypto::ReadSecretFile(o_.token_file);
     if (!token.ok()) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          std::string(token.status().message()));
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(token.status().message()));
     }
     auto ctx = std::make_shared<grpc::ClientContext>();
     ctx->AddMetadata("authorization", "Bearer " + *token);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return grpc::Status::CANCELLED;  // a signal before the stream existed
       ctx_ = ctx;
       last_heard_ = absl::Now();
     }
@@ -230,7 +254,12 @@ class Follower {
           ctx->TryCancel();
           break;
         }
-      } else if (frame.progress().has_resume_after_index()) {
+      } else if (!frame.progress().has_resume_after_index()) {
+        if (o_.progress) PrintProgress(frame.progress());
+        // No leaf considered yet: an empty log, or a watch from index 0
+        // that has not read one. Whatever comes is after "the start".
+        if (!position_) from_start_ = true;
+      } else {
         if (o_.progress) PrintProgress(frame.progress());
         // Leaves the filters did not match are behind us too.
         if (!position_ || frame.progress().resume_after_index() > *position_) {
@@ -239,6 +268,16 @@ class Follower {
       }
     }
     grpc::Status s = reader->Finish();
+    // An end names the index to resume after: every row up to it was
+    // read above (a watch at the head that had sent nothing has one too).
+    const auto& trailers = ctx->GetServerTrailingMetadata();
+    if (auto t = trailers.find(kResumeAfterTrailer); t != trailers.end()) {
+      uint64_t index = 0;
+      if (absl::SimpleAtoi(absl::string_view(t->second.data(), t->second.size()), &index) &&
+          (!position_ || index > *position_)) {
+        Advance(index);
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     ctx_.reset();
     return s;
@@ -294,6 +333,7 @@ class Follower {
 
   const Options o_;
   std::optional<uint64_t> position_;
+  bool from_start_ = false;  // no position, but the stream was at the log's start
   int64_t rows_ = 0;
   int64_t rows_in_stream_ = 0;
   std::atomic<bool> stopping_{false};
@@ -346,12 +386,16 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  tail::Follower follower(o);
-  std::thread waiter([&] {
+  if (auto token = crypto::ReadSecretFile(o.token_file); !token.ok()) {
+    std::fprintf(stderr, "ulticode-tail: %s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  // Lives as long as the process: the signal thread may still hold it.
+  auto* follower = new tail::Follower(o);
+  std::thread([follower, signals]() mutable {
     int sig = 0;
     sigwait(&signals, &sig);
-    follower.Stop();
-  });
-  waiter.detach();
-  return follower.Run();
+    follower->Stop();
+  }).detach();
+  return follower->Run();
 }

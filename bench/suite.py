@@ -627,9 +627,13 @@ class Suite:
         return rss, int(fields[11]) + int(fields[12])
 
     def watchbench(self, watchers, seconds, idle=False):
+        # Each watcher on its own connection, as separate followers are;
+        # idle ones ten to a connection (1,000 connections would pass the
+        # usual limit of 1,024 open files).
         args = [os.path.join(self.build_dir, "bench/ulticode-watchbench"),
                 f"--admin=127.0.0.1:{50053 + OFF}", f"--token-file={self.reader_token()}",
-                f"--watchers={watchers}", f"--duration={seconds}s"] + (["--idle"] if idle else [])
+                f"--watchers={watchers}", f"--duration={seconds}s"]
+        args += ["--idle", "--per-connection=10"] if idle else []
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     WATCH = {"ULTICODE_WATCH_MAX_WATCHERS": "5000", "ULTICODE_WATCH_MAX_PER_PRINCIPAL": "5000"}
@@ -658,7 +662,8 @@ class Suite:
                 sys.exit(f"[bench] ulticode-watchbench: {err}")
             # Admin's CPU while the load ran: the pipeline's and the watches'.
             out["latency"].append(json.loads(got) | {
-                "admin_cpu_cores": round((j1 - j0) / HZ / self.seconds, 3)})
+                "admin_cpu_cores": round((j1 - j0) / HZ / self.seconds, 3),
+                "first_error": err.strip()})
         quiet = 10
         rss0, j0 = self.proc_rss_and_jiffies(admin)
         time.sleep(quiet)
@@ -1127,7 +1132,8 @@ class Suite:
             for p in w["latency"]:
                 log(f"watch: {p['watchers']} watchers at {w['rate']}/s: {p['rows']} rows delivered, "
                     f"commit -> watcher p50/p99/max {p['p50_ms']}/{p['p99_ms']}/{p['max_ms']} ms, "
-                    f"Admin {p.get('admin_cpu_cores')} cores, {p['errors']} errors")
+                    f"Admin {p.get('admin_cpu_cores')} cores, {p['errors']} errors"
+                    + (f" ({p['first_error']})" if p.get("first_error") else ""))
             i = w["idle"]
             log(f"watch: {i['watchers']} idle watchers: Admin RSS {i['admin_rss_before_mib']} -> "
                 f"{i['admin_rss_with_mib']} MiB ({i['rss_bytes_per_watcher']} bytes each), CPU "

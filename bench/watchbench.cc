@@ -1,6 +1,7 @@
 // ulticode-watchbench: WatchAuditLogs under load, for the benchmark's watch
-// phase (bench/suite.py). --watchers streams start at the head, spread over
-// connections of at most 100 streams each, and read for --duration.
+// phase (bench/suite.py). --watchers streams start at the head, each on a
+// connection of its own (as separate followers would be; --per-connection
+// puts up to 100 on one), and read for --duration.
 //   latency mode: every row's delay from its occurred_at (the owner's clock,
 //     in its business transaction) to its arrival at the watcher; prints
 //     JSON: watchers, rows, p50/p99/max ms.
@@ -30,12 +31,11 @@ namespace {
 
 namespace v1 = admin::v1;
 
-constexpr int kStreamsPerConnection = 100;
-
 struct Options {
   std::string admin = "127.0.0.1:50053";
   std::string token_file;
   int watchers = 1;
+  int per_connection = 1;
   bool idle = false;
   absl::Duration duration = absl::Seconds(10);
 };
@@ -49,7 +49,7 @@ double Percentile(std::vector<int64_t>& us, double p) {
 
 int Run(const Options& o, const std::string& token) {
   std::vector<std::unique_ptr<v1::AdminService::Stub>> stubs;
-  for (int c = 0; c < (o.watchers + kStreamsPerConnection - 1) / kStreamsPerConnection; ++c) {
+  for (int c = 0; c < (o.watchers + o.per_connection - 1) / o.per_connection; ++c) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", c);  // a connection of its own
     stubs.push_back(v1::AdminService::NewStub(
@@ -67,7 +67,7 @@ int Run(const Options& o, const std::string& token) {
     threads.emplace_back([&, w] {
       v1::WatchAuditLogsRequest req;
       if (o.idle) req.set_actor("nobody-is-this-actor");
-      auto reader = stubs[w / kStreamsPerConnection]->WatchAuditLogs(contexts[w].get(), req);
+      auto reader = stubs[w / o.per_connection]->WatchAuditLogs(contexts[w].get(), req);
       std::vector<int64_t> mine;
       v1::WatchAuditLogsResponse frame;
       while (reader->Read(&frame)) {
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   flags.String("token-file", &o.token_file, "file holding an audit.reader token (mode 0600)");
   flags.Require("token-file");
   flags.Int("watchers", &o.watchers, "streams at once", 1, 10000);
+  flags.Int("per-connection", &o.per_connection, "streams per connection", 1, 100);
   flags.Bool("idle", &o.idle, "streams that match nothing (progress frames only)");
   flags.Duration("duration", &o.duration, "how long to watch", absl::Seconds(1), absl::Hours(1));
   config::ParseOrExit(flags, argc, argv);

@@ -616,7 +616,6 @@ void WatchHub::RunTail() {
       }
       Tail t;
       t.size = static_cast<uint64_t>(size->GetInt64(0, 0));
-      t.known = true;
       {
         absl::MutexLock lock(&mu_);
         t.checkpoint = tail_.checkpoint;

@@ -107,7 +107,6 @@ class WatchHub {
   friend class Watch;
   struct Tail {
     uint64_t size = 0;
-    bool known = false;  // the tail has read the size at least once
     std::shared_ptr<const v1::SignedCheckpoint> checkpoint;
   };
 

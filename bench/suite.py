@@ -403,8 +403,8 @@ class Suite:
         with the sequencer off (nothing else writes the log), synthetic
         leaves appended to its log up to that size (their subtree hashes
         computed in SQL with RFC 9162 hashing) and a checkpoint of that size
-        stored; then ulticode-proofbench against it. Also the storage of the
-        tree hashes per entry at that size."""
+        stored; then ulticode-readbench (GetInclusionProof) against it. Also
+        the storage of the tree hashes per entry at that size."""
         self.mesh.stop()
         self.mesh.start({"ULTICODE_LOG_SEQUENCER": "false"})
         start = int(self.mesh.psql("ulticode_admin",

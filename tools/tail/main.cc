@@ -246,7 +246,14 @@ class Follower {
         last_heard_ = absl::Now();
       }
       if (frame.has_log()) {
-        if (!Print(frame.log().log())) return grpc::Status(grpc::StatusCode::DATA_LOSS, "stdout");
+        if (!Print(frame.log().log())) {
+          ctx->TryCancel();
+          (void)reader->Finish();
+          std::lock_guard<std::mutex> lock(mu_);
+          ctx_.reset();
+          // Not retried: the row was not printed, and its index not saved.
+          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "cannot write to stdout");
+        }
         ++rows_in_stream_;
         Advance(frame.log().log().log_index());
         if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) {

@@ -81,6 +81,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PG_BIN = os.environ.get("ULTICODE_PG_BIN", "/usr/lib/postgresql/15/bin")
@@ -638,6 +639,22 @@ class Suite:
 
     WATCH = {"ULTICODE_WATCH_MAX_WATCHERS": "5000", "ULTICODE_WATCH_MAX_PER_PRINCIPAL": "5000"}
 
+    def wait_watchers(self, n, timeout=120):
+        """Until Admin counts `n` open watches (its ulticode_admin_watchers)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{9103 + OFF}/metrics",
+                                            timeout=5) as page:
+                    m = re.search(r"^ulticode_admin_watchers ([0-9.e+]+)$", page.read().decode(),
+                                  re.M)
+                if m and float(m.group(1)) >= n:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        sys.exit(f"[bench] Admin never counted {n} watchers")
+
     def watch(self, max_rate, idle_watchers=1000):
         """WatchAuditLogs (docs/watching.md): commit -> delivered latency at
         half the maximum with 1, 10 and 100 watchers from the head (each row's
@@ -653,7 +670,7 @@ class Suite:
         for n in (1, 10, 100):
             log(f"watch: {n} watchers from the head, load at {rate}/s, {self.seconds}s")
             bench = self.watchbench(n, self.seconds + 3)
-            time.sleep(1)  # the streams are open
+            self.wait_watchers(n)
             _, j0 = self.proc_rss_and_jiffies(admin)
             self.loadgen(f"watch{n}", "open", rate=rate)
             _, j1 = self.proc_rss_and_jiffies(admin)
@@ -670,11 +687,14 @@ class Suite:
         _, j1 = self.proc_rss_and_jiffies(admin)
         log(f"watch: {idle_watchers} idle watchers")
         hold = max(20, self.seconds)
-        bench = self.watchbench(idle_watchers, hold + 15, idle=True)
-        time.sleep(10)  # all open, their first progress frames sent
+        bench = self.watchbench(idle_watchers, hold + 30, idle=True)
+        self.wait_watchers(idle_watchers)
+        time.sleep(1)  # their first progress frames sent
         rss1, j2 = self.proc_rss_and_jiffies(admin)
         time.sleep(hold)
         _, j3 = self.proc_rss_and_jiffies(admin)
+        if bench.poll() is not None:
+            sys.exit("[bench] the idle watchers closed before the measurement ended")
         got, err = bench.communicate()
         if not got:
             sys.exit(f"[bench] ulticode-watchbench --idle: {err}")

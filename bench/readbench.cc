@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/latency.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
 #include "grpcpp/grpcpp.h"
@@ -80,13 +81,6 @@ Timed Time(const Context& context, Rpc rpc) {
   const absl::Time t0 = absl::Now();
   grpc::Status s = rpc(ctx.get());
   return {std::move(s), absl::Now() - t0};
-}
-
-double Percentile(std::vector<int64_t>& us, double p) {
-  if (us.empty()) return 0;
-  const size_t k = std::min(us.size() - 1, static_cast<size_t>(p * us.size()));
-  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(k), us.end());
-  return static_cast<double>(us[k]) / 1000.0;
 }
 
 absl::StatusOr<std::vector<std::string>> ReadValues(const std::string& path) {
@@ -300,15 +294,13 @@ int Run(const Options& o, const std::string& token) {
                  first_error.c_str());
   }
   const size_t calls = us.size();
-  const double p50 = Percentile(us, 0.50), p99 = Percentile(us, 0.99);
-  const double max =
-      us.empty() ? 0 : static_cast<double>(*std::max_element(us.begin(), us.end())) / 1000.0;
+  const Latency l = Summarize(us);
   std::printf(
       "{\"call\": \"%s\", \"filter\": \"%s\", \"tree_size\": %llu, \"calls\": %zu, "
       "\"errors\": %lld, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}\n",
       o.call.c_str(), o.call == "query" ? o.filter.c_str() : "",
-      static_cast<unsigned long long>(in.size), calls, static_cast<long long>(errors.load()), p50,
-      p99, max);
+      static_cast<unsigned long long>(in.size), calls, static_cast<long long>(errors.load()),
+      l.p50_ms, l.p99_ms, l.max_ms);
   return errors.load() == 0 ? 0 : 1;
 }
 

@@ -173,6 +173,27 @@ class Mesh:
         return int(out[0])
 
 
+def tree_levels_sql(base, end):
+    """A DO block storing the interior nodes (RFC 9162: SHA-256 of 0x01 and
+    the two children) that a log of `end` leaves has and one of `base`
+    leaves had not, level by level; the leaves' hashes (level 0) must be
+    stored first. Only complete subtrees are stored, as the sequencer does."""
+    return f"""DO $$ DECLARE l int := 1; lo bigint; hi bigint;
+      BEGIN
+        LOOP
+          lo := {base}::bigint >> l;
+          hi := {end}::bigint >> l;
+          EXIT WHEN hi = 0;
+          INSERT INTO log_nodes (level, idx, hash)
+            SELECT l, c.idx / 2, sha256('\\x01'::bytea || c.hash || d.hash)
+            FROM log_nodes c JOIN log_nodes d ON d.level = c.level AND d.idx = c.idx + 1
+            WHERE c.level = l - 1 AND c.idx >= 2 * lo AND c.idx < 2 * hi AND c.idx % 2 = 0
+            ON CONFLICT (level, idx) DO NOTHING;
+          l := l + 1;
+        END LOOP;
+      END $$"""
+
+
 def busy_jiffies():
     with open("/proc/stat") as f:
         v = f.readline().split()[1:]
@@ -414,19 +435,7 @@ class Suite:
         self.mesh.psql("ulticode_admin", f"""INSERT INTO log_nodes (level, idx, hash)
           SELECT 0, i, sha256('\\x00'::bytea || int8send(i))
           FROM generate_series({start}, {entries - 1}) i""")
-        self.mesh.psql("ulticode_admin", """DO $$
-          DECLARE l int := 1;
-          BEGIN
-            LOOP
-              INSERT INTO log_nodes (level, idx, hash)
-                SELECT l, c.idx / 2, sha256('\\x01'::bytea || c.hash || d.hash)
-                FROM log_nodes c JOIN log_nodes d ON d.level = c.level AND d.idx = c.idx + 1
-                WHERE c.level = l - 1 AND c.idx % 2 = 0
-                ON CONFLICT (level, idx) DO NOTHING;
-              EXIT WHEN (SELECT count(*) FROM log_nodes WHERE level = l) < 2;
-              l := l + 1;
-            END LOOP;
-          END $$""")
+        self.mesh.psql("ulticode_admin", tree_levels_sql(start, entries))
         self.mesh.psql("ulticode_admin", f"""INSERT INTO log_checkpoints (size, root, note)
           VALUES ({entries}, sha256('synthetic'), 'synthetic checkpoint (benchmark)')""")
         storage = int(self.mesh.psql("ulticode_admin",
@@ -550,21 +559,7 @@ class Suite:
               INSERT INTO log_nodes (level, idx, hash)
                 SELECT 0, {base} + i - {lo}, sha256('\\x00'::bytea || int8send(i))
                 FROM generate_series({lo}, {hi - 1}) i;
-              DO $$ DECLARE l int := 1; lo bigint; hi bigint;
-              BEGIN
-                LOOP
-                  lo := {base}::bigint >> l;
-                  hi := {end}::bigint >> l;
-                  EXIT WHEN hi = 0;
-                  INSERT INTO log_nodes (level, idx, hash)
-                    SELECT l, c.idx / 2, sha256('\\x01'::bytea || c.hash || d.hash)
-                    FROM log_nodes c JOIN log_nodes d ON d.level = c.level AND d.idx = c.idx + 1
-                    WHERE c.level = l - 1 AND c.idx >= 2 * lo AND c.idx < 2 * hi
-                      AND c.idx % 2 = 0
-                    ON CONFLICT (level, idx) DO NOTHING;
-                  l := l + 1;
-                END LOOP;
-              END $$;
+              {tree_levels_sql(base, end)};
               UPDATE log_witnesses SET proved_size = {end}, sent_at = now();
               COMMIT;""")
             log(f"growth: {hi} of {rows} audit rows and leaves ({time.time() - t0:.0f} s)")
@@ -606,6 +601,13 @@ class Suite:
         grown["closed"] = self.result["closed"]
         log(f"growth: reads with {rows} more rows")
         grown["reads"] = self.reads("grown")
+        # The loaded tree is the log's own: both owners, who check every new
+        # checkpoint's consistency with the one they cosigned before the
+        # load, cosign the latest one (a wrong stored node is a fork to them).
+        deadline = time.time() + 120
+        while not self.log_settled() and time.time() < deadline:
+            time.sleep(0.5)
+        witnessed = self.log_settled()
         sizes = self.mesh.psql("ulticode_admin", "SELECT pg_total_relation_size('audit_logs') || ','"
                                " || pg_total_relation_size('log_nodes') || ','"
                                " || pg_total_relation_size('log_leaves') || ','"
@@ -613,6 +615,7 @@ class Suite:
         t = {k: v["closed"]["loadgen"]["ok_per_second"] for k, v in (("small", small),
                                                                       ("grown", grown))}
         return {"rows": rows, "load_seconds": loaded_in, "small": small, "grown": grown,
+                "witnesses_cosigned_after_load": witnessed,
                 "audit_rows": int(sizes[3]),
                 "bytes": {"audit_logs": int(sizes[0]), "log_nodes": int(sizes[1]),
                           "log_leaves": int(sizes[2])},
@@ -1076,6 +1079,9 @@ class Suite:
                g and f"{g['throughput_grown_vs_small']} x (pgbench beside it: "
                      f"{g['reference_grown_vs_small']} x)",
                g and g["throughput_grown_vs_small"] >= 0.8, "growth")
+        target("growth: the loaded log is consistent (both owners cosign it after the load)",
+               g and ("yes" if g.get("witnesses_cosigned_after_load") else "no"),
+               g and g.get("witnesses_cosigned_after_load"), "growth")
         target("growth: every query filter and proof RPC p99 <= 20 ms",
                g and f"worst {worst_read['call']} {worst_read['filter']} "
                      f"{worst_read['p99_ms']} ms at {g['audit_rows']} rows",
@@ -1142,7 +1148,8 @@ class Suite:
                 f"x{g['throughput_grown_vs_small']} of the small database (pgbench "
                 f"x{g['reference_grown_vs_small']} in the same run); audit_logs "
                 f"{g['bytes']['audit_logs'] / 2**30:.2f} GiB, log_nodes "
-                f"{g['bytes']['log_nodes'] / 2**30:.2f} GiB")
+                f"{g['bytes']['log_nodes'] / 2**30:.2f} GiB; both owners cosigned the grown log: "
+                f"{'yes' if g.get('witnesses_cosigned_after_load') else 'NO'}")
             for small, grown in zip(g["small"]["reads"], g["grown"]["reads"]):
                 log(f"  {grown['call']:16} {grown['filter']:12} p50/p99 {small['p50_ms']}/"
                     f"{small['p99_ms']} ms -> {grown['p50_ms']}/{grown['p99_ms']} ms "

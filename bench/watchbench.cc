@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/latency.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
 #include "google/protobuf/util/time_util.h"
@@ -39,13 +40,6 @@ struct Options {
   bool idle = false;
   absl::Duration duration = absl::Seconds(10);
 };
-
-double Percentile(std::vector<int64_t>& us, double p) {
-  if (us.empty()) return 0;
-  const size_t k = std::min(us.size() - 1, static_cast<size_t>(p * us.size()));
-  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(k), us.end());
-  return static_cast<double>(us[k]) / 1000.0;
-}
 
 int Run(const Options& o, const std::string& token) {
   std::vector<std::unique_ptr<v1::AdminService::Stub>> stubs;
@@ -93,14 +87,12 @@ int Run(const Options& o, const std::string& token) {
   for (std::thread& t : threads) t.join();
   if (!first_error.empty()) std::fprintf(stderr, "ulticode-watchbench: %s\n", first_error.c_str());
   const size_t rows = us.size();
-  const double p50 = Percentile(us, 0.50), p99 = Percentile(us, 0.99);
-  const double max =
-      us.empty() ? 0 : static_cast<double>(*std::max_element(us.begin(), us.end())) / 1000.0;
+  const Latency l = Summarize(us);
   std::printf(
       "{\"watchers\": %d, \"idle\": %s, \"rows\": %zu, \"progress_frames\": %lld, "
       "\"errors\": %lld, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}\n",
       o.watchers, o.idle ? "true" : "false", rows, static_cast<long long>(progress.load()),
-      static_cast<long long>(errors.load()), p50, p99, max);
+      static_cast<long long>(errors.load()), l.p50_ms, l.p99_ms, l.max_ms);
   return errors.load() == 0 ? 0 : 1;
 }
 

@@ -578,6 +578,13 @@ void WatchHub::FillCache(pg::Connection& conn, uint64_t size) {
   uint64_t end;
   {
     absl::MutexLock lock(&mu_);
+    if (watches_.empty()) {
+      // Nobody to share rows with: build none (the pipeline's hot path
+      // pays nothing for watches it does not have).
+      cache_.clear();
+      cache_first_ = size;
+      return;
+    }
     end = cache_first_ + cache_.size();
   }
   if (size <= end) return;

@@ -122,7 +122,8 @@ class WatchHub {
   bool FromCache(uint64_t next, const query::AuditFilters& filters,
                  std::vector<std::shared_ptr<const v1::WatchAuditLogsResponse>>* frames,
                  uint64_t* after);
-  // Reads the rows the log gained since the cache's end into it.
+  // Reads the rows the log gained since the cache's end into it, while any
+  // watch is open (none: the cache is emptied and starts at `size`).
   void FillCache(pg::Connection& conn, uint64_t size);
 
   const WatchOptions options_;

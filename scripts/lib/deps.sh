@@ -3,7 +3,9 @@
 # Dependency installation and build helpers for UltiCode Audit Mesh.
 # Source this file; it defines functions only and changes no shell options.
 #
-#   ulticode_install_deps          install missing Debian 12 packages (apt-get)
+#   ulticode_deps_plan [--all]     the Debian packages the dependency step
+#                                  installs here (or, with --all, on any Debian 12)
+#   ulticode_install_deps          install that plan (apt-get)
 #   ulticode_node_tools            npm ci the pinned tooling (package-lock.json:
 #                                  buf, Kubernetes schemas) when the lockfile changed
 #   ulticode_build [Release|Debug] configure (if needed) and build with Ninja
@@ -34,6 +36,15 @@ ULTICODE_DEB_PACKAGES=(
   golang-go golang-golang-x-mod-dev
 )
 
+# Where a machine image may bring a command by another route, the dependency
+# step installs Debian's package for it only when the command is missing:
+# "command=package". Debian's nodejs (18 on Debian 12) comes without npm, which
+# Debian's npm package brings; an image's own nodejs may include npm, and
+# Debian's npm would then conflict with it.
+ULTICODE_DEB_PACKAGES_FOR_MISSING_COMMANDS=(
+  npm=npm
+)
+
 _ulticode_log() { printf '[ulticode] %s\n' "$*" >&2; }
 
 # Prints the packages of ULTICODE_DEB_PACKAGES that are not installed, one a line.
@@ -48,6 +59,26 @@ ulticode_missing_deps() {
   done
 }
 
+# The one source of truth for what the dependency step installs, one package a
+# line. Without arguments: what it installs on this machine (the missing
+# packages, and the package of each missing command). With --all: every package
+# it may install on some Debian 12, whatever this machine already has (what
+# tests/deploy/deps_test.py checks the scripts' commands against).
+ulticode_deps_plan() {
+  local entry
+  if [[ "${1:-}" == --all ]]; then
+    printf '%s\n' "${ULTICODE_DEB_PACKAGES[@]}"
+    for entry in "${ULTICODE_DEB_PACKAGES_FOR_MISSING_COMMANDS[@]}"; do
+      printf '%s\n' "${entry#*=}"
+    done
+    return 0
+  fi
+  ulticode_missing_deps
+  for entry in "${ULTICODE_DEB_PACKAGES_FOR_MISSING_COMMANDS[@]}"; do
+    command -v "${entry%%=*}" >/dev/null 2>&1 || printf '%s\n' "${entry#*=}"
+  done
+}
+
 ulticode_install_deps() {
   if [[ "${ULTICODE_SKIP_DEPS:-0}" == 1 ]]; then
     _ulticode_log "ULTICODE_SKIP_DEPS=1: not checking packages"
@@ -58,7 +89,7 @@ ulticode_install_deps() {
     return 0
   fi
   local -a missing=() sudo_cmd=()
-  mapfile -t missing < <(ulticode_missing_deps)
+  mapfile -t missing < <(ulticode_deps_plan)
   if ((${#missing[@]} == 0)); then
     return 0
   fi
@@ -75,21 +106,6 @@ ulticode_install_deps() {
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# Debian's nodejs (18 on Debian 12) comes without npm: Debian's npm package
-# brings it (the machine image may have a nodejs that includes npm).
-_ulticode_ensure_npm() {
-  command -v npm >/dev/null 2>&1 && return 0
-  if [[ "${ULTICODE_SKIP_DEPS:-0}" == 1 ]]; then
-    _ulticode_log "npm is missing (ULTICODE_SKIP_DEPS=1: not installing it)"
-    return 1
-  fi
-  local -a sudo_cmd=()
-  ((EUID == 0)) || sudo_cmd=(sudo)
-  _ulticode_log "installing npm"
-  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends npm
-}
-
 ulticode_node_tools() {
   local root="${ULTICODE_REPO_ROOT}" stamp want
   stamp="${root}/node_modules/.ulticode-lock.sha256"
@@ -97,7 +113,10 @@ ulticode_node_tools() {
   if [[ -x "${root}/node_modules/.bin/buf" && "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
     return 0
   fi
-  _ulticode_ensure_npm || return 1
+  if ! command -v npm >/dev/null 2>&1; then
+    _ulticode_log "npm is missing: run ulticode_install_deps (it installs Debian's npm where the image has none)"
+    return 1
+  fi
   _ulticode_log "installing the pinned npm tooling (npm ci, package-lock.json)"
   (cd "${root}" && npm ci --no-audit --no-fund --loglevel=error) || return 1
   printf '%s\n' "${want}" >"${stamp}"

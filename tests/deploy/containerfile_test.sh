@@ -60,7 +60,8 @@ def installed(stage):
 build_pkgs, runtime_pkgs = installed(stages[0]), installed(stages[1])
 problems = []
 
-deps = re.search(r"ULTICODE_DEB_PACKAGES=\(([^)]*)\)", open(deps_sh).read()).group(1).split()
+deps = subprocess.run(["bash", "-c", 'source "$1"; ulticode_deps_plan --all', "_", deps_sh],
+                      capture_output=True, text=True, check=True).stdout.split()
 # Test-only libraries: GoogleTest, the fuzzers' runtime, Go's sumdb (the interop test).
 not_for_image = {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev", "golang-golang-x-mod-dev"}
 for p in deps:

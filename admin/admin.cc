@@ -9,6 +9,7 @@
 #include "admin/operations/operations_service.h"
 #include "admin/query/audit_query_service.h"
 #include "admin/transparency/audit_log_service.h"
+#include "admin/transparency/completeness.h"
 #include "admin/transparency/witness_feed.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
@@ -80,10 +81,14 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
     owners.push_back(audit::OwnerName(owner));
   auto& sequences = context.Keep(std::make_unique<maintenance::SequenceWatch>(
       owners, h.sequence_gap_grace, context.registry()));
+  auto& completeness = context.Keep(std::make_unique<transparency::Completeness>(
+      options.log.unlogged_after, context.registry()));
   using worker::Stopping;
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("housekeeping"),
       std::vector<worker::PeriodicJob>{
+          {"log.completeness", options.log.completeness_interval,
+           [&completeness](pg::Connection* c, const Stopping&) { return completeness.Check(*c); }},
           {"inbox.retention", h.retention_interval,
            [&retention](pg::Connection* c, const Stopping& stopping) {
              return retention.RunOnce(*c, stopping);
@@ -115,7 +120,8 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
       context.Start(std::make_unique<watch::WatchHub>(std::move(watching), context.registry()));
   context.BeforeDrain([&watches] { watches.EndAll(); });
   context.Serve(std::make_unique<query::AuditQueryService>(
-                    context.pool(), context.Authorizer(query::AccessRules()), watches, query),
+                    context.pool(), context.Authorizer(query::AccessRules()), watches,
+                    context.registry(), query),
                 "ulticode.admin.v1.AdminService");
   context.Serve(std::make_unique<transparency::AuditLogService>(
                     context.pool(), context.Authorizer(transparency::AccessRules())),
@@ -151,8 +157,11 @@ const std::vector<std::string>& RuntimeGrants() {
       // The log only grows: leaves, nodes, checkpoints and cosignatures are
       // appended, never changed or deleted.
       "GRANT SELECT, INSERT ON log_leaves, log_nodes, log_checkpoints, log_cosignatures TO {role}",
-      // New audit rows wait here for the sequencer (migration 0015).
-      "GRANT SELECT, INSERT, DELETE ON log_queue TO {role}",
+      // New audit rows wait here for the sequencer (migration 0015), which
+      // takes them off only through log_queue_done (0016): never a row that
+      // is not yet a leaf.
+      "GRANT SELECT, INSERT ON log_queue TO {role}",
+      "GRANT EXECUTE ON FUNCTION log_queue_done(uuid[]) TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON log_witnesses TO {role}",
       "GRANT SELECT, INSERT, DELETE ON log_proof_requests TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",

@@ -35,7 +35,7 @@ constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
 // The query's SQL is assembled per request from the filters present (see
 // BuildQuery); its name labels it in logs and errors like any statement.
 constexpr char kQueryName[] = "admin.audit_logs.query";
-constexpr int kPageFullColumn = 17;  // after ULTI_AUDIT_LOG_COLUMNS' 17
+constexpr int kPageFullColumn = kAuditLogColumns;  // after ULTI_AUDIT_LOG_COLUMNS
 constexpr absl::Duration kQueryTimeout = absl::Seconds(10);
 
 // One pass over the consumer's inbox rows, plus the poison count, in one
@@ -98,10 +98,8 @@ struct SqlQuery {
   pg::Params params;
 };
 
-#define ULTI_PAGE_ROW_BYTES                                                    \
-  "(coalesce(octet_length(old_text), 0) + coalesce(octet_length(new_text), 0)" \
-  " + octet_length(actor) + octet_length(subject) + octet_length(entity_id)"   \
-  " + coalesce(octet_length(user_agent), 0) + 256)"
+// A served row is its envelope's fields, a little more than the envelope.
+#define ULTI_PAGE_ROW_BYTES "(octet_length(envelope) + 256)"
 
 SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   SqlQuery out;
@@ -119,7 +117,9 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   std::string rows =
       "SELECT event_id, event_id::text AS event_text, owner, event_type, actor, subject, action,"
       " entity_type, entity_id, old_value::text AS old_text, new_value::text AS new_text,"
-      " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at, log_index"
+      " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at, log_index,"
+      " envelope, coalesce(key_id, '') AS key_text, coalesce(signature, ''::bytea) AS sig,"
+      " (SELECT n.hash FROM log_nodes n WHERE n.level = 0 AND n.idx = log_index) AS leaf_hash"
       " FROM audit_logs LEFT JOIN log_leaves USING (event_id)";
   if (!where.empty()) absl::StrAppend(&rows, " WHERE ", absl::StrJoin(where, " AND "));
   absl::StrAppend(&rows, " ORDER BY occurred_at DESC, event_id DESC LIMIT ",
@@ -128,7 +128,7 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   out.sql = absl::StrCat(
       "SELECT event_text, owner, event_type, actor, subject, action, entity_type, entity_id,"
       " old_text, new_text, client_ip, user_agent, request_id, trace_id, occurred_at,"
-      " ingested_at, log_index, page_bytes >= ",
+      " ingested_at, log_index, envelope, key_text, sig, leaf_hash, page_bytes >= ",
       budget,
       " FROM (SELECT r.*, " ULTI_PAGE_ROW_BYTES " AS row_bytes, sum(" ULTI_PAGE_ROW_BYTES
       ") OVER (ORDER BY occurred_at DESC, event_id DESC ROWS UNBOUNDED PRECEDING) AS page_bytes"
@@ -150,8 +150,17 @@ v1::StreamStatus UnknownStream(audit::Owner owner, const std::string& stream) {
 }  // namespace
 
 AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer,
-                                     watch::WatchHub& watches, QueryServiceOptions options)
-    : pool_(pool), authorizer_(authorizer), watches_(watches), options_([&] {
+                                     watch::WatchHub& watches, prometheus::Registry& registry,
+                                     QueryServiceOptions options)
+    : pool_(pool),
+      authorizer_(authorizer),
+      watches_(watches),
+      refused_(prometheus::BuildCounter()
+                   .Name("ulticode_admin_audit_rows_refused_total")
+                   .Help("Reads failed with DATA_LOSS: a row that is not what the log proves "
+                         "(a column or the envelope changed after it was written)")
+                   .Register(registry)),
+      options_([&] {
         options.max_page_size = std::max(options.max_page_size, 1);
         options.default_page_size = std::clamp(options.default_page_size, 1, options.max_page_size);
         return std::move(options);
@@ -172,15 +181,15 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   size_t bytes = 0;
   int n = 0;
   for (; n < fetched; ++n) {
-    ASSIGN_OR_RETURN(v1::AuditLog log, AuditLogFromRow(r, n));
-    bytes += log.ByteSizeLong() + 8;  // the row, its tag and length
+    ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, n));
+    bytes += row.log.ByteSizeLong() + 8;  // the row, its tag and length
     if (n > 0 && bytes > static_cast<size_t>(options_.max_page_bytes)) break;
-    *resp.add_logs() = std::move(log);
+    *resp.add_logs() = std::move(row.log);
   }
   const bool more =
       r.rows() > q.page_size || n < fetched || (n > 0 && r.GetBool(n - 1, kPageFullColumn));
   if (more && n > 0) {
-    const PageCursor last{r.GetTime(n - 1, 14), r.GetString(n - 1, 0)};
+    const PageCursor last{r.GetTime(n - 1, kOccurredAtColumn), r.GetString(n - 1, 0)};
     ASSIGN_OR_RETURN(std::string token, EncodePageToken(last, q.fingerprint));
     resp.set_next_page_token(std::move(token));
   }
@@ -197,7 +206,8 @@ absl::StatusOr<v1::AuditLog> AuditQueryService::Get(const v1::GetAuditLogRequest
   if (r.empty()) {
     return absl::NotFoundError(absl::StrCat("audit log ", req.event_id(), " not found"));
   }
-  return AuditLogFromRow(r, 0);
+  ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, 0));
+  return std::move(row.log);
 }
 
 std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
@@ -247,6 +257,15 @@ std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
   return out;
 }
 
+absl::Status AuditQueryService::Report(const char* rpc, absl::Status status) {
+  if (status.code() == absl::StatusCode::kDataLoss) {
+    refused_.Add({{"rpc", rpc}}).Increment();
+    log::Error(kComponent, "a read met a row that is not what the log proves; nothing was served",
+               {{"rpc", rpc}, {"error", status.ToString()}});
+  }
+  return status;
+}
+
 absl::StatusOr<v1::PipelineStatus> AuditQueryService::Pipeline() {
   v1::PipelineStatus status;
   {
@@ -277,7 +296,7 @@ grpc::Status AuditQueryService::QueryAuditLogs(grpc::ServerContext* ctx,
   log::Info("audit_read", "QueryAuditLogs",
             {{"principal", principal->id}, {"filters", Filters(*req)}});
   auto r = Query(*req);
-  if (!r.ok()) return server::ToGrpcStatus(r.status(), "QueryAuditLogs");
+  if (!r.ok()) return server::ToGrpcStatus(Report("QueryAuditLogs", r.status()), "QueryAuditLogs");
   *resp = std::move(r).value();
   return grpc::Status::OK;
 }
@@ -289,7 +308,7 @@ grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
   log::Info("audit_read", "GetAuditLog",
             {{"principal", principal->id}, {"event_id", req->event_id().substr(0, 64)}});
   auto r = Get(*req);
-  if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetAuditLog");
+  if (!r.ok()) return server::ToGrpcStatus(Report("GetAuditLog", r.status()), "GetAuditLog");
   *resp = std::move(r).value();
   return grpc::Status::OK;
 }

@@ -28,6 +28,8 @@
 #include "common/redis/redis_client.h"
 #include "common/server/grpc_server.h"
 #include "common/server/principal.h"
+#include "prometheus/counter.h"
+#include "prometheus/registry.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 
 namespace ulticode::admin::query {
@@ -56,8 +58,10 @@ struct QueryServiceOptions {
 class AuditQueryService final
     : public v1::AdminService::WithCallbackMethod_WatchAuditLogs<v1::AdminService::Service> {
  public:
+  // `registry` gets ulticode_admin_audit_rows_refused_total{rpc}: reads
+  // that met a row which is not what the log proves (DATA_LOSS).
   AuditQueryService(pg::Pool& pool, const server::Authorizer& authorizer, watch::WatchHub& watches,
-                    QueryServiceOptions options);
+                    prometheus::Registry& registry, QueryServiceOptions options);
 
   grpc::Status QueryAuditLogs(grpc::ServerContext* ctx, const v1::QueryAuditLogsRequest* req,
                               v1::QueryAuditLogsResponse* resp) override;
@@ -74,10 +78,14 @@ class AuditQueryService final
   absl::StatusOr<v1::PipelineStatus> Pipeline();
   // One entry per configured stream; unknown ones when Redis cannot be asked.
   std::vector<v1::StreamStatus> StreamStatuses();
+  // A read's outcome: a row that is not what the log proves is reported
+  // (error log, counter), and the call fails with DATA_LOSS naming it.
+  absl::Status Report(const char* rpc, absl::Status status);
 
   pg::Pool& pool_;
   const server::Authorizer& authorizer_;
   watch::WatchHub& watches_;
+  prometheus::Family<prometheus::Counter>& refused_;
   const QueryServiceOptions options_;
 };
 

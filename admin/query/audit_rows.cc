@@ -3,7 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
 #include "common/base/status_macros.h"
+#include "common/tlog/leaf.h"
+#include "common/tlog/merkle.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace ulticode::admin::query {
@@ -19,20 +22,81 @@ constexpr size_t kMaxFilterBytes = 256;
 constexpr int64_t kMinTimestampSeconds = -62135596800LL;
 constexpr int64_t kMaxTimestampSeconds = 253402300799LL;
 
-// Parses a jsonb column (as text) back into the Struct it was written from.
-// NULL (and a JSON null) leave the field absent: `mutable` is only called,
-// and so the field only set, when there is a value.
-template <typename MutableFn>
-absl::Status ParseValue(const pg::Result& r, int row, int col, const std::string& event_id,
-                        const char* column, MutableFn mutable_field) {
-  if (r.IsNull(row, col) || r.Get(row, col) == "null") return absl::OkStatus();
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(r.GetString(row, col), mutable_field());
-  if (!status.ok()) {
-    return absl::InternalError(absl::StrCat("audit log ", event_id, ": ", column,
-                                            " is not a JSON object: ", status.ToString()));
+// A jsonb column (as text) as the Struct it was written from; nullopt for
+// NULL and a JSON null.
+absl::StatusOr<std::optional<google::protobuf::Struct>> ColumnStruct(const pg::Result& r, int row,
+                                                                     int col) {
+  if (r.IsNull(row, col) || r.Get(row, col) == "null") return std::nullopt;
+  google::protobuf::Struct value;
+  if (!google::protobuf::util::JsonStringToMessage(r.GetString(row, col), &value).ok()) {
+    return absl::DataLossError("is not a JSON object");
+  }
+  return value;
+}
+
+absl::Status Disagrees(const std::string& event_id, const char* column) {
+  return absl::DataLossError(absl::StrCat("audit log ", event_id, ": column ", column,
+                                          " disagrees with the owner's signed envelope"));
+}
+
+// The indexed columns of the row against the envelope they were written
+// from: any difference is a row changed after it was written.
+absl::Status CheckColumns(const pg::Result& r, int row, const audit::v1::AuditEvent& e) {
+  const std::string& id = e.event_id();
+  const audit::v1::AuditRecord& rec = e.record();
+  const std::pair<const char*, const std::string*> text[] = {
+      {"event_type", &e.event_type()}, {"actor", &rec.actor()},
+      {"subject", &rec.subject()},     {"action", &rec.action()},
+      {"entity_type", &rec.entity_type()}, {"entity_id", &rec.entity_id()},
+      {"client_ip", &rec.client_ip()}, {"user_agent", &rec.user_agent()},
+      {"request_id", &rec.request_id()}, {"trace_id", &rec.trace_id()}};
+  constexpr int kTextColumns[] = {2, 3, 4, 5, 6, 7, 10, 11, 12, 13};
+  if (r.Get(row, 1) != audit::OwnerName(e.owner())) return Disagrees(id, "owner");
+  for (size_t i = 0; i < std::size(kTextColumns); ++i) {
+    if (r.Get(row, kTextColumns[i]) != *text[i].second) return Disagrees(id, text[i].first);
+  }
+  const std::pair<const char*, const google::protobuf::Struct*> values[] = {
+      {"old_value", rec.has_old_value() ? &rec.old_value() : nullptr},
+      {"new_value", rec.has_new_value() ? &rec.new_value() : nullptr}};
+  for (int i = 0; i < 2; ++i) {
+    auto column = ColumnStruct(r, row, 8 + i);
+    if (!column.ok()) return Disagrees(id, values[i].first);
+    const google::protobuf::Struct* signed_value = values[i].second;
+    if (column->has_value() != (signed_value != nullptr) ||
+        (signed_value != nullptr &&
+         !google::protobuf::util::MessageDifferencer::Equals(**column, *signed_value))) {
+      return Disagrees(id, values[i].first);
+    }
+  }
+  // The column keeps microseconds; the envelope may carry nanoseconds.
+  const absl::Time signed_at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
+                               absl::Nanoseconds(e.occurred_at().nanos());
+  if (absl::AbsDuration(r.GetTime(row, kOccurredAtColumn) - signed_at) >= absl::Microseconds(1)) {
+    return Disagrees(id, "occurred_at");
   }
   return absl::OkStatus();
+}
+
+// The served row, built from the envelope alone.
+v1::AuditLog FromEnvelope(const audit::v1::AuditEvent& e) {
+  const audit::v1::AuditRecord& rec = e.record();
+  v1::AuditLog log;
+  log.set_event_id(e.event_id());
+  log.set_owner(e.owner());
+  log.set_event_type(e.event_type());
+  log.set_actor(rec.actor());
+  log.set_subject(rec.subject());
+  log.set_action(rec.action());
+  log.set_entity_type(rec.entity_type());
+  log.set_entity_id(rec.entity_id());
+  if (rec.has_old_value()) *log.mutable_old_value() = rec.old_value();
+  if (rec.has_new_value()) *log.mutable_new_value() = rec.new_value();
+  log.set_client_ip(rec.client_ip());
+  log.set_user_agent(rec.user_agent());
+  log.set_request_id(rec.request_id());
+  log.set_trace_id(rec.trace_id());
+  *log.mutable_occurred_at() = e.occurred_at();
+  return log;
 }
 
 absl::Status ValidateFilterString(const char* field, const std::string& value) {
@@ -68,28 +132,36 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
 }
 
-absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row) {
-  v1::AuditLog log;
-  log.set_event_id(r.GetString(row, 0));
-  log.set_owner(audit::OwnerFromName(r.Get(row, 1)));
-  log.set_event_type(r.GetString(row, 2));
-  log.set_actor(r.GetString(row, 3));
-  log.set_subject(r.GetString(row, 4));
-  log.set_action(r.GetString(row, 5));
-  log.set_entity_type(r.GetString(row, 6));
-  log.set_entity_id(r.GetString(row, 7));
-  RETURN_IF_ERROR(
-      ParseValue(r, row, 8, log.event_id(), "old_value", [&] { return log.mutable_old_value(); }));
-  RETURN_IF_ERROR(
-      ParseValue(r, row, 9, log.event_id(), "new_value", [&] { return log.mutable_new_value(); }));
-  log.set_client_ip(r.GetString(row, 10));
-  log.set_user_agent(r.GetString(row, 11));
-  log.set_request_id(r.GetString(row, 12));
-  log.set_trace_id(r.GetString(row, 13));
-  *log.mutable_occurred_at() = ToProto(r.GetTime(row, 14));
-  *log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
-  if (!r.IsNull(row, 16)) log.set_log_index(static_cast<uint64_t>(r.GetInt64(row, 16)));
-  return log;
+absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
+  const std::string id = r.GetString(row, 0);
+  audit::v1::AuditEvent event;
+  const std::string envelope = r.GetBytes(row, 17);
+  if (!event.ParseFromString(envelope) || event.event_id() != id ||
+      event.record().audit_id() != id) {
+    return absl::DataLossError(
+        absl::StrCat("audit log ", id, ": its envelope is not the signed event ", id));
+  }
+  RETURN_IF_ERROR(CheckColumns(r, row, event));
+  AuditRow out;
+  out.log = FromEnvelope(event);
+  *out.log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
+  out.leaf = tlog::EncodeLeaf(
+      {audit::OwnerName(event.owner()), id, r.GetString(row, 18), r.GetBytes(row, 19), envelope});
+  if (r.IsNull(row, kLogIndexColumn)) {
+    out.log.set_log_status(v1::AuditLog::LOG_STATUS_PENDING);
+    return out;
+  }
+  const int64_t index = r.GetInt64(row, kLogIndexColumn);
+  const tlog::Hash leaf_hash = tlog::LeafHash(out.leaf);
+  if (r.IsNull(row, 20) ||
+      r.GetBytes(row, 20) != absl::string_view(reinterpret_cast<const char*>(leaf_hash.data()),
+                                               leaf_hash.size())) {
+    return absl::DataLossError(absl::StrCat("audit log ", id, ": the row is not the log's leaf ",
+                                            index, " (its hash differs from the stored one)"));
+  }
+  out.log.set_log_index(static_cast<uint64_t>(index));
+  out.log.set_log_status(v1::AuditLog::LOG_STATUS_LOGGED);
+  return out;
 }
 
 absl::StatusOr<AuditFilters> ParseFilters(int owner, const std::string& actor,

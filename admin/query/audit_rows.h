@@ -30,13 +30,20 @@ struct AuditFilters {
   std::optional<absl::Time> to;    // exclusive
 };
 
-// The columns every audit log read returns, in AuditLogFromRow's order, from
-// audit_logs LEFT JOIN log_leaves (the row's log index). The envelope stays
-// out: it is for signature checks, not for the query API.
-#define ULTI_AUDIT_LOG_COLUMNS                                                          \
-  "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, " \
-  "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "     \
-  "occurred_at, ingested_at, log_index"
+// The columns every audit log read returns, in AuditRowFromResult's order,
+// from audit_logs LEFT JOIN log_leaves (the row's log index): the indexed
+// columns (what filters use), the signed envelope with its signature and key
+// id (what is served), and the stored hash of the row's leaf (what binds the
+// row to the log's checkpoints).
+#define ULTI_AUDIT_LOG_COLUMNS                                                           \
+  "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, "  \
+  "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "      \
+  "occurred_at, ingested_at, log_index, envelope, coalesce(key_id, ''), "                \
+  "coalesce(signature, ''::bytea), "                                                     \
+  "(SELECT n.hash FROM log_nodes n WHERE n.level = 0 AND n.idx = log_index)"
+inline constexpr int kAuditLogColumns = 21;
+inline constexpr int kOccurredAtColumn = 14;
+inline constexpr int kLogIndexColumn = 16;
 
 // The filter fields of a request (QueryAuditLogsRequest and
 // WatchAuditLogsRequest share them), validated: INVALID_ARGUMENT names the
@@ -64,7 +71,19 @@ bool Matches(const AuditFilters& filters, const v1::AuditLog& log);
 // A column's time as sent to clients (microseconds, as stored).
 google::protobuf::Timestamp ToProto(absl::Time t);
 
+// One row as served: every field about the event is the signed envelope's
+// (ingested_at, Admin's own time, and the log index excepted), and `leaf` is
+// the row's log entry (tlog::EncodeLeaf), as the log's leaf holds it.
+struct AuditRow {
+  v1::AuditLog log;
+  std::string leaf;
+};
+
 // Row `row` of a result whose first columns are ULTI_AUDIT_LOG_COLUMNS.
-absl::StatusOr<v1::AuditLog> AuditLogFromRow(const pg::Result& r, int row);
+// DATA_LOSS, naming the event, when the row is not what the log proves: its
+// envelope does not parse or is another event's, an indexed column disagrees
+// with the envelope, or (once sequenced) the row's leaf is not the stored
+// leaf hash at its index. Such a row is never served.
+absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row);
 
 }  // namespace ulticode::admin::query

@@ -34,6 +34,15 @@ void RegisterLogFlags(config::Flags& flags, LogOptions* options) {
                  "The shortest time between two checkpoints: while the log grows, a new one is "
                  "signed this long after the last (plus up to a sequence interval)",
                  absl::Milliseconds(100), absl::Minutes(10));
+  flags.Duration("log-completeness-interval", &options->completeness_interval,
+                 "How often every replica looks for audit rows that have no log leaf (one "
+                 "anti-join of audit_logs and the leaves) and queues again those that left the "
+                 "queue",
+                 absl::Seconds(1), absl::Hours(1));
+  flags.Duration("log-unlogged-after", &options->unlogged_after,
+                 "How long a committed audit row may wait for its log leaf before it counts in "
+                 "ulticode_admin_audit_rows_unlogged (and is queued again if it left the queue)",
+                 absl::Seconds(1), absl::Hours(24));
 }
 
 absl::StatusOr<std::unique_ptr<LogJob>> LogJob::Create(const LogOptions& options,

@@ -39,6 +39,10 @@ struct LogOptions {
   absl::Duration sequence_interval = absl::Milliseconds(100);
   int batch = 1000;
   absl::Duration checkpoint_interval = absl::Milliseconds(500);
+  // Completeness (completeness.h): how often every replica looks for audit
+  // rows without a leaf, and how long a row may wait for one.
+  absl::Duration completeness_interval = absl::Seconds(30);
+  absl::Duration unlogged_after = absl::Seconds(60);
 };
 
 void RegisterLogFlags(config::Flags& flags, LogOptions* options);

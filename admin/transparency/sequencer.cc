@@ -37,18 +37,23 @@ constexpr pg::Statement kQueued{
 // one already a leaf whose audit row was inserted again (Admin lost the row
 // and its owner sent the event again). Such an owner has not confirmed the
 // event, so its proof is sent again (log_proof_requests).
+// Only log_queue_done (migration 0016) takes entries off the queue, and only
+// those of events that are leaves or whose audit row is gone.
 constexpr pg::Statement kDropStale{
     "log.drop_stale",
-    "WITH stale AS (DELETE FROM log_queue WHERE event_id = ANY($1::uuid[]) RETURNING event_id)"
+    "WITH stale AS (SELECT log_queue_done($1::uuid[]) AS event_id)"
     " INSERT INTO log_proof_requests (event_id, owner)"
     " SELECT s.event_id, a.owner FROM stale s JOIN audit_logs a USING (event_id)"
     " ON CONFLICT (event_id) DO NOTHING"};
 
 constexpr pg::Statement kAssign{
     "log.assign",
-    "WITH taken AS (DELETE FROM log_queue WHERE event_id = ANY($1::uuid[]))"
-    " INSERT INTO log_leaves (log_index, event_id)"
+    "INSERT INTO log_leaves (log_index, event_id)"
     " SELECT idx, id FROM unnest($1::uuid[], $2::bigint[]) AS t(id, idx)"};
+
+// After kAssign, in the same transaction: the new leaves are visible.
+constexpr pg::Statement kTaken{"log.taken",
+                               "SELECT count(*) FROM log_queue_done($1::uuid[])"};
 
 constexpr pg::Statement kStoreNodes{
     "log.store_nodes",
@@ -144,6 +149,7 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
       hashes.push_back(absl::BytesToHexString(tlog::ToBytes(hash)));
     }
     RETURN_IF_ERROR(tx.Execute(kAssign, {pg::TextArray(ids), pg::TextArray(indexes)}).status());
+    tx.Defer(kTaken, {pg::TextArray(ids)});
     RETURN_IF_ERROR(
         tx.Execute(kStoreNodes, {pg::TextArray(levels), pg::TextArray(idxs), pg::TextArray(hashes)})
             .status());

@@ -26,14 +26,14 @@ constexpr pg::Statement kSize{"watch.size",
 
 // Leaves [$1, $2) with their audit rows, the first $3 that match the
 // watch's filters (appended from $4 on). A leaf without its audit row
-// matches every filter: the watch then ends with DATA_LOSS, never skips it.
+// matches every filter, and a row that is not what its leaf proves fails
+// AuditRowFromResult: the watch then ends with DATA_LOSS, never skips it.
 constexpr char kRowsSql[] =
     "SELECT " ULTI_AUDIT_LOG_COLUMNS
-    ", a.event_id IS NULL, a.owner, coalesce(a.key_id, ''), coalesce(a.signature, ''::bytea),"
-    " a.envelope FROM log_leaves l LEFT JOIN audit_logs a USING (event_id)"
+    ", a.event_id IS NULL FROM log_leaves l LEFT JOIN audit_logs a USING (event_id)"
     " WHERE l.log_index >= $1 AND l.log_index < $2";
-constexpr int kMissingColumn = 17;
-constexpr int kLogIndexColumn = 16;
+constexpr int kMissingColumn = query::kAuditLogColumns;
+using query::kLogIndexColumn;
 
 constexpr char kOrderSql[] = " ORDER BY l.log_index LIMIT $3";
 
@@ -61,12 +61,10 @@ absl::StatusOr<Fetched> ReadRows(pg::Connection& conn, const std::string& sql,
       return absl::DataLossError(
           absl::StrCat("log leaf ", index, " (event ", r.GetString(i, 0), ") has no audit row"));
     }
-    ASSIGN_OR_RETURN(v1::AuditLog log, query::AuditLogFromRow(r, i));
+    ASSIGN_OR_RETURN(query::AuditRow row, query::AuditRowFromResult(r, i));
     auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
-    *frame->mutable_log()->mutable_log() = std::move(log);
-    frame->mutable_log()->set_leaf(
-        tlog::EncodeLeaf({r.GetString(i, 18), r.GetString(i, 0), r.GetString(i, 19),
-                          r.GetBytes(i, 20), r.GetBytes(i, 21)}));
+    *frame->mutable_log()->mutable_log() = std::move(row.log);
+    frame->mutable_log()->set_leaf(std::move(row.leaf));
     out.frames.push_back(std::move(frame));
     if (i + 1 == limit) out.next = index + 1;
   }
@@ -270,7 +268,8 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
           grpc::StatusCode::DATA_LOSS,
           absl::StrCat(fetched.status().message(), "; resume with after_index=", ResumeText()));
       end_reason_ = "data_loss";
-      log::Error(kComponent, "a log leaf has no audit row: the watch is ended",
+      log::Error(kComponent,
+                 "a log leaf cannot be served as the log proves it: the watch is ended",
                  {{"principal", principal_}, {"error", fetched.status().ToString()}});
     } else if (!fetched.ok()) {
       Failed(fetched.status());

@@ -24,6 +24,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kCancelled:
+    // Ours name an event and what of it disagrees with the log, never values.
+    case absl::StatusCode::kDataLoss:
       return grpc::Status(code, std::string(status.message()));
     default:
       break;

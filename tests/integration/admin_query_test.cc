@@ -24,6 +24,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "tests/support/audit_rows.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tokens.h"
@@ -101,7 +102,8 @@ class AdminQueryTest : public ::testing::Test {
     if (server_) server_->Shutdown(absl::Seconds(1));
     if (!watches_)
       watches_ = std::make_unique<watch::WatchHub>(watch::WatchOptions{}, metrics_->registry());
-    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *watches_, options);
+    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *watches_,
+                                                   metrics_->registry(), options);
     server_ = std::make_unique<server::GrpcServer>(
         server::PlaintextOptions("127.0.0.1:0", 8, server::kAdminMaxReceiveBytes),
         metrics_->registry());
@@ -125,19 +127,38 @@ class AdminQueryTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
   }
 
-  // Inserts one audit_logs row and remembers it.
+  // An event as an owner would sign it.
+  static audit::AuditEvent Event(const std::string& owner, const std::string& actor,
+                                 const std::string& action, const std::string& entity_type,
+                                 const std::string& entity_id, absl::Time at,
+                                 const std::string& event_id = ids::NewUuidV7()) {
+    audit::AuditEvent e = audit::NewEvent(audit::OwnerFromName(owner), owner + "." + action,
+                                          {actor, "", "", "", ""}, at);
+    e.set_event_id(event_id);
+    auto* r = e.mutable_record();
+    r->set_audit_id(event_id);
+    r->set_subject(entity_id);
+    r->set_action(action);
+    r->set_entity_type(entity_type);
+    r->set_entity_id(entity_id);
+    return e;
+  }
+
+  // Writes `e` as the inbox does (Admin's writer, signed by its owner) and
+  // remembers it.
+  std::string AddEvent(const audit::AuditEvent& e) {
+    ::ulticode::testing::WriteAuditRows(*conn_, {e});
+    const auto& r = e.record();
+    rows_.push_back({e.event_id(), audit::OwnerName(e.owner()), r.actor(), r.action(),
+                     r.entity_type(), r.entity_id(),
+                     absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(e.occurred_at()))});
+    return e.event_id();
+  }
+
   std::string Add(const std::string& owner, const std::string& actor, const std::string& action,
                   const std::string& entity_type, const std::string& entity_id, absl::Time at,
                   const std::string& event_id = ids::NewUuidV7()) {
-    Exec(
-        "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action, "
-        "entity_type, entity_id, occurred_at, envelope) "
-        "VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9::timestamptz, $10)",
-        {pg::Text(event_id), pg::Text(owner), pg::Text(absl::StrCat(owner, ".", action)),
-         pg::Text(actor), pg::Text(entity_id), pg::Text(action), pg::Text(entity_type),
-         pg::Text(entity_id), pg::Time(at), pg::Bytes("envelope")});
-    rows_.push_back({event_id, owner, actor, action, entity_type, entity_id, at});
-    return event_id;
+    return AddEvent(Event(owner, actor, action, entity_type, entity_id, at, event_id));
   }
 
   // Ids of the remembered rows matching `keep`, newest first.
@@ -371,12 +392,12 @@ TEST_F(AdminQueryTest, PaginationCollectsEveryRowExactlyOnce) {
 TEST_F(AdminQueryTest, PagesStopAtTheirByteBudget) {
   const std::string big = std::string(200 * 1000, 'x');
   for (int i = 0; i < 40; ++i) {
-    const std::string id = Add("app", "alice", "update_problem", "problem", absl::StrCat("p", i),
-                               kT0 - absl::Seconds(i));
-    Exec(
-        "UPDATE audit_logs SET old_value = jsonb_build_object('statement', $2::text),"
-        " new_value = jsonb_build_object('statement', $2::text || 'y') WHERE event_id = $1::uuid",
-        {pg::Text(id), pg::Text(big)});
+    audit::AuditEvent e = Event("app", "alice", "update_problem", "problem",
+                                absl::StrCat("p", i), kT0 - absl::Seconds(i));
+    (*e.mutable_record()->mutable_old_value()->mutable_fields())["statement"].set_string_value(big);
+    (*e.mutable_record()->mutable_new_value()->mutable_fields())["statement"].set_string_value(
+        big + "y");
+    AddEvent(e);
   }
   v1::QueryAuditLogsRequest req;
   req.set_page_size(1000);
@@ -537,14 +558,21 @@ TEST_F(AdminQueryTest, GetAuditLogMapsEveryFieldAndStructuredValues) {
   google::protobuf::Struct new_value =
       StructFromJson(R"({"roles":["judge","admin"],"authz_version":4,"note":null})");
   const std::string id = ids::NewUuidV7();
-  Exec(
-      "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action, entity_type,"
-      " entity_id, old_value, new_value, client_ip, user_agent, request_id, trace_id,"
-      " occurred_at, ingested_at, envelope) VALUES ($1::uuid, 'auth', 'auth.role.assigned',"
-      " 'alice', 'subj', 'assign_role', 'user_role', 'u1/admin', $2::jsonb, $3::jsonb,"
-      " '10.0.0.1', 'grpcurl/1.8', 'req-1', 'trace-1', $4::timestamptz, $5::timestamptz, $6)",
-      {pg::Text(id), pg::Text(JsonFromStruct(old_value)), pg::Text(JsonFromStruct(new_value)),
-       pg::Time(kT0), pg::Time(kT0 + absl::Milliseconds(1500)), pg::Bytes("env")});
+  audit::AuditEvent e = audit::NewEvent(audit::v1::OWNER_AUTH, "auth.role.assigned",
+                                        {"alice", "10.0.0.1", "grpcurl/1.8", "req-1", "trace-1"},
+                                        kT0);
+  e.set_event_id(id);
+  auto* rec = e.mutable_record();
+  rec->set_audit_id(id);
+  rec->set_subject("subj");
+  rec->set_action("assign_role");
+  rec->set_entity_type("user_role");
+  rec->set_entity_id("u1/admin");
+  *rec->mutable_old_value() = old_value;
+  *rec->mutable_new_value() = new_value;
+  AddEvent(e);
+  Exec("UPDATE audit_logs SET ingested_at = $2::timestamptz WHERE event_id = $1::uuid",
+       {pg::Text(id), pg::Time(kT0 + absl::Milliseconds(1500))});
 
   v1::GetAuditLogRequest req;
   req.set_event_id(id);
@@ -593,6 +621,97 @@ TEST_F(AdminQueryTest, GetAuditLogMapsEveryFieldAndStructuredValues) {
   EXPECT_EQ(resp.logs(1).owner(), audit::v1::OWNER_APP);
   EXPECT_FALSE(resp.logs(1).has_old_value());
   EXPECT_FALSE(resp.logs(1).has_new_value());
+}
+
+// Reads serve the owner's signed envelope, bound to the log: a row changed in
+// Admin's database after it was written (any column a filter or a client
+// reads, the envelope itself once sequenced) fails the read with DATA_LOSS
+// naming the event, in QueryAuditLogs and GetAuditLog alike.
+TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
+  audit::AuditEvent e = Event("auth", "alice", "assign_role", "user", "u1", kT0);
+  (*e.mutable_record()->mutable_new_value()->mutable_fields())["role"].set_string_value("judge");
+  const std::string id = AddEvent(e);
+  Add("app", "bob", "create_problem", "problem", "p1", kT0 - absl::Hours(1));
+
+  v1::GetAuditLogRequest get;
+  get.set_event_id(id);
+  auto expect_served = [&](v1::AuditLog::LogStatus status) {
+    v1::AuditLog log;
+    auto ctx = Ctx();
+    grpc::Status st = stub_->GetAuditLog(ctx.get(), get, &log);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(log.actor(), "alice");
+    EXPECT_EQ(log.log_status(), status);
+    EXPECT_EQ(log.has_log_index(), status == v1::AuditLog::LOG_STATUS_LOGGED);
+  };
+  auto expect_refused = [&](const std::string& what, const std::string& filter_actor) {
+    v1::AuditLog log;
+    auto ctx = Ctx();
+    grpc::Status st = stub_->GetAuditLog(ctx.get(), get, &log);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(id), std::string::npos) << st.error_message();
+    for (const std::string& actor : {std::string(), filter_actor}) {
+      v1::QueryAuditLogsRequest req;
+      req.set_actor(actor);
+      v1::QueryAuditLogsResponse resp;
+      st = Query(req, &resp);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS)
+          << what << " (actor filter '" << actor << "'): " << st.error_message();
+      EXPECT_NE(st.error_message().find(id), std::string::npos) << st.error_message();
+      EXPECT_EQ(resp.logs_size(), 0);
+    }
+  };
+  expect_served(v1::AuditLog::LOG_STATUS_PENDING);
+
+  // Every column a read returns or a filter uses, changed one at a time.
+  const std::pair<const char*, const char*> changes[] = {
+      {"owner", "'app'"},
+      {"event_type", "'auth.user.deleted'"},
+      {"actor", "'mallory'"},
+      {"subject", "'someone'"},
+      {"action", "'delete_user'"},
+      {"entity_type", "'problem'"},
+      {"entity_id", "'u2'"},
+      {"old_value", "'{\"role\": \"admin\"}'::jsonb"},
+      {"new_value", "'{\"role\": \"admin\"}'::jsonb"},
+      {"new_value", "NULL"},
+      {"client_ip", "'10.9.9.9'"},
+      {"user_agent", "'evil'"},
+      {"request_id", "'r-2'"},
+      {"trace_id", "'t-2'"},
+      {"occurred_at", "occurred_at - interval '1 second'"},
+  };
+  for (int sequenced = 0; sequenced < 2; ++sequenced) {
+    for (const auto& [column, value] : changes) {
+      const std::string what = absl::StrCat(column, " = ", value);
+      Exec(absl::StrCat("UPDATE audit_logs SET ", column, " = ", value,
+                        " WHERE event_id = $1::uuid"),
+           {pg::Text(id)});
+      expect_refused(what, std::string(column) == "actor" ? "mallory" : "alice");
+      // Put the row back as the writer stored it (its queue entry, or its
+      // leaf, stays).
+      Exec("DELETE FROM audit_logs WHERE event_id = $1::uuid", {pg::Text(id)});
+      ::ulticode::testing::WriteAuditRows(*conn_, {e});
+      expect_served(sequenced ? v1::AuditLog::LOG_STATUS_LOGGED
+                              : v1::AuditLog::LOG_STATUS_PENDING);
+    }
+    if (!sequenced) {
+      ASSERT_EQ(::ulticode::testing::SequenceAll(*conn_), 2);
+      expect_served(v1::AuditLog::LOG_STATUS_LOGGED);
+    }
+  }
+
+  // Once sequenced, the envelope itself is bound: another event signed by
+  // the same owner, written under this row's id with matching columns, is
+  // not the log's leaf.
+  audit::AuditEvent other = e;
+  other.mutable_record()->set_actor("mallory");
+  const crypto::SigningKey& key = ::ulticode::testing::SharedTestKeys().owner("auth");
+  const std::string envelope = audit::Serialize(other);
+  Exec("UPDATE audit_logs SET actor = 'mallory', envelope = $2, signature = $3"
+       " WHERE event_id = $1::uuid",
+       {pg::Text(id), pg::Bytes(envelope), pg::Bytes(key.Sign(envelope).value())});
+  expect_refused("a re-signed envelope", "mallory");
 }
 
 TEST_F(AdminQueryTest, GetAuditLogNotFoundAndBadId) {

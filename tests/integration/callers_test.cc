@@ -233,7 +233,8 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   app::AppServiceImpl app_service(pool, app_authz, signer);
   auto metrics = metrics::Metrics::Unexposed("rules");
   admin::watch::WatchHub watches({}, metrics->registry());  // never started: refusals only
-  admin::query::AuditQueryService admin_service(pool, admin_authz, watches, {});
+  admin::query::AuditQueryService admin_service(pool, admin_authz, watches, metrics->registry(),
+                                                {});
   operations::OutboxOperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz,
                                                  signer);
   admin::operations::AdminOperationsService admin_ops(pool, admin_ops_authz, {});

@@ -64,13 +64,25 @@ class LeastPrivilegeTest : public ::testing::Test {
 TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeverRewriteIt) {
   auto admin = AsRuntime(Service::kAdmin, Service::kAdmin);
   ASSERT_TRUE(admin.ok()) << admin.status();
-  ASSERT_TRUE(Exec(**admin,
-                   "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, "
-                   "entity_type, entity_id, occurred_at, envelope) VALUES "
-                   "('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'auth', 'auth.user.created', 'a', "
-                   "'create_user', 'user', 'u', now(), '\\x00')")
-                  .ok());
+  const std::string insert =
+      "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, "
+      "entity_type, entity_id, occurred_at, envelope, signature, key_id) VALUES "
+      "('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'auth', 'auth.user.created', 'a', "
+      "'create_user', 'user', 'u', now(), '\\x00', ";
+  // A row no owner signed cannot be written at all (23514 check_violation).
+  for (const char* unsigned_row : {"NULL, NULL)", "'\\x00', 'k1')", "repeat('s', 64)::bytea, '')"}) {
+    absl::Status s = Exec(**admin, insert + unsigned_row);
+    EXPECT_NE(std::string(s.message()).find("23514"), std::string::npos) << unsigned_row << ": " << s;
+  }
+  ASSERT_TRUE(Exec(**admin, insert + "repeat('s', 64)::bytea, 'k1')").ok());
   EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);
+  // The row waits in the log's queue; the runtime role cannot take it off
+  // before the sequencer made it a leaf.
+  EXPECT_EQ(testing::QueryInt(**admin,
+                              "SELECT count(*) FROM log_queue_done("
+                              "ARRAY['0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b']::uuid[])"),
+            0);
+  EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM log_queue"), 1);
   for (const char* sql :
        {"UPDATE audit_logs SET actor = 'mallory'", "DELETE FROM audit_logs", "TRUNCATE audit_logs",
         "DROP TABLE audit_logs", "ALTER TABLE audit_logs DISABLE TRIGGER ALL",
@@ -80,7 +92,8 @@ TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeve
         "UPDATE log_leaves SET log_index = log_index + 1", "DELETE FROM log_leaves",
         "UPDATE log_nodes SET hash = hash", "DELETE FROM log_nodes",
         "UPDATE log_checkpoints SET note = ''", "DELETE FROM log_checkpoints",
-        "DELETE FROM log_cosignatures"}) {
+        "DELETE FROM log_cosignatures", "DELETE FROM log_queue", "TRUNCATE log_queue",
+        "UPDATE log_queue SET event_id = gen_random_uuid()"}) {
     absl::Status s = Exec(**admin, sql);
     EXPECT_FALSE(s.ok()) << sql;
     // 42501 insufficient_privilege ("permission denied", "must be owner").

@@ -25,6 +25,7 @@
 #include "common/retention/retention.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
+#include "tests/support/metric_text.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
@@ -34,18 +35,10 @@ namespace {
 using ::ulticode::testing::QueryInt;
 using ::ulticode::testing::WaitFor;
 
-std::string Text(prometheus::Registry& registry) {
-  return prometheus::TextSerializer().Serialize(registry.Collect());
-}
-
-// The value of the series that starts with `series` ("name{labels}"), or -1.
+std::string Text(prometheus::Registry& registry) { return testing::MetricText(registry); }
+using testing::MetricValue;
 double Value(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  const size_t start = at + series.size() + 2;
-  double v = -1;
-  if (!absl::SimpleAtod(text.substr(start, text.find('\n', start) - start), &v)) return -1;
-  return v;
+  return MetricValue(text, series);
 }
 
 void Exec(pg::Connection& conn, const std::string& sql) {
@@ -359,9 +352,10 @@ TEST_F(InboxHousekeepingTest, RetentionDeletesOldProcessedRowsAndPoisonNeverAudi
   Poison("89 days");
   Exec(*conn_,
        "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, entity_type,"
-       " entity_id, occurred_at, envelope, ingested_at) VALUES (gen_random_uuid(),"
-       " 'auth', 'auth.user.created', 'a', 'create', 'user', 'u', now() - interval"
-       " '10 years', '\\x00', now() - interval '10 years')");
+       " entity_id, occurred_at, envelope, signature, key_id, ingested_at) VALUES"
+       " (gen_random_uuid(), 'auth', 'auth.user.created', 'a', 'create', 'user', 'u',"
+       " now() - interval '10 years', '\\x00', repeat('s', 64)::bytea, 'k1',"
+       " now() - interval '10 years')");
   retention::Retention retention(admin::maintenance::RetentionTables({}), 2, metrics_->registry());
   ASSERT_TRUE(retention.RunOnce(*conn_, [] { return false; }).ok());
   EXPECT_EQ(Count("SELECT count(*) FROM consumer_inbox WHERE status = 'PROCESSED'"), 1);

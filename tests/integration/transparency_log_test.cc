@@ -9,9 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "admin/migrations.h"
+#include "admin/transparency/completeness.h"
 #include "admin/transparency/sequencer.h"
 #include "common/crypto/crypto.h"
 #include "common/ids/uuid.h"
+#include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/pg/connection.h"
 #include "common/tlog/leaf.h"
@@ -19,6 +21,7 @@
 #include "common/tlog/note.h"
 #include "common/tlog/stored.h"
 #include "gtest/gtest.h"
+#include "tests/support/metric_text.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 
@@ -186,6 +189,48 @@ TEST_F(TransparencyLogTest, QueuedEventsGoneOrAlreadyLeavesAreDroppedWithoutStop
                                "SELECT event_id::text || ' ' || owner"
                                " FROM log_proof_requests"),
             again + " auth");
+}
+
+// Rows whose queue entry was removed (only a role above Admin's runtime can)
+// and rows the sequencer has not reached are found by the completeness
+// check: shown once past the bound, and queued again so they become leaves.
+TEST_F(TransparencyLogTest, RowsWithoutALeafPastTheBoundAreShownAndQueuedAgain) {
+  auto metrics = metrics::Metrics::Unexposed("completeness");
+  Completeness completeness(absl::Seconds(60), metrics->registry());
+  auto value = [&](const std::string& name) {
+    return testing::MetricValue(testing::MetricText(metrics->registry()), name);
+  };
+  for (int i = 0; i < 5; ++i) Add(*conn_, i);
+  Sequencer sequencer({"audit.test/log", signer_.get(), 100, absl::Milliseconds(5)});
+  ASSERT_TRUE(sequencer.RunOnce(*conn_).ok());
+  for (int i = 5; i < 9; ++i) Add(*conn_, i);
+  // Two queue entries gone (the superuser), two still queued; all four
+  // committed two minutes ago.
+  ASSERT_TRUE(conn_->ExecuteScript("tamper",
+                                   "UPDATE audit_logs SET ingested_at = now() - interval '2 minutes'"
+                                   " WHERE entity_id IN ('u5', 'u6', 'u7', 'u8');"
+                                   " DELETE FROM log_queue WHERE event_id IN (SELECT event_id"
+                                   " FROM audit_logs WHERE entity_id IN ('u5', 'u7'))",
+                                   absl::Seconds(5))
+                  .ok());
+  ASSERT_TRUE(completeness.Check(*conn_).ok());
+  EXPECT_EQ(value("ulticode_admin_audit_rows_unlogged"), 4);
+  EXPECT_GE(value("ulticode_admin_audit_rows_unlogged_oldest_seconds"), 119);
+  EXPECT_EQ(value("ulticode_admin_audit_rows_requeued_total"), 2);
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM log_queue"), 4);
+  // A second pass queues nothing twice.
+  ASSERT_TRUE(completeness.Check(*conn_).ok());
+  EXPECT_EQ(value("ulticode_admin_audit_rows_requeued_total"), 2);
+  // Within the bound, a row waiting for the sequencer is no finding.
+  Add(*conn_, 9);
+  ASSERT_TRUE(completeness.Check(*conn_).ok());
+  EXPECT_EQ(value("ulticode_admin_audit_rows_unlogged"), 4);
+
+  ASSERT_TRUE(sequencer.RunOnce(*conn_).ok());
+  EXPECT_EQ(testing::QueryInt(*conn_, "SELECT count(*) FROM log_leaves"), 10);
+  ASSERT_TRUE(completeness.Check(*conn_).ok());
+  EXPECT_EQ(value("ulticode_admin_audit_rows_unlogged"), 0);
+  EXPECT_EQ(value("ulticode_admin_audit_rows_unlogged_oldest_seconds"), 0);
 }
 
 TEST_F(TransparencyLogTest, TwoSequencersRacingGiveEachRowOneIndexWithoutGaps) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "admin/migrations.h"
@@ -21,8 +22,11 @@
 #include "common/server/bearer_resolver.h"
 #include "common/server/grpc_server.h"
 #include "common/tlog/leaf.h"
+#include "common/tlog/merkle.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "tests/support/audit_rows.h"
+#include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tokens.h"
 
@@ -63,6 +67,7 @@ class WatchTest : public ::testing::TestWithParam<int> {
     hub_ = std::make_unique<WatchHub>(options_, metrics_->registry());
     hub_->Start();
     service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *hub_,
+                                                   metrics_->registry(),
                                                    query::QueryServiceOptions{});
     server_ = std::make_unique<server::GrpcServer>(
         server::PlaintextOptions("127.0.0.1:0", 8, server::kAdminMaxReceiveBytes),
@@ -100,32 +105,28 @@ class WatchTest : public ::testing::TestWithParam<int> {
     ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
   }
 
-  // `n` audit rows, then their leaves at the next indexes, as the sequencer
-  // appends them (one transaction). Returns their event ids in log order.
+  // `n` audit rows, written as the inbox writes them, then sequenced by the
+  // real sequencer (their leaves at the next indexes, in one transaction).
+  // Returns their event ids in log order.
   std::vector<std::string> Append(int n, const std::string& actor = "alice",
                                   const std::string& action = "create_user",
                                   const std::string& owner = "auth", size_t value_bytes = 0) {
     std::vector<std::string> ids;
-    Exec("BEGIN");
+    std::vector<audit::AuditEvent> events;
     for (int i = 0; i < n; ++i) {
-      ids.push_back(ids::NewUuidV7());
-      Exec(
-          "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,"
-          " entity_type, entity_id, new_value, occurred_at, envelope, key_id, signature)"
-          " VALUES ($1::uuid, $2, $3, $4, '', $5, 'user', $6,"
-          " jsonb_build_object('pad', repeat('x', $7::int)), now(), $8, 'k1', $9)",
-          {pg::Text(ids.back()), pg::Text(owner), pg::Text(owner + "." + action), pg::Text(actor),
-           pg::Text(action), pg::Text(absl::StrCat("u", i)),
-           pg::Int(static_cast<int64_t>(value_bytes)), pg::Bytes("envelope-" + ids.back()),
-           pg::Bytes("sig")});
+      audit::AuditEvent e = audit::NewEvent(audit::OwnerFromName(owner), owner + "." + action,
+                                            {actor, "", "", "", ""}, absl::Now());
+      auto* r = e.mutable_record();
+      r->set_action(action);
+      r->set_entity_type("user");
+      r->set_entity_id(absl::StrCat("u", i));
+      (*r->mutable_new_value()->mutable_fields())["pad"].set_string_value(
+          std::string(value_bytes, 'x'));
+      ids.push_back(e.event_id());
+      events.push_back(std::move(e));
     }
-    Exec(
-        "INSERT INTO log_leaves (log_index, event_id)"
-        " SELECT (SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves) + ord - 1, id"
-        " FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ord)",
-        {pg::TextArray(ids)});
-    Exec("DELETE FROM log_queue");
-    Exec("COMMIT");
+    ::ulticode::testing::WriteAuditRows(*conn_, events);
+    ::ulticode::testing::SequenceAll(*conn_);
     return ids;
   }
 
@@ -386,8 +387,17 @@ TEST_P(WatchTest, EachRowCarriesItsLogEntry) {
   EXPECT_EQ(resp.progress().log_size(), 2u);
   ASSERT_TRUE(reader->Read(&resp));
   ASSERT_TRUE(resp.has_log());
-  EXPECT_EQ(resp.log().leaf(),
-            tlog::EncodeLeaf({"app", ids[0], "k1", "sig", "envelope-" + ids[0]}));
+  const std::string stored = ::ulticode::testing::QueryText(
+      *conn_, absl::StrCat("SELECT encode(hash, 'hex') FROM log_nodes WHERE level = 0 AND idx = ",
+                           resp.log().log().log_index()));
+  const tlog::Hash hash = tlog::LeafHash(resp.log().leaf());
+  EXPECT_EQ(absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(hash.data()),
+                                                     hash.size())),
+            stored);
+  auto leaf = tlog::DecodeLeaf(resp.log().leaf());
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  EXPECT_EQ(leaf->owner, "app");
+  EXPECT_EQ(leaf->event_id, ids[0]);
   EXPECT_EQ(resp.log().log().actor(), "alice");
   ctx->TryCancel();
 }
@@ -493,13 +503,14 @@ TEST_P(WatchTest, ACallerWhoNeverReadsAgainIsCancelledAndItsPlaceFreed) {
 TEST_P(WatchTest, ARowThatCannotBeReadEndsTheWatchNamingWhereToResume) {
   Serve();
   const std::vector<std::string> ids = Append(6);
-  // jsonb that is not an object: an AuditLog cannot carry it.
+  // A column that is not what the owner signed: the row is never served.
   Exec("UPDATE audit_logs SET new_value = '[1, 2]' WHERE event_id = $1::uuid", {pg::Text(ids[4])});
   auto ctx = Ctx();
   auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
   Frames frames;
   const grpc::Status s = ReadUntil(*reader, frames, [](const Frames&) { return false; });
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << s.error_message();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DATA_LOSS) << s.error_message();
+  EXPECT_NE(s.error_message().find(ids[4]), std::string::npos) << s.error_message();
   EXPECT_NE(s.error_message().find("resume with after_index="), std::string::npos)
       << s.error_message();
 }

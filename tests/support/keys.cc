@@ -53,6 +53,7 @@ TestKeys::~TestKeys() {
 }
 
 const crypto::SigningKey& TestKeys::owner(const std::string& name) const {
+  if (name == "admin") return admin_;
   return name == "app" ? app_ : auth_;
 }
 

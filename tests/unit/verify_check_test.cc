@@ -139,10 +139,12 @@ class VerifyCheckTest : public ::testing::Test {
 
   // Appends a cosignature of checkpoints/<size> (and of `checkpoint` when
   // it is that one) by the witness, over `text`.
-  void Cosign(uint64_t size, const std::string& text) {
+  void Cosign(uint64_t size, const std::string& text, const tlog::CosignatureSigner* by = nullptr,
+              uint64_t time = 0) {
     const fs::path file = dir_ / "checkpoints" / absl::StrCat(size);
     const std::string note = ReadAll(file);
-    auto line = witness_signer_.Cosign(text, 1700000000 + size);
+    if (by == nullptr) by = &witness_signer_;
+    auto line = by->Cosign(text, time != 0 ? time : 1700000000 + size);
     ASSERT_TRUE(line.ok()) << line.status();
     WriteAll(file, note + *line);
     if (ReadAll(dir_ / "checkpoint") == note) WriteAll(dir_ / "checkpoint", note + *line);
@@ -159,6 +161,9 @@ class VerifyCheckTest : public ::testing::Test {
   tlog::NoteSigner log_signer_ = *tlog::NoteSigner::Create(kOrigin, log_key_);
   tlog::CosignatureSigner witness_signer_ =
       *tlog::CosignatureSigner::Create("witness.example/w1", witness_);
+  crypto::SigningKey witness2_ = *crypto::SigningKey::Generate();
+  tlog::CosignatureSigner witness2_signer_ =
+      *tlog::CosignatureSigner::Create("witness.example/w2", witness2_);
   Keys keys_;
   fs::path dir_;
   std::vector<std::string> leaves_;
@@ -380,6 +385,64 @@ TEST_F(VerifyCheckTest, CosignaturesAreCountedAndBadOnesRefused) {
   report = Check();
   EXPECT_BREAK(report, BreakKind::kBadSignature, 100);
   EXPECT_EQ(report.cosignatures, 2u);
+}
+
+// The witness policy: the newest checkpoint a quorum of the witness keys
+// cosigned bounds what is witnessed; the leaves past it are reported.
+TEST_F(VerifyCheckTest, TheWitnessPolicyFindsTheNewestCheckpointAQuorumCosigned) {
+  keys_.witnesses.push_back(*tlog::CosignatureVerifier::Parse(witness2_signer_.VerifierKey()));
+  Write(leaves_, leaves_);
+  Report report = Check();
+  EXPECT_FALSE(report.first_break.has_value()) << report.first_break->detail;
+  EXPECT_EQ(report.witness_keys, 2u);
+  EXPECT_EQ(report.witness_quorum, 2u);
+  EXPECT_EQ(report.witnessed_size, 0u) << "nothing cosigned: nothing witnessed";
+
+  Cosign(256, TextOf(256));
+  Cosign(256, TextOf(256), &witness2_signer_);
+  Cosign(kSize, TextOf(kSize));
+  report = Check();
+  EXPECT_FALSE(report.first_break.has_value()) << report.first_break->detail;
+  EXPECT_EQ(report.witnessed_size, 256u) << "only one of two cosigned the newest";
+
+  keys_.witness_quorum = 1;
+  report = Check();
+  EXPECT_EQ(report.witness_quorum, 1u);
+  EXPECT_EQ(report.witnessed_size, kSize);
+
+  keys_.witness_quorum = 0;
+  Cosign(kSize, TextOf(kSize), &witness2_signer_);
+  EXPECT_EQ(Check().witnessed_size, kSize);
+}
+
+// The insider's rewrite: an event deleted, the rest sequenced again, every
+// checkpoint from the change on signed anew with the log's key. The
+// checkpoints below the change keep their cosignatures and still verify;
+// the new ones carry none. Without a policy the export is clean; with one
+// the rewritten tail is unwitnessed from the last witnessed size.
+TEST_F(VerifyCheckTest, AHistoryTheWitnessesDidNotSignIsUnwitnessedFromItsChange) {
+  std::vector<std::string> rewritten = leaves_;
+  rewritten.erase(rewritten.begin() + 400);
+  rewritten.push_back(SignedLeaf(auth_, audit::v1::OWNER_AUTH, 9000));
+  Write(rewritten, rewritten);
+  Cosign(256, tlog::CheckpointText({kOrigin, 256, RootOfFirst(rewritten, 256), {}}));
+  Cosign(300, tlog::CheckpointText({kOrigin, 300, RootOfFirst(rewritten, 300), {}}));
+  const Report report = Check();
+  EXPECT_FALSE(report.first_break.has_value()) << report.first_break->detail;
+  EXPECT_EQ(report.cosignatures, 2u);
+  EXPECT_EQ(report.witnessed_size, 300u);
+  EXPECT_LT(report.witnessed_size, report.size);
+}
+
+// A witness cosigns only checkpoints that extend the one it holds, so its
+// cosignatures' times grow with the size; a larger checkpoint cosigned
+// earlier means it was shown two histories.
+TEST_F(VerifyCheckTest, CosignatureTimesThatRunBackwardsAreABreak) {
+  Write(leaves_, leaves_);
+  Cosign(256, TextOf(256), nullptr, 1700000500);
+  Cosign(300, TextOf(300), nullptr, 1700000600);
+  Cosign(kSize, TextOf(kSize), nullptr, 1700000400);
+  EXPECT_BREAK(Check(), BreakKind::kWitnessTimeReversed, kSize);
 }
 
 TEST_F(VerifyCheckTest, MissingLastBundlesAreTruncated) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -227,6 +228,7 @@ class Checker {
       CompareStoredTree();
       CheckRoots();
       if (trusted.has_value()) CheckTrusted(*trusted);
+      ApplyWitnessPolicy();
     }
     report_.leaves_checked = leaves_.size() > start_ ? leaves_.size() - start_ : 0;
     report_.start = start_;
@@ -352,13 +354,49 @@ class Checker {
 
   void CheckCosignatures(const tlog::SplitNote& note, const std::string& name, uint64_t size) {
     for (const std::string& line : note.signatures) {
-      for (const tlog::CosignatureVerifier& witness : keys_.witnesses) {
-        auto time = witness.Verify(note.text, line);
+      for (size_t w = 0; w < keys_.witnesses.size(); ++w) {
+        auto time = keys_.witnesses[w].Verify(note.text, line);
         if (time.ok()) {
           ++report_.cosignatures;
+          cosigned_[size].insert(w);
+          times_[w].emplace(size, *time);
         } else if (time.status().code() != absl::StatusCode::kNotFound) {
           Add(BreakKind::kBadSignature, size, absl::StrCat(name, ": ", time.status().message()));
         }
+      }
+    }
+  }
+
+  // The newest checkpoint (of the export's history: its root matched the
+  // leaves) that a quorum of witnesses cosigned; and per witness, times
+  // that never run backwards as the checkpoints it cosigned grow.
+  void ApplyWitnessPolicy() {
+    const size_t keys = keys_.witnesses.size();
+    report_.witness_keys = keys;
+    report_.witness_quorum =
+        keys_.witness_quorum == 0 ? keys : std::min(keys_.witness_quorum, keys);
+    for (const auto& [w, by_size] : times_) {
+      uint64_t latest = 0, latest_size = 0;
+      for (const auto& [checkpoint_size, time] : by_size) {
+        if (time < latest) {
+          Add(BreakKind::kWitnessTimeReversed, checkpoint_size,
+              absl::StrCat("witness ", keys_.witnesses[w].name(), " cosigned checkpoints/",
+                           checkpoint_size, " at ", time, ", before its cosignature of checkpoints/",
+                           latest_size, " at ", latest, ": it cosigned two histories"));
+          break;
+        }
+        latest = time;
+        latest_size = checkpoint_size;
+      }
+    }
+    if (report_.witness_quorum == 0) {
+      report_.witnessed_size = size();
+      return;
+    }
+    for (const auto& [checkpoint_size, witnesses] : cosigned_) {
+      if (witnesses.size() >= report_.witness_quorum && signed_.contains(checkpoint_size) &&
+          checkpoint_size <= size()) {
+        report_.witnessed_size = std::max(report_.witnessed_size, checkpoint_size);
       }
     }
   }
@@ -590,6 +628,10 @@ class Checker {
   std::vector<Hash> leaves_;  // the hashes of the leaves from leaf 0 (stored ones below start_)
   absl::flat_hash_map<std::string, uint64_t> event_ids_;
   std::optional<uint64_t> tree_finding_;  // the first leaf that differs from the stored tree
+  // Valid cosignatures: by checkpoint size, the witnesses (keys_.witnesses
+  // indexes); by witness, each cosigned size and its time.
+  std::map<uint64_t, std::set<size_t>> cosigned_;
+  std::map<size_t, std::map<uint64_t, uint64_t>> times_;
 };
 
 }  // namespace
@@ -616,6 +658,8 @@ absl::string_view BreakKindName(BreakKind kind) {
       return "unknown key";
     case BreakKind::kMalformed:
       return "malformed";
+    case BreakKind::kWitnessTimeReversed:
+      return "cosignature time reversed";
   }
   return "unknown break";
 }

@@ -33,7 +33,10 @@ namespace ulticode::verify {
 struct Keys {
   std::vector<tlog::NoteVerifier> log;  // the log's keys: a signature by any one counts
   crypto::KeyDirectory owners;          // the owners' event keys: party "auth", "app", "admin"
+  // The witness policy: a checkpoint is witnessed when at least
+  // `witness_quorum` of these keys cosigned it (0: every one of them).
   std::vector<tlog::CosignatureVerifier> witnesses;
+  size_t witness_quorum = 0;
 };
 
 enum class BreakKind {
@@ -47,6 +50,9 @@ enum class BreakKind {
   kBadSignature,
   kUnknownKey,
   kMalformed,
+  // A witness's cosignature of a larger checkpoint is older than its
+  // cosignature of a smaller one: it cosigned two histories.
+  kWitnessTimeReversed,
 };
 // "modified", "deleted", ..., "forked checkpoint", "bad signature", ...
 absl::string_view BreakKindName(BreakKind kind);
@@ -66,6 +72,12 @@ struct Report {
   uint64_t leaves_checked = 0;  // leaves read from the entry bundles
   uint64_t checkpoints = 0;     // checkpoints/ files with a valid log signature
   uint64_t cosignatures = 0;    // verified cosignatures by keys.witnesses
+  // The witness policy: keys.witnesses' size and the quorum applied, and the
+  // size of the newest checkpoint that a quorum cosigned (0: none). Leaves
+  // [witnessed_size, size) are not witnessed yet.
+  size_t witness_keys = 0;
+  size_t witness_quorum = 0;
+  uint64_t witnessed_size = 0;
   // The break with the smallest index; at one index, the first the checks
   // find (checkpoints, leaves, stored tree, roots, trusted checkpoint).
   std::optional<Break> first_break;
@@ -90,7 +102,11 @@ struct Report {
 //    and every stored higher hash is the one the leaves give;
 //  - roots: each checkpoint's root is the root of that many exported leaves;
 //  - the trusted checkpoint, if any: the export reaches its size and gives
-//    its root.
+//    its root;
+//  - witnesses: per witness key, cosignature times do not run backwards as
+//    the checkpoints grow; witnessed_size is the newest checkpoint that a
+//    quorum of keys.witnesses cosigned (the caller tells a witnessed export
+//    from one whose tail is not yet witnessed).
 absl::StatusOr<Report> CheckExport(const std::string& dir, const Keys& keys,
                                    const std::optional<std::string>& trusted);
 

@@ -5,13 +5,17 @@
 //   ulticode-verify export --admin=HOST:PORT --token-file=F --out=DIR [--size=N]
 //                   [--start=M]
 //   ulticode-verify check --dir=DIR --log-keys-file=F --owner-keys-file=F
-//                   [--witness-keys-file=F] [--trusted-checkpoint=F]
+//                   [--witness-keys-file=F [--witness-quorum=N]]
+//                   [--trusted-checkpoint=F]
 //   ulticode-verify inclusion --admin=HOST:PORT --token-file=F --log-keys-file=F
 //                   --event-id=UUID [--trusted-checkpoint=F]
 //   ulticode-verify vkey --name=NAME --public-key=BASE64 [--witness]
 //
 // Exit status: 0 when everything verifies, 1 when something does not (the
-// first break is printed), 2 for a usage or I/O error.
+// first break is printed), 2 for a usage or I/O error, 3 when the export
+// verifies but its newest leaves are not witnessed yet (check: no
+// checkpoint that covers them carries a quorum of the witnesses'
+// cosignatures).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -38,7 +42,7 @@ namespace {
 
 namespace v1 = admin::v1;
 
-constexpr int kOk = 0, kBroken = 1, kError = 2;
+constexpr int kOk = 0, kBroken = 1, kError = 2, kUnwitnessed = 3;
 constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 int Fail(const absl::Status& s) {
@@ -114,7 +118,13 @@ int CheckCommand(int argc, char** argv) {
   flags.Require("log-keys-file");
   flags.String("owner-keys-file", &owner_keys, "the owners' public keys (key directory format)");
   flags.Require("owner-keys-file");
-  flags.String("witness-keys-file", &witness_keys, "the witnesses' cosignature verifier keys");
+  flags.String("witness-keys-file", &witness_keys,
+               "the witnesses' cosignature verifier keys, one a line: the witness policy's keys");
+  int64_t quorum = 0;
+  flags.Int("witness-quorum", &quorum,
+            "how many of those keys must cosign a checkpoint for it to count as witnessed (0: "
+            "every one)",
+            0, 1000);
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note the auditor already holds");
   config::ParseOrExit(flags, argc, argv);
   Keys keys;
@@ -128,6 +138,14 @@ int CheckCommand(int argc, char** argv) {
     auto witnesses = tlog::VerifiersFromFile<tlog::CosignatureVerifier>(witness_keys);
     if (!witnesses.ok()) return Fail(witnesses.status());
     keys.witnesses = *std::move(witnesses);
+    if (static_cast<size_t>(quorum) > keys.witnesses.size()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--witness-quorum=", quorum, ": more than the ", keys.witnesses.size(),
+                       " keys of --witness-keys-file")));
+    }
+    keys.witness_quorum = static_cast<size_t>(quorum);
+  } else if (quorum != 0) {
+    return Fail(absl::InvalidArgumentError("--witness-quorum: needs --witness-keys-file"));
   }
   std::optional<std::string> trusted;
   if (!trusted_file.empty()) {
@@ -143,11 +161,28 @@ int CheckCommand(int argc, char** argv) {
                 std::string(BreakKindName(b.kind)).c_str(), b.detail.c_str());
     return kBroken;
   }
+  if (report->witnessed_size < report->size) {
+    std::printf(
+        "UNWITNESSED from index %llu: leaves [%llu, %llu) verify, but no checkpoint that covers "
+        "them carries cosignatures by %zu of the %zu witness keys (the newest that does is of "
+        "size %llu)\n",
+        static_cast<unsigned long long>(report->witnessed_size),
+        static_cast<unsigned long long>(report->witnessed_size),
+        static_cast<unsigned long long>(report->size), report->witness_quorum,
+        report->witness_keys, static_cast<unsigned long long>(report->witnessed_size));
+    return kUnwitnessed;
+  }
   const std::string from = report->start == 0 ? "" : absl::StrCat(" from leaf ", report->start);
-  std::printf("OK: %llu leaves%s, %llu checkpoints, %llu cosignatures verified\n",
+  const std::string policy =
+      report->witness_keys == 0
+          ? "no witness policy (no --witness-keys-file): a history the witnesses did not sign "
+            "is not caught"
+          : absl::StrCat("witnessed: checkpoint ", report->size, " cosigned by at least ",
+                         report->witness_quorum, " of ", report->witness_keys, " witness keys");
+  std::printf("OK: %llu leaves%s, %llu checkpoints, %llu cosignatures verified; %s\n",
               static_cast<unsigned long long>(report->leaves_checked), from.c_str(),
               static_cast<unsigned long long>(report->checkpoints),
-              static_cast<unsigned long long>(report->cosignatures));
+              static_cast<unsigned long long>(report->cosignatures), policy.c_str());
   return kOk;
 }
 

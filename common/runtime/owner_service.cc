@@ -11,6 +11,7 @@
 #include "common/outbox/outbox_store.h"
 #include "common/outbox/receipt_reader.h"
 #include "common/outbox/witness.h"
+#include "common/outbox/witness_service.h"
 #include "common/retention/retention.h"
 #include "common/tlog/note.h"
 #include "common/worker/periodic.h"
@@ -106,6 +107,11 @@ absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceCont
       std::make_unique<operations::OutboxOperationsService>(
           owner, context.pool(), context.Authorizer(operations::AccessRules()), context.signer()),
       operations::kServiceName);
+  ASSIGN_OR_RETURN(std::unique_ptr<outbox::WitnessService> witness,
+                   outbox::WitnessService::Create(owner, context.pool(),
+                                                  context.Authorizer(outbox::WitnessAccessRules()),
+                                                  context.signer()));
+  context.Serve(std::move(witness), outbox::kWitnessServiceName);
   return absl::OkStatus();
 }
 

@@ -159,6 +159,13 @@ class TransparencyLogTest : public ::testing::Test {
     return out;
   }
 
+  // --witness-addresses for both owners.
+  static std::string AskTheOwners() {
+    return absl::StrCat("--witness-addresses=auth=127.0.0.1:", mesh_->grpc_port(Service::kAuth, 0),
+                        ",app=127.0.0.1:", mesh_->grpc_port(Service::kApp, 0), " --token-file=",
+                        dir_, "/auditor.token");
+  }
+
   static testing::CommandResult Check(const std::string& export_dir,
                                       const std::string& extra = "") {
     return testing::RunCommand(Verify(absl::StrCat(
@@ -274,6 +281,21 @@ TEST_F(TransparencyLogTest, BothOwnersCosignTheLatestCheckpoint) {
   const auto r = Check(Export());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoints, [1-9][0-9]* cosignatures verified"));
+  // Asked directly, each owner serves the checkpoint it holds, cosigned;
+  // the export is the history both hold.
+  const auto asked = Check(Export(), AskTheOwners());
+  EXPECT_EQ(asked.exit_code, 0) << asked.output;
+  EXPECT_THAT(asked.output, HasSubstr("the export is the history 2 witnesses hold"));
+  // Asking needs the token, and names an owner it cannot reach.
+  const auto no_token = Check(Export(), absl::StrCat("--witness-addresses=auth=127.0.0.1:",
+                                                     mesh_->grpc_port(Service::kAuth, 0)));
+  EXPECT_EQ(no_token.exit_code, 2) << no_token.output;
+  EXPECT_THAT(no_token.output, HasSubstr("--token-file"));
+  const auto unreachable = Check(
+      Export(), absl::StrCat("--witness-addresses=auth=127.0.0.1:1 --token-file=", dir_,
+                             "/auditor.token"));
+  EXPECT_EQ(unreachable.exit_code, 2) << unreachable.output;
+  EXPECT_THAT(unreachable.output, HasSubstr("witness auth at 127.0.0.1:1"));
 }
 
 TEST_F(TransparencyLogTest, ProofsFromTheRpcsVerifyAgainstTheSignedCheckpoint) {
@@ -599,6 +621,12 @@ TEST_F(TransparencyLogTest, ZTruncationResignedWithTheLogKeyIsCaughtByAHeldCheck
   const auto caught = Check(exported, "--trusted-checkpoint=" + dir_ + "/held.checkpoint");
   EXPECT_EQ(caught.exit_code, 1) << caught.output;
   EXPECT_THAT(caught.output, HasSubstr("truncated"));
+  // Without a checkpoint of their own, auditors ask the witnesses: each
+  // owner holds a later checkpoint than the log now shows.
+  const auto asked = Check(exported, AskTheOwners());
+  EXPECT_EQ(asked.exit_code, 1) << asked.output;
+  EXPECT_THAT(asked.output, HasSubstr("truncated"));
+  EXPECT_THAT(asked.output, HasSubstr("witness "));
   const auto inclusion = testing::RunCommand(Verify(
       absl::StrCat("inclusion --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0),
                    " --token-file=", dir_, "/auditor.token --log-keys-file=", dir_,

@@ -131,8 +131,9 @@ class VerifyCheckTest : public ::testing::Test {
     WriteAll(dir_ / "checkpoint", CheckpointNote(stored, size, log_signer_));
   }
 
-  Report Check(const std::optional<std::string>& trusted = std::nullopt) {
-    auto report = CheckExport(dir_.string(), keys_, trusted);
+  Report Check(const std::optional<std::string>& trusted = std::nullopt,
+               const std::vector<WitnessView>& views = {}) {
+    auto report = CheckExport(dir_.string(), keys_, trusted, views);
     EXPECT_TRUE(report.ok()) << report.status();
     return report.ok() ? *report : Report{};
   }
@@ -365,7 +366,8 @@ TEST_F(VerifyCheckTest, HistoryCutBelowTheTrustedCheckpointIsTruncated) {
   const Report report = Check(trusted);
   EXPECT_BREAK(report, BreakKind::kTruncated, 400);
   EXPECT_EQ(report.first_break->detail,
-            "the log shows 400 leaves, the trusted checkpoint 600: rolled back or truncated");
+            "the log shows 400 leaves, the trusted checkpoint 600: rolled back or truncated (or the "
+            "export is older than it)");
 }
 
 TEST_F(VerifyCheckTest, TrustedCheckpointOfAnotherHistoryIsForked) {
@@ -443,6 +445,34 @@ TEST_F(VerifyCheckTest, CosignatureTimesThatRunBackwardsAreABreak) {
   Cosign(300, TextOf(300), nullptr, 1700000600);
   Cosign(kSize, TextOf(kSize), nullptr, 1700000400);
   EXPECT_BREAK(Check(), BreakKind::kWitnessTimeReversed, kSize);
+}
+
+// What each witness says it holds, asked directly: the export must be that
+// history, cosigned by that witness.
+TEST_F(VerifyCheckTest, WitnessViewsMustBeTheExportsHistory) {
+  Write(leaves_, leaves_);
+  auto view = [&](const std::vector<std::string>& leaves, uint64_t size,
+                  const tlog::CosignatureSigner& by) {
+    const std::string note = CheckpointNote(leaves, size, log_signer_);
+    const std::string text = tlog::CheckpointText({kOrigin, size, RootOfFirst(leaves, size), {}});
+    return note + *by.Cosign(text, 1700000000);
+  };
+  Report report = Check(std::nullopt, {{"witness.example/w1", view(leaves_, 513, witness_signer_)}});
+  EXPECT_FALSE(report.first_break.has_value()) << report.first_break->detail;
+  EXPECT_EQ(report.views_checked, 1u);
+
+  // The witness saw more than the export shows: truncated (or old).
+  std::vector<std::string> longer = leaves_;
+  for (const std::string& leaf : Leaves(5000)) longer.push_back(leaf);
+  EXPECT_BREAK(Check(std::nullopt, {{"witness.example/w1", view(longer, 700, witness_signer_)}}),
+               BreakKind::kTruncated, kSize);
+  // The witness saw another history: a split view.
+  EXPECT_BREAK(
+      Check(std::nullopt, {{"witness.example/w1", view(Leaves(5000), 300, witness_signer_)}}),
+      BreakKind::kForked, 300);
+  // A view is only the witness's when its own key cosigned it.
+  EXPECT_BREAK(Check(std::nullopt, {{"witness.example/w1", view(leaves_, 300, witness2_signer_)}}),
+               BreakKind::kBadSignature, kSize);
 }
 
 TEST_F(VerifyCheckTest, MissingLastBundlesAreTruncated) {

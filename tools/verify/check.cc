@@ -221,13 +221,14 @@ class Checker {
  public:
   Checker(fs::path dir, const Keys& keys) : dir_(std::move(dir)), keys_(keys) {}
 
-  Report Run(const std::optional<std::string>& trusted) {
+  Report Run(const std::optional<std::string>& trusted, const std::vector<WitnessView>& views) {
     if (ReadNewest() && ReadStart()) {
       CheckCheckpoints();
       ReadLeaves();
       CompareStoredTree();
       CheckRoots();
       if (trusted.has_value()) CheckTrusted(*trusted);
+      for (const WitnessView& view : views) CheckView(view);
       ApplyWitnessPolicy();
     }
     report_.leaves_checked = leaves_.size() > start_ ? leaves_.size() - start_ : 0;
@@ -592,28 +593,61 @@ class Checker {
 
   void CheckTrusted(const std::string& note) {
     auto split = OpenLogNote(note, keys_.log);
-    auto checkpoint = split.ok() ? tlog::ParseCheckpoint(split->text) : split.status();
-    if (!checkpoint.ok()) {
-      const absl::Status& status = checkpoint.status();
-      Add(split.ok() ? BreakKind::kMalformed : KindOf(status), size(),
-          absl::StrCat("the trusted checkpoint: ", status.message()));
+    if (split.ok()) CheckHeld("the trusted checkpoint", split->text);
+    else Add(KindOf(split.status()), size(), absl::StrCat("the trusted checkpoint: ", split.status().message()));
+  }
+
+  // What a witness says it holds: the log's note with the witness's own
+  // cosignature, then the same comparison as a trusted checkpoint.
+  void CheckView(const WitnessView& view) {
+    const std::string label = absl::StrCat("witness ", view.witness, "'s checkpoint");
+    auto split = OpenLogNote(view.note, keys_.log);
+    if (!split.ok()) {
+      Add(KindOf(split.status()), size(), absl::StrCat(label, ": ", split.status().message()));
       return;
+    }
+    bool cosigned = false;
+    for (const tlog::CosignatureVerifier& key : keys_.witnesses) {
+      if (key.name() != view.witness) continue;
+      for (const std::string& line : split->signatures) {
+        cosigned = cosigned || key.Verify(split->text, line).ok();
+      }
+    }
+    if (!cosigned) {
+      Add(BreakKind::kBadSignature, size(),
+          absl::StrCat(label, " carries no valid cosignature by a witness key named \"",
+                       view.witness, "\""));
+      return;
+    }
+    if (CheckHeld(label, split->text)) ++report_.views_checked;
+  }
+
+  // A checkpoint held outside the export (`text`, its signature checked):
+  // the export must reach its size with its root. False on a break.
+  bool CheckHeld(const std::string& label, const std::string& text) {
+    auto checkpoint = tlog::ParseCheckpoint(text);
+    if (!checkpoint.ok()) {
+      Add(BreakKind::kMalformed, size(), absl::StrCat(label, ": ", checkpoint.status().message()));
+      return false;
     }
     const uint64_t t = checkpoint->size;
     if (checkpoint->origin != newest_.origin) {
       Add(BreakKind::kForked, t,
-          absl::StrCat("the trusted checkpoint is of origin \"", checkpoint->origin,
-                       "\", the export of \"", newest_.origin, "\""));
+          absl::StrCat(label, " is of origin \"", checkpoint->origin, "\", the export of \"",
+                       newest_.origin, "\""));
     } else if (t > size()) {
       Add(BreakKind::kTruncated, size(),
-          absl::StrCat("the log shows ", size(), " leaves, the trusted checkpoint ", t,
-                       ": rolled back or truncated"));
+          absl::StrCat("the log shows ", size(), " leaves, ", label, " ", t,
+                       ": rolled back or truncated (or the export is older than it)"));
     } else if (t <= leaves_.size() &&
                tlog::RootOf(absl::MakeConstSpan(leaves_).subspan(0, t)) != checkpoint->root) {
       Add(BreakKind::kForked, t,
-          absl::StrCat("the trusted checkpoint's root is not the root of the export's first ", t,
-                       " leaves"));
+          absl::StrCat(label, ": its root is not the root of the export's first ", t,
+                       " leaves (another history)"));
+    } else {
+      return true;
     }
+    return false;
   }
 
   const fs::path dir_;
@@ -665,14 +699,15 @@ absl::string_view BreakKindName(BreakKind kind) {
 }
 
 absl::StatusOr<Report> CheckExport(const std::string& dir, const Keys& keys,
-                                   const std::optional<std::string>& trusted) {
+                                   const std::optional<std::string>& trusted,
+                                   const std::vector<WitnessView>& views) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) {
     return absl::FailedPreconditionError(
         absl::StrCat("export ", dir, ": not a readable directory (", ec.message(), ")"));
   }
-  return Checker(dir, keys).Run(trusted);
+  return Checker(dir, keys).Run(trusted, views);
 }
 
 }  // namespace ulticode::verify

@@ -78,6 +78,7 @@ struct Report {
   size_t witness_keys = 0;
   size_t witness_quorum = 0;
   uint64_t witnessed_size = 0;
+  size_t views_checked = 0;  // witness views the export agrees with
   // The break with the smallest index; at one index, the first the checks
   // find (checkpoints, leaves, stored tree, roots, trusted checkpoint).
   std::optional<Break> first_break;
@@ -103,11 +104,25 @@ struct Report {
 //  - roots: each checkpoint's root is the root of that many exported leaves;
 //  - the trusted checkpoint, if any: the export reaches its size and gives
 //    its root;
+//  - each witness view: signed by the log, cosigned by the key of
+//    keys.witnesses of that witness's name, and, like a trusted checkpoint,
+//    reached by the export with the same root (a view larger than the
+//    export is a truncated or rolled back log, or an export older than
+//    what the witness saw; another root is a split view);
 //  - witnesses: per witness key, cosignature times do not run backwards as
 //    the checkpoints grow; witnessed_size is the newest checkpoint that a
 //    quorum of keys.witnesses cosigned (the caller tells a witnessed export
 //    from one whose tail is not yet witnessed).
+// A witness's own view of the log, as the witness served it
+// (ulticode.outbox.v1.LogWitness): the checkpoint note it holds, with its
+// cosignature.
+struct WitnessView {
+  std::string witness;  // its name: the name of its key in Keys::witnesses
+  std::string note;
+};
+
 absl::StatusOr<Report> CheckExport(const std::string& dir, const Keys& keys,
-                                   const std::optional<std::string>& trusted);
+                                   const std::optional<std::string>& trusted,
+                                   const std::vector<WitnessView>& views = {});
 
 }  // namespace ulticode::verify

@@ -5,7 +5,8 @@
 //   ulticode-verify export --admin=HOST:PORT --token-file=F --out=DIR [--size=N]
 //                   [--start=M]
 //   ulticode-verify check --dir=DIR --log-keys-file=F --owner-keys-file=F
-//                   [--witness-keys-file=F [--witness-quorum=N]]
+//                   [--witness-keys-file=F [--witness-quorum=N]
+//                    [--witness-addresses=NAME=HOST:PORT,... --token-file=F]]
 //                   [--trusted-checkpoint=F]
 //   ulticode-verify inclusion --admin=HOST:PORT --token-file=F --log-keys-file=F
 //                   --event-id=UUID [--trusted-checkpoint=F]
@@ -36,6 +37,7 @@
 #include "grpcpp/grpcpp.h"
 #include "tools/verify/check.h"
 #include "tools/verify/export.h"
+#include "ulticode/outbox/v1/witness.grpc.pb.h"
 
 namespace ulticode::verify {
 namespace {
@@ -108,8 +110,44 @@ int ExportCommand(int argc, char** argv) {
   return kOk;
 }
 
+// Asks each witness of `addresses` ("name=host:port,...") for the
+// checkpoint it holds (ulticode.outbox.v1.LogWitness).
+absl::StatusOr<std::vector<WitnessView>> AskWitnesses(const std::string& addresses,
+                                                      const std::string& token_file,
+                                                      const std::string& cacert) {
+  std::vector<WitnessView> views;
+  if (addresses.empty()) return views;
+  if (token_file.empty()) {
+    return absl::InvalidArgumentError("--witness-addresses: needs --token-file (audit.reader)");
+  }
+  ASSIGN_OR_RETURN(const std::string token, crypto::ReadSecretFile(token_file));
+  for (absl::string_view item : absl::StrSplit(addresses, ',', absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> name_address = absl::StrSplit(item, '=');
+    const auto& [name, address] = name_address;
+    if (name.empty() || !config::ValidateHostPort(address).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--witness-addresses: \"", item, "\" is not NAME=HOST:PORT (e.g. auth=auth:50051)"));
+    }
+    ASSIGN_OR_RETURN(auto channel, Channel(address, cacert));
+    auto stub = outbox::v1::LogWitness::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    outbox::v1::WitnessedCheckpoint held;
+    const grpc::Status s =
+        stub->GetWitnessedCheckpoint(&ctx, outbox::v1::GetWitnessedCheckpointRequest(), &held);
+    if (!s.ok()) {
+      return absl::UnavailableError(absl::StrCat("witness ", name, " at ", address,
+                                                 ": GetWitnessedCheckpoint: ", s.error_message()));
+    }
+    views.push_back({name, held.checkpoint()});
+  }
+  return views;
+}
+
 int CheckCommand(int argc, char** argv) {
   std::string dir, log_keys, owner_keys, witness_keys, trusted_file;
+  std::string witness_addresses, token_file, cacert;
   config::Flags flags("ulticode-verify check",
                       "Checks an export with public keys only; prints the first break.");
   flags.String("dir", &dir, "the export's directory");
@@ -126,6 +164,13 @@ int CheckCommand(int argc, char** argv) {
             "every one)",
             0, 1000);
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note the auditor already holds");
+  flags.String("witness-addresses", &witness_addresses,
+               "NAME=HOST:PORT,...: ask each witness (the owners' gRPC ports) for the checkpoint it "
+               "holds; the export must be the history they saw (a split view or a truncated log "
+               "fails)");
+  flags.String("token-file", &token_file,
+               "file holding an audit.reader bearer token (0600), for --witness-addresses");
+  flags.String("cacert", &cacert, "CA certificate (PEM) when the witnesses serve TLS");
   config::ParseOrExit(flags, argc, argv);
   Keys keys;
   auto log = tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys);
@@ -153,7 +198,13 @@ int CheckCommand(int argc, char** argv) {
     if (!note.ok()) return Fail(note.status());
     trusted = *std::move(note);
   }
-  auto report = CheckExport(dir, keys, trusted);
+  auto views = AskWitnesses(witness_addresses, token_file, cacert);
+  if (!views.ok()) return Fail(views.status());
+  if (!views->empty() && keys.witnesses.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--witness-addresses: needs --witness-keys-file (the witnesses' cosignature keys)"));
+  }
+  auto report = CheckExport(dir, keys, trusted, *views);
   if (!report.ok()) return Fail(report.status());
   if (report->first_break) {
     const Break& b = *report->first_break;
@@ -178,7 +229,11 @@ int CheckCommand(int argc, char** argv) {
           ? "no witness policy (no --witness-keys-file): a history the witnesses did not sign "
             "is not caught"
           : absl::StrCat("witnessed: checkpoint ", report->size, " cosigned by at least ",
-                         report->witness_quorum, " of ", report->witness_keys, " witness keys");
+                         report->witness_quorum, " of ", report->witness_keys, " witness keys",
+                         views->empty()
+                             ? " (no witness asked for its own view: --witness-addresses)"
+                             : absl::StrCat("; the export is the history ", report->views_checked,
+                                            " witnesses hold"));
   std::printf("OK: %llu leaves%s, %llu checkpoints, %llu cosignatures verified; %s\n",
               static_cast<unsigned long long>(report->leaves_checked), from.c_str(),
               static_cast<unsigned long long>(report->checkpoints),

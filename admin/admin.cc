@@ -81,8 +81,8 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
     owners.push_back(audit::OwnerName(owner));
   auto& sequences = context.Keep(std::make_unique<maintenance::SequenceWatch>(
       owners, h.sequence_gap_grace, context.registry()));
-  auto& completeness = context.Keep(std::make_unique<transparency::Completeness>(
-      options.log.unlogged_after, context.registry()));
+  auto& completeness = context.Keep(
+      std::make_unique<transparency::Completeness>(options.log.unlogged_after, context.registry()));
   using worker::Stopping;
   context.Start(std::make_unique<worker::Periodic>(
       context.Connection("housekeeping"),
@@ -119,9 +119,9 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   auto& watches =
       context.Start(std::make_unique<watch::WatchHub>(std::move(watching), context.registry()));
   context.BeforeDrain([&watches] { watches.EndAll(); });
-  context.Serve(std::make_unique<query::AuditQueryService>(
-                    context.pool(), context.Authorizer(query::AccessRules()), watches,
-                    context.registry(), query),
+  context.Serve(std::make_unique<query::AuditQueryService>(context.pool(),
+                                                           context.Authorizer(query::AccessRules()),
+                                                           watches, context.registry(), query),
                 "ulticode.admin.v1.AdminService");
   context.Serve(std::make_unique<transparency::AuditLogService>(
                     context.pool(), context.Authorizer(transparency::AccessRules())),

@@ -45,11 +45,11 @@ absl::Status CheckColumns(const pg::Result& r, int row, const audit::v1::AuditEv
   const std::string& id = e.event_id();
   const audit::v1::AuditRecord& rec = e.record();
   const std::pair<const char*, const std::string*> text[] = {
-      {"event_type", &e.event_type()}, {"actor", &rec.actor()},
-      {"subject", &rec.subject()},     {"action", &rec.action()},
+      {"event_type", &e.event_type()},     {"actor", &rec.actor()},
+      {"subject", &rec.subject()},         {"action", &rec.action()},
       {"entity_type", &rec.entity_type()}, {"entity_id", &rec.entity_id()},
-      {"client_ip", &rec.client_ip()}, {"user_agent", &rec.user_agent()},
-      {"request_id", &rec.request_id()}, {"trace_id", &rec.trace_id()}};
+      {"client_ip", &rec.client_ip()},     {"user_agent", &rec.user_agent()},
+      {"request_id", &rec.request_id()},   {"trace_id", &rec.trace_id()}};
   constexpr int kTextColumns[] = {2, 3, 4, 5, 6, 7, 10, 11, 12, 13};
   if (r.Get(row, 1) != audit::OwnerName(e.owner())) return Disagrees(id, "owner");
   for (size_t i = 0; i < std::size(kTextColumns); ++i) {
@@ -69,8 +69,8 @@ absl::Status CheckColumns(const pg::Result& r, int row, const audit::v1::AuditEv
     }
   }
   // The column keeps microseconds; the envelope may carry nanoseconds.
-  const absl::Time signed_at = absl::FromUnixSeconds(e.occurred_at().seconds()) +
-                               absl::Nanoseconds(e.occurred_at().nanos());
+  const absl::Time signed_at =
+      absl::FromUnixSeconds(e.occurred_at().seconds()) + absl::Nanoseconds(e.occurred_at().nanos());
   if (absl::AbsDuration(r.GetTime(row, kOccurredAtColumn) - signed_at) >= absl::Microseconds(1)) {
     return Disagrees(id, "occurred_at");
   }
@@ -154,8 +154,8 @@ absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
   const int64_t index = r.GetInt64(row, kLogIndexColumn);
   const tlog::Hash leaf_hash = tlog::LeafHash(out.leaf);
   if (r.IsNull(row, 20) ||
-      r.GetBytes(row, 20) != absl::string_view(reinterpret_cast<const char*>(leaf_hash.data()),
-                                               leaf_hash.size())) {
+      r.GetBytes(row, 20) !=
+          absl::string_view(reinterpret_cast<const char*>(leaf_hash.data()), leaf_hash.size())) {
     return absl::DataLossError(absl::StrCat("audit log ", id, ": the row is not the log's leaf ",
                                             index, " (its hash differs from the stored one)"));
   }

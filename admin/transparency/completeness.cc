@@ -50,8 +50,7 @@ Completeness::Completeness(absl::Duration unlogged_after, prometheus::Registry& 
                     .Add({})) {}
 
 absl::Status Completeness::Check(pg::Connection& conn) {
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kCheck, {pg::Seconds(unlogged_after_)}));
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kCheck, {pg::Seconds(unlogged_after_)}));
   unlogged_.Set(static_cast<double>(r.GetInt64(0, 0)));
   oldest_.Set(r.GetDouble(0, 1));
   requeued_.Increment(static_cast<double>(r.GetInt64(0, 2)));

@@ -52,8 +52,7 @@ constexpr pg::Statement kAssign{
     " SELECT idx, id FROM unnest($1::uuid[], $2::bigint[]) AS t(id, idx)"};
 
 // After kAssign, in the same transaction: the new leaves are visible.
-constexpr pg::Statement kTaken{"log.taken",
-                               "SELECT count(*) FROM log_queue_done($1::uuid[])"};
+constexpr pg::Statement kTaken{"log.taken", "SELECT count(*) FROM log_queue_done($1::uuid[])"};
 
 constexpr pg::Statement kStoreNodes{
     "log.store_nodes",

@@ -268,8 +268,7 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
           grpc::StatusCode::DATA_LOSS,
           absl::StrCat(fetched.status().message(), "; resume with after_index=", ResumeText()));
       end_reason_ = "data_loss";
-      log::Error(kComponent,
-                 "a log leaf cannot be served as the log proves it: the watch is ended",
+      log::Error(kComponent, "a log leaf cannot be served as the log proves it: the watch is ended",
                  {{"principal", principal_}, {"error", fetched.status().ToString()}});
     } else if (!fetched.ok()) {
       Failed(fetched.status());

@@ -40,14 +40,15 @@ absl::StatusOr<v1::WitnessedCheckpoint> WitnessService::Held(const std::string& 
                        : absl::StrCat("this owner holds no checkpoint of ", origin));
   }
   if (r.rows() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "origin: required, this owner witnesses several logs (", r.GetString(0, 0), ", ",
-        r.GetString(1, 0), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("origin: required, this owner witnesses several logs (", r.GetString(0, 0),
+                     ", ", r.GetString(1, 0), ")"));
   }
   const std::string note = r.GetString(0, 2);
   ASSIGN_OR_RETURN(const tlog::SplitNote split, tlog::SplitNoteSignatures(note));
-  ASSIGN_OR_RETURN(const std::string line,
-                   signer_.Cosign(split.text, static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()))));
+  ASSIGN_OR_RETURN(
+      const std::string line,
+      signer_.Cosign(split.text, static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()))));
   v1::WitnessedCheckpoint out;
   out.set_checkpoint(note + line);
   out.set_tree_size(static_cast<uint64_t>(r.GetInt64(0, 1)));

@@ -162,8 +162,8 @@ class TransparencyLogTest : public ::testing::Test {
   // --witness-addresses for both owners.
   static std::string AskTheOwners() {
     return absl::StrCat("--witness-addresses=auth=127.0.0.1:", mesh_->grpc_port(Service::kAuth, 0),
-                        ",app=127.0.0.1:", mesh_->grpc_port(Service::kApp, 0), " --token-file=",
-                        dir_, "/auditor.token");
+                        ",app=127.0.0.1:", mesh_->grpc_port(Service::kApp, 0),
+                        " --token-file=", dir_, "/auditor.token");
   }
 
   static testing::CommandResult Check(const std::string& export_dir,
@@ -292,8 +292,8 @@ TEST_F(TransparencyLogTest, BothOwnersCosignTheLatestCheckpoint) {
   EXPECT_EQ(no_token.exit_code, 2) << no_token.output;
   EXPECT_THAT(no_token.output, HasSubstr("--token-file"));
   const auto unreachable = Check(
-      Export(), absl::StrCat("--witness-addresses=auth=127.0.0.1:1 --token-file=", dir_,
-                             "/auditor.token"));
+      Export(),
+      absl::StrCat("--witness-addresses=auth=127.0.0.1:1 --token-file=", dir_, "/auditor.token"));
   EXPECT_EQ(unreachable.exit_code, 2) << unreachable.output;
   EXPECT_THAT(unreachable.output, HasSubstr("witness auth at 127.0.0.1:1"));
 }

@@ -392,11 +392,11 @@ TEST_F(AdminQueryTest, PaginationCollectsEveryRowExactlyOnce) {
 TEST_F(AdminQueryTest, PagesStopAtTheirByteBudget) {
   const std::string big = std::string(200 * 1000, 'x');
   for (int i = 0; i < 40; ++i) {
-    audit::AuditEvent e = Event("app", "alice", "update_problem", "problem",
-                                absl::StrCat("p", i), kT0 - absl::Seconds(i));
+    audit::AuditEvent e = Event("app", "alice", "update_problem", "problem", absl::StrCat("p", i),
+                                kT0 - absl::Seconds(i));
     (*e.mutable_record()->mutable_old_value()->mutable_fields())["statement"].set_string_value(big);
-    (*e.mutable_record()->mutable_new_value()->mutable_fields())["statement"].set_string_value(
-        big + "y");
+    (*e.mutable_record()->mutable_new_value()->mutable_fields())["statement"].set_string_value(big +
+                                                                                               "y");
     AddEvent(e);
   }
   v1::QueryAuditLogsRequest req;
@@ -558,9 +558,9 @@ TEST_F(AdminQueryTest, GetAuditLogMapsEveryFieldAndStructuredValues) {
   google::protobuf::Struct new_value =
       StructFromJson(R"({"roles":["judge","admin"],"authz_version":4,"note":null})");
   const std::string id = ids::NewUuidV7();
-  audit::AuditEvent e = audit::NewEvent(audit::v1::OWNER_AUTH, "auth.role.assigned",
-                                        {"alice", "10.0.0.1", "grpcurl/1.8", "req-1", "trace-1"},
-                                        kT0);
+  audit::AuditEvent e =
+      audit::NewEvent(audit::v1::OWNER_AUTH, "auth.role.assigned",
+                      {"alice", "10.0.0.1", "grpcurl/1.8", "req-1", "trace-1"}, kT0);
   e.set_event_id(id);
   auto* rec = e.mutable_record();
   rec->set_audit_id(id);
@@ -692,8 +692,7 @@ TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
       // leaf, stays).
       Exec("DELETE FROM audit_logs WHERE event_id = $1::uuid", {pg::Text(id)});
       ::ulticode::testing::WriteAuditRows(*conn_, {e});
-      expect_served(sequenced ? v1::AuditLog::LOG_STATUS_LOGGED
-                              : v1::AuditLog::LOG_STATUS_PENDING);
+      expect_served(sequenced ? v1::AuditLog::LOG_STATUS_LOGGED : v1::AuditLog::LOG_STATUS_PENDING);
     }
     if (!sequenced) {
       ASSERT_EQ(::ulticode::testing::SequenceAll(*conn_), 2);
@@ -708,9 +707,10 @@ TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
   other.mutable_record()->set_actor("mallory");
   const crypto::SigningKey& key = ::ulticode::testing::SharedTestKeys().owner("auth");
   const std::string envelope = audit::Serialize(other);
-  Exec("UPDATE audit_logs SET actor = 'mallory', envelope = $2, signature = $3"
-       " WHERE event_id = $1::uuid",
-       {pg::Text(id), pg::Bytes(envelope), pg::Bytes(key.Sign(envelope).value())});
+  Exec(
+      "UPDATE audit_logs SET actor = 'mallory', envelope = $2, signature = $3"
+      " WHERE event_id = $1::uuid",
+      {pg::Text(id), pg::Bytes(envelope), pg::Bytes(key.Sign(envelope).value())});
   expect_refused("a re-signed envelope", "mallory");
 }
 

@@ -70,9 +70,11 @@ TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeve
       "('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'auth', 'auth.user.created', 'a', "
       "'create_user', 'user', 'u', now(), '\\x00', ";
   // A row no owner signed cannot be written at all (23514 check_violation).
-  for (const char* unsigned_row : {"NULL, NULL)", "'\\x00', 'k1')", "repeat('s', 64)::bytea, '')"}) {
+  for (const char* unsigned_row :
+       {"NULL, NULL)", "'\\x00', 'k1')", "repeat('s', 64)::bytea, '')"}) {
     absl::Status s = Exec(**admin, insert + unsigned_row);
-    EXPECT_NE(std::string(s.message()).find("23514"), std::string::npos) << unsigned_row << ": " << s;
+    EXPECT_NE(std::string(s.message()).find("23514"), std::string::npos)
+        << unsigned_row << ": " << s;
   }
   ASSERT_TRUE(Exec(**admin, insert + "repeat('s', 64)::bytea, 'k1')").ok());
   EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);

@@ -206,12 +206,13 @@ TEST_F(TransparencyLogTest, RowsWithoutALeafPastTheBoundAreShownAndQueuedAgain) 
   for (int i = 5; i < 9; ++i) Add(*conn_, i);
   // Two queue entries gone (the superuser), two still queued; all four
   // committed two minutes ago.
-  ASSERT_TRUE(conn_->ExecuteScript("tamper",
-                                   "UPDATE audit_logs SET ingested_at = now() - interval '2 minutes'"
-                                   " WHERE entity_id IN ('u5', 'u6', 'u7', 'u8');"
-                                   " DELETE FROM log_queue WHERE event_id IN (SELECT event_id"
-                                   " FROM audit_logs WHERE entity_id IN ('u5', 'u7'))",
-                                   absl::Seconds(5))
+  ASSERT_TRUE(conn_
+                  ->ExecuteScript("tamper",
+                                  "UPDATE audit_logs SET ingested_at = now() - interval '2 minutes'"
+                                  " WHERE entity_id IN ('u5', 'u6', 'u7', 'u8');"
+                                  " DELETE FROM log_queue WHERE event_id IN (SELECT event_id"
+                                  " FROM audit_logs WHERE entity_id IN ('u5', 'u7'))",
+                                  absl::Seconds(5))
                   .ok());
   ASSERT_TRUE(completeness.Check(*conn_).ok());
   EXPECT_EQ(value("ulticode_admin_audit_rows_unlogged"), 4);

@@ -66,8 +66,7 @@ class WatchTest : public ::testing::TestWithParam<int> {
   void Serve() {
     hub_ = std::make_unique<WatchHub>(options_, metrics_->registry());
     hub_->Start();
-    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *hub_,
-                                                   metrics_->registry(),
+    service_ = std::make_unique<AuditQueryService>(*pool_, authorizer_, *hub_, metrics_->registry(),
                                                    query::QueryServiceOptions{});
     server_ = std::make_unique<server::GrpcServer>(
         server::PlaintextOptions("127.0.0.1:0", 8, server::kAdminMaxReceiveBytes),
@@ -391,8 +390,8 @@ TEST_P(WatchTest, EachRowCarriesItsLogEntry) {
       *conn_, absl::StrCat("SELECT encode(hash, 'hex') FROM log_nodes WHERE level = 0 AND idx = ",
                            resp.log().log().log_index()));
   const tlog::Hash hash = tlog::LeafHash(resp.log().leaf());
-  EXPECT_EQ(absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(hash.data()),
-                                                     hash.size())),
+  EXPECT_EQ(absl::BytesToHexString(
+                absl::string_view(reinterpret_cast<const char*>(hash.data()), hash.size())),
             stored);
   auto leaf = tlog::DecodeLeaf(resp.log().leaf());
   ASSERT_TRUE(leaf.ok()) << leaf.status();

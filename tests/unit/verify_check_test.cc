@@ -365,9 +365,10 @@ TEST_F(VerifyCheckTest, HistoryCutBelowTheTrustedCheckpointIsTruncated) {
   Write(leaves_, leaves_, {1, 100, 256, 300, 400});
   const Report report = Check(trusted);
   EXPECT_BREAK(report, BreakKind::kTruncated, 400);
-  EXPECT_EQ(report.first_break->detail,
-            "the log shows 400 leaves, the trusted checkpoint 600: rolled back or truncated (or the "
-            "export is older than it)");
+  EXPECT_EQ(
+      report.first_break->detail,
+      "the log shows 400 leaves, the trusted checkpoint 600: rolled back or truncated (or the "
+      "export is older than it)");
 }
 
 TEST_F(VerifyCheckTest, TrustedCheckpointOfAnotherHistoryIsForked) {
@@ -457,7 +458,8 @@ TEST_F(VerifyCheckTest, WitnessViewsMustBeTheExportsHistory) {
     const std::string text = tlog::CheckpointText({kOrigin, size, RootOfFirst(leaves, size), {}});
     return note + *by.Cosign(text, 1700000000);
   };
-  Report report = Check(std::nullopt, {{"witness.example/w1", view(leaves_, 513, witness_signer_)}});
+  Report report =
+      Check(std::nullopt, {{"witness.example/w1", view(leaves_, 513, witness_signer_)}});
   EXPECT_FALSE(report.first_break.has_value()) << report.first_break->detail;
   EXPECT_EQ(report.views_checked, 1u);
 

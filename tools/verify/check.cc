@@ -382,8 +382,9 @@ class Checker {
         if (time < latest) {
           Add(BreakKind::kWitnessTimeReversed, checkpoint_size,
               absl::StrCat("witness ", keys_.witnesses[w].name(), " cosigned checkpoints/",
-                           checkpoint_size, " at ", time, ", before its cosignature of checkpoints/",
-                           latest_size, " at ", latest, ": it cosigned two histories"));
+                           checkpoint_size, " at ", time,
+                           ", before its cosignature of checkpoints/", latest_size, " at ", latest,
+                           ": it cosigned two histories"));
           break;
         }
         latest = time;
@@ -593,8 +594,11 @@ class Checker {
 
   void CheckTrusted(const std::string& note) {
     auto split = OpenLogNote(note, keys_.log);
-    if (split.ok()) CheckHeld("the trusted checkpoint", split->text);
-    else Add(KindOf(split.status()), size(), absl::StrCat("the trusted checkpoint: ", split.status().message()));
+    if (split.ok())
+      CheckHeld("the trusted checkpoint", split->text);
+    else
+      Add(KindOf(split.status()), size(),
+          absl::StrCat("the trusted checkpoint: ", split.status().message()));
   }
 
   // What a witness says it holds: the log's note with the witness's own

@@ -164,10 +164,11 @@ int CheckCommand(int argc, char** argv) {
             "every one)",
             0, 1000);
   flags.String("trusted-checkpoint", &trusted_file, "a checkpoint note the auditor already holds");
-  flags.String("witness-addresses", &witness_addresses,
-               "NAME=HOST:PORT,...: ask each witness (the owners' gRPC ports) for the checkpoint it "
-               "holds; the export must be the history they saw (a split view or a truncated log "
-               "fails)");
+  flags.String(
+      "witness-addresses", &witness_addresses,
+      "NAME=HOST:PORT,...: ask each witness (the owners' gRPC ports) for the checkpoint it "
+      "holds; the export must be the history they saw (a split view or a truncated log "
+      "fails)");
   flags.String("token-file", &token_file,
                "file holding an audit.reader bearer token (0600), for --witness-addresses");
   flags.String("cacert", &cacert, "CA certificate (PEM) when the witnesses serve TLS");
@@ -184,9 +185,9 @@ int CheckCommand(int argc, char** argv) {
     if (!witnesses.ok()) return Fail(witnesses.status());
     keys.witnesses = *std::move(witnesses);
     if (static_cast<size_t>(quorum) > keys.witnesses.size()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--witness-quorum=", quorum, ": more than the ", keys.witnesses.size(),
-                       " keys of --witness-keys-file")));
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--witness-quorum=", quorum,
+                                                          ": more than the ", keys.witnesses.size(),
+                                                          " keys of --witness-keys-file")));
     }
     keys.witness_quorum = static_cast<size_t>(quorum);
   } else if (quorum != 0) {
@@ -219,8 +220,8 @@ int CheckCommand(int argc, char** argv) {
         "size %llu)\n",
         static_cast<unsigned long long>(report->witnessed_size),
         static_cast<unsigned long long>(report->witnessed_size),
-        static_cast<unsigned long long>(report->size), report->witness_quorum,
-        report->witness_keys, static_cast<unsigned long long>(report->witnessed_size));
+        static_cast<unsigned long long>(report->size), report->witness_quorum, report->witness_keys,
+        static_cast<unsigned long long>(report->witnessed_size));
     return kUnwitnessed;
   }
   const std::string from = report->start == 0 ? "" : absl::StrCat(" from leaf ", report->start);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "admin/query/audit_rows.h"
 #include "admin/query/page_token.h"
+#include "admin/transparency/log_reader.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/log/log.h"
@@ -138,6 +139,31 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   return out;
 }
 
+// The newest witnessed checkpoint, and the proof of each row inside it
+// (`leaves[i]` is row i's log entry).
+absl::Status AddProofs(pg::Connection& conn, const std::vector<std::string>& leaves,
+                       v1::QueryAuditLogsResponse& resp) {
+  ASSIGN_OR_RETURN(std::optional<transparency::StoredCheckpoint> checkpoint,
+                   transparency::LatestWitnessedCheckpoint(conn));
+  if (!checkpoint) return absl::OkStatus();
+  *resp.mutable_checkpoint() = transparency::ToProto(*checkpoint);
+  std::vector<uint64_t> indexes;
+  std::vector<v1::AuditLog*> proved;
+  for (int i = 0; i < resp.logs_size(); ++i) {
+    v1::AuditLog* log = resp.mutable_logs(i);
+    if (!log->has_log_index() || log->log_index() >= checkpoint->size) continue;
+    indexes.push_back(log->log_index());
+    proved.push_back(log);
+    log->mutable_proof()->set_leaf(leaves[i]);
+  }
+  ASSIGN_OR_RETURN(const auto proofs,
+                   transparency::InclusionProofs(conn, indexes, checkpoint->size));
+  for (size_t i = 0; i < proofs.size(); ++i) {
+    for (const tlog::Hash& h : proofs[i]) proved[i]->mutable_proof()->add_hashes(tlog::ToBytes(h));
+  }
+  return absl::OkStatus();
+}
+
 v1::StreamStatus UnknownStream(audit::Owner owner, const std::string& stream) {
   v1::StreamStatus s;
   s.set_stream(stream);
@@ -180,12 +206,16 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   // its JSON text): the page ends before the row that would pass it.
   size_t bytes = 0;
   int n = 0;
+  std::vector<std::string> leaves;
   for (; n < fetched; ++n) {
     ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, n));
-    bytes += row.log.ByteSizeLong() + 8;  // the row, its tag and length
+    bytes += row.log.ByteSizeLong() + 8;                        // the row, its tag and length
+    if (req.with_proofs()) bytes += row.leaf.size() + 32 * 40;  // the leaf, a proof
     if (n > 0 && bytes > static_cast<size_t>(options_.max_page_bytes)) break;
     *resp.add_logs() = std::move(row.log);
+    leaves.push_back(std::move(row.leaf));
   }
+  if (req.with_proofs()) RETURN_IF_ERROR(AddProofs(*conn, leaves, resp));
   const bool more =
       r.rows() > q.page_size || n < fetched || (n > 0 && r.GetBool(n - 1, kPageFullColumn));
   if (more && n > 0) {

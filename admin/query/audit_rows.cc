@@ -77,8 +77,13 @@ absl::Status CheckColumns(const pg::Result& r, int row, const audit::v1::AuditEv
   return absl::OkStatus();
 }
 
-// The served row, built from the envelope alone.
-v1::AuditLog FromEnvelope(const audit::v1::AuditEvent& e) {
+}  // namespace
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
+}
+
+v1::AuditLog AuditLogOfEvent(const audit::v1::AuditEvent& e) {
   const audit::v1::AuditRecord& rec = e.record();
   v1::AuditLog log;
   log.set_event_id(e.event_id());
@@ -126,12 +131,6 @@ absl::StatusOr<absl::Time> BoundFromProto(const char* field,
   return micros;
 }
 
-}  // namespace
-
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
-}
-
 absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
   const std::string id = r.GetString(row, 0);
   audit::v1::AuditEvent event;
@@ -143,7 +142,7 @@ absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
   }
   RETURN_IF_ERROR(CheckColumns(r, row, event));
   AuditRow out;
-  out.log = FromEnvelope(event);
+  out.log = AuditLogOfEvent(event);
   *out.log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
   out.leaf = tlog::EncodeLeaf(
       {audit::OwnerName(event.owner()), id, r.GetString(row, 18), r.GetBytes(row, 19), envelope});

@@ -15,6 +15,7 @@
 #include "common/pg/result.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "ulticode/admin/v1/admin.pb.h"
+#include "ulticode/audit/v1/audit.pb.h"
 
 namespace ulticode::admin::query {
 
@@ -78,6 +79,11 @@ struct AuditRow {
   v1::AuditLog log;
   std::string leaf;
 };
+
+// The AuditLog an event's envelope reads as: every field but ingested_at,
+// log_index, log_status and proof. A client holding the leaf checks a
+// served row with it.
+v1::AuditLog AuditLogOfEvent(const audit::v1::AuditEvent& event);
 
 // Row `row` of a result whose first columns are ULTI_AUDIT_LOG_COLUMNS.
 // DATA_LOSS, naming the event, when the row is not what the log proves: its

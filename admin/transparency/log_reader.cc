@@ -18,6 +18,14 @@ constexpr pg::Statement kLatestCheckpoint{"log.read.latest_checkpoint",
                                           "SELECT " ULTI_CHECKPOINT_COLUMNS
                                           " FROM log_checkpoints c ORDER BY size DESC LIMIT 1"};
 
+constexpr pg::Statement kLatestWitnessed{
+    "log.read.latest_witnessed",
+    "SELECT " ULTI_CHECKPOINT_COLUMNS
+    " FROM log_checkpoints c"
+    " WHERE (SELECT count(*) FROM log_cosignatures w JOIN log_witnesses USING (witness)"
+    "        WHERE w.size = c.size) >= (SELECT count(*) FROM log_witnesses)"
+    " ORDER BY size DESC LIMIT 1"};
+
 constexpr pg::Statement kCheckpointAt{"log.read.checkpoint_at",
                                       "SELECT " ULTI_CHECKPOINT_COLUMNS
                                       " FROM log_checkpoints c WHERE size = $1"};
@@ -77,6 +85,32 @@ absl::StatusOr<std::optional<StoredCheckpoint>> LatestCheckpoint(pg::Connection&
   ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLatestCheckpoint));
   if (r.empty()) return std::nullopt;
   return CheckpointFromRow(r, 0);
+}
+
+absl::StatusOr<std::optional<StoredCheckpoint>> LatestWitnessedCheckpoint(pg::Connection& conn) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLatestWitnessed));
+  if (r.empty()) return std::nullopt;
+  return CheckpointFromRow(r, 0);
+}
+
+absl::StatusOr<std::vector<std::vector<tlog::Hash>>> InclusionProofs(
+    pg::Connection& conn, const std::vector<uint64_t>& indexes, uint64_t size) {
+  std::vector<std::vector<tlog::Hash>> proofs;
+  // One pass records the nodes every proof needs, the next reads them all
+  // at once (WithNodesOf); each pass computes every proof afresh.
+  RETURN_IF_ERROR(
+      WithNodesOf(conn,
+                  [&](const tlog::NodeReader& read) -> absl::StatusOr<std::vector<tlog::Hash>> {
+                    proofs.clear();
+                    for (uint64_t index : indexes) {
+                      ASSIGN_OR_RETURN(std::vector<tlog::Hash> proof,
+                                       tlog::StoredInclusionProof(index, size, read));
+                      proofs.push_back(std::move(proof));
+                    }
+                    return std::vector<tlog::Hash>{};
+                  })
+          .status());
+  return proofs;
 }
 
 absl::StatusOr<std::optional<StoredCheckpoint>> CheckpointAt(pg::Connection& conn, uint64_t size) {

@@ -35,6 +35,10 @@ admin::v1::SignedCheckpoint ToProto(const StoredCheckpoint& c);
 
 // The latest checkpoint; nullopt before the first.
 absl::StatusOr<std::optional<StoredCheckpoint>> LatestCheckpoint(pg::Connection& conn);
+// The newest checkpoint that every witness Admin feeds (log_witnesses) has
+// cosigned; the latest checkpoint when there are no witnesses; nullopt
+// when none qualifies.
+absl::StatusOr<std::optional<StoredCheckpoint>> LatestWitnessedCheckpoint(pg::Connection& conn);
 // The checkpoint of exactly `size`; nullopt when the log signed none.
 absl::StatusOr<std::optional<StoredCheckpoint>> CheckpointAt(pg::Connection& conn, uint64_t size);
 // Checkpoints of size >= first, ascending, at most `limit`.
@@ -48,6 +52,11 @@ absl::StatusOr<std::vector<StoredLeaf>> LeavesFrom(pg::Connection& conn, uint64_
 // The log index of an audit row: NOT_FOUND for no such row, nullopt while
 // it has none yet.
 absl::StatusOr<std::optional<uint64_t>> IndexOf(pg::Connection& conn, const std::string& event_id);
+
+// The inclusion proofs of leaves `indexes` (each below `size`) in the tree
+// of `size`, from the stored nodes, all read in one query.
+absl::StatusOr<std::vector<std::vector<tlog::Hash>>> InclusionProofs(
+    pg::Connection& conn, const std::vector<uint64_t>& indexes, uint64_t size);
 
 // Reads log_nodes one node at a time, through `conn`.
 tlog::NodeReader NodesOf(pg::Connection& conn);

@@ -18,6 +18,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/pg/params.h"
 #include "common/tlog/cosignature.h"
@@ -429,6 +430,64 @@ TEST_F(TransparencyLogTest, AnExportOfARangeNeedsAStartThatIsAMultipleOf256) {
       "/auditor.token --start=100 --out=", dir_, "/export-range")));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("start: 100 is not a multiple of 256 within the tree"));
+}
+
+// ulticode-tail --verify prints a row only once it is proved in a
+// witnessed checkpoint. A row rewritten so that Admin's own checks pass (a
+// re-signed envelope, its columns and its stored leaf hash changed
+// together) is not in any checkpoint the witnesses signed: the tail prints
+// the rows before it, names it, and exits 1.
+TEST_F(TransparencyLogTest, TheVerifyingTailPrintsOnlyProvedRowsAndStopsAtABreak) {
+  ASSERT_TRUE(WaitFor([] { return Latest().cosignatures_size() == 2; }, std::chrono::seconds(10)));
+  const uint64_t size = Latest().tree_size();
+  auto tail = [&](uint64_t rows) {
+    return testing::RunCommand(absl::StrCat(
+        testing::BinDir(),
+        "/tools/tail/ulticode-tail --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0),
+        " --token-file=", dir_, "/auditor.token --from-beginning --verify --log-keys-file=", dir_,
+        "/log.vkey --witness-keys-file=", dir_, "/witnesses.vkey --max-rows=", rows,
+        " --idle-timeout=20s"));
+  };
+  auto r = tail(size);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (uint64_t i = 0; i < size; ++i) {
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("\"log_index\":\"", i, "\""))) << i;
+  }
+
+  const std::string owner =
+      QueryText(*db_, absl::StrCat("SELECT owner FROM audit_logs WHERE ", At(4)));
+  const std::string id =
+      QueryText(*db_, "SELECT event_id::text FROM log_leaves WHERE log_index = 4");
+  const std::string original = Envelope(4);
+  audit::v1::AuditEvent event;
+  ASSERT_TRUE(event.ParseFromString(original));
+  event.mutable_record()->set_actor("mallory");
+  const std::string forged = event.SerializeAsString();
+  const crypto::SigningKey& key = mesh_->keys().owner(owner);
+  const std::string signature = key.Sign(forged).value();
+  const tlog::Hash leaf =
+      tlog::LeafHash(tlog::EncodeLeaf({owner, id, key.key_id(), signature, forged}));
+  Sql("CREATE TEMP TABLE saved AS SELECT * FROM audit_logs WHERE " + At(4) +
+      "; CREATE TEMP TABLE saved_node AS SELECT * FROM log_nodes WHERE level = 0 AND idx = 4");
+  auto set = db_->Execute(
+      pg::Statement{"test.forge",
+                    "WITH a AS (UPDATE audit_logs SET envelope = $1, signature = $2,"
+                    " actor = 'mallory' WHERE event_id = $3::uuid)"
+                    " UPDATE log_nodes SET hash = $4 WHERE level = 0 AND idx = 4"},
+      {pg::Bytes(forged), pg::Bytes(signature), pg::Text(id), pg::Bytes(tlog::ToBytes(leaf))});
+  ASSERT_TRUE(set.ok()) << set.status();
+  r = tail(size);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("BREAK: audit log ", id, " (log index 4)")));
+  EXPECT_THAT(r.output, HasSubstr("\"log_index\":\"3\""));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("\"log_index\":\"4\"")));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("mallory")));
+
+  Tamper("DELETE FROM audit_logs WHERE " + At(4) +
+         "; INSERT INTO audit_logs SELECT * FROM saved; DROP TABLE saved;"
+         " UPDATE log_nodes n SET hash = s.hash FROM saved_node s"
+         " WHERE n.level = 0 AND n.idx = 4; DROP TABLE saved_node");
+  EXPECT_EQ(tail(size).exit_code, 0);
 }
 
 TEST_F(TransparencyLogTest, AChangedEnvelopeIsReportedModified) {

@@ -19,15 +19,18 @@
 #include "common/redis/redis_client.h"
 #include "common/server/bearer_resolver.h"
 #include "common/server/grpc_server.h"
+#include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_rows.h"
+#include "tests/support/keys.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tokens.h"
+#include "tools/verify/served_row.h"
 
 namespace ulticode::admin {
 
@@ -712,6 +715,55 @@ TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
       " WHERE event_id = $1::uuid",
       {pg::Text(id), pg::Bytes(envelope), pg::Bytes(key.Sign(envelope).value())});
   expect_refused("a re-signed envelope", "mallory");
+}
+
+// with_proofs: one checkpoint, and each row inside it with its log entry and
+// inclusion proof, which a client checks with public keys only; a row not
+// yet inside the checkpoint carries none.
+TEST_F(AdminQueryTest, WithProofsRowsInsideTheCheckpointCarryWhatBindsThemToIt) {
+  for (int i = 0; i < 5; ++i) {
+    Add("auth", "alice", "create_user", "user", absl::StrCat("u", i), kT0 - absl::Seconds(i));
+  }
+  const auto& keys = ::ulticode::testing::SharedTestKeys();
+  auto signer = tlog::NoteSigner::Create(keys.kLogOrigin, keys.log());
+  ASSERT_TRUE(signer.ok());
+  ASSERT_EQ(::ulticode::testing::SequenceAll(*conn_, &*signer), 5);
+  Add("app", "bob", "create_problem", "problem", "p1", kT0 + absl::Seconds(1));  // pending
+
+  v1::QueryAuditLogsRequest req;
+  req.set_with_proofs(true);
+  v1::QueryAuditLogsResponse resp;
+  ASSERT_TRUE(Query(req, &resp).ok());
+  ASSERT_EQ(resp.logs_size(), 6);
+  verify::CheckpointPolicy policy;
+  policy.log.push_back(*tlog::NoteVerifier::Parse(keys.LogVerifierKey()));
+  auto checkpoint = verify::OpenWitnessed(resp.checkpoint(), policy);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->size, 5u);
+  EXPECT_FALSE(resp.logs(0).has_proof()) << "the newest row is not sequenced yet";
+  EXPECT_EQ(resp.logs(0).log_status(), v1::AuditLog::LOG_STATUS_PENDING);
+  for (int i = 1; i < 6; ++i) {
+    const v1::AuditLog& log = resp.logs(i);
+    ASSERT_TRUE(log.has_proof()) << i;
+    EXPECT_TRUE(verify::CheckRowIsLeaf(log, log.proof().leaf()).ok()) << i;
+    EXPECT_TRUE(verify::CheckInclusion(log.log_index(), log.proof().leaf(), log.proof().hashes(),
+                                       *checkpoint)
+                    .ok())
+        << i;
+    // What the client would catch: a field that is not the leaf's, a leaf
+    // at another index.
+    v1::AuditLog changed = log;
+    changed.set_actor("mallory");
+    EXPECT_TRUE(absl::IsDataLoss(verify::CheckRowIsLeaf(changed, log.proof().leaf()))) << i;
+    EXPECT_FALSE(verify::CheckInclusion((log.log_index() + 1) % 5, log.proof().leaf(),
+                                        log.proof().hashes(), *checkpoint)
+                     .ok())
+        << i;
+  }
+  // Without with_proofs, nothing extra.
+  ASSERT_TRUE(Query(v1::QueryAuditLogsRequest(), &resp).ok());
+  EXPECT_FALSE(resp.has_checkpoint());
+  EXPECT_FALSE(resp.logs(1).has_proof());
 }
 
 TEST_F(AdminQueryTest, GetAuditLogNotFoundAndBadId) {

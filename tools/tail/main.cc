@@ -10,6 +10,15 @@
 //                 [--position-file=F] [--from-beginning | --after-index=N]
 //                 [--owner=auth|app] [--actor=A] [--action=A]
 //                 [--entity-type=T [--entity-id=I]] [--progress] [--max-rows=N]
+//                 [--verify --log-keys-file=F [--witness-keys-file=F [--witness-quorum=N]]]
+//
+// With --verify it prints a row only once it has checked it against the
+// log: the row's fields are its signed envelope (its log entry), the entry
+// is proved (GetInclusionProof) in a checkpoint signed by the log and
+// cosigned by the witness policy, and every checkpoint extends the one
+// before (GetConsistencyProof). Rows wait for such a checkpoint (about a
+// second). On a break it prints nothing more, names the row or checkpoint,
+// and exits 1; the position file then holds the last row that verified.
 //
 // It reconnects (with back-off, reading the token file again) whenever the
 // stream ends in a way a retry can fix: Admin restarting or shutting down,
@@ -24,32 +33,40 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/backoff/backoff.h"
+#include "common/base/status_macros.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
+#include "common/tlog/merkle.h"
+#include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
+#include "tools/verify/served_row.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
+#include "ulticode/admin/v1/audit_log.grpc.pb.h"
 
 namespace ulticode::tail {
 namespace {
 
 namespace v1 = admin::v1;
 
-constexpr int kOk = 0, kError = 2;
+constexpr int kOk = 0, kBroken = 1, kError = 2;
 constexpr char kResumeAfterTrailer[] = "ulticode-resume-after";  // admin/watch/watch_hub.h
 
 struct Options {
@@ -63,6 +80,9 @@ struct Options {
   bool progress = false;
   int64_t max_rows = 0;
   absl::Duration idle_timeout = absl::Seconds(30);
+  bool verify = false;
+  std::string log_keys_file, witness_keys_file;
+  int64_t witness_quorum = 0;
 };
 
 void Say(const std::string& line) { std::fprintf(stderr, "ulticode-tail: %s\n", line.c_str()); }
@@ -140,9 +160,114 @@ bool Retryable(grpc::StatusCode code) {
   }
 }
 
+// --verify: the rows of a stream held until a witnessed checkpoint covers
+// them, each then proved in it. Owned by the stream's thread.
+class RowVerifier {
+ public:
+  RowVerifier(verify::CheckpointPolicy policy, std::shared_ptr<grpc::Channel> channel)
+      : policy_(std::move(policy)), log_(v1::AuditLogService::NewStub(channel)) {}
+
+  // A row as it arrived: checked against its own leaf, then held.
+  absl::Status Add(const v1::WatchedAuditLog& row) {
+    RETURN_IF_ERROR(verify::CheckRowIsLeaf(row.log(), row.leaf()));
+    held_.push_back(row);
+    return absl::OkStatus();
+  }
+  // A checkpoint as a progress frame carried it: once it meets the policy
+  // and extends the last one accepted, the held rows inside it are proved
+  // and handed to `print` in order (false from `print` stops). DATA_LOSS
+  // names a break; a checkpoint the witnesses have not cosigned yet is no
+  // break (the rows wait).
+  absl::Status Checkpoint(const v1::SignedCheckpoint& signed_checkpoint, const std::string& token,
+                          const std::function<bool(const v1::AuditLog&)>& print) {
+    auto checkpoint = verify::OpenWitnessed(signed_checkpoint, policy_);
+    if (!checkpoint.ok()) {
+      if (absl::IsFailedPrecondition(checkpoint.status()) &&
+          absl::StrContains(checkpoint.status().message(), "witnesses the policy needs")) {
+        return absl::OkStatus();
+      }
+      return absl::DataLossError(absl::StrCat("checkpoint ", signed_checkpoint.tree_size(), ": ",
+                                              checkpoint.status().message()));
+    }
+    RETURN_IF_ERROR(Extends(*checkpoint, token));
+    accepted_ = *checkpoint;
+    while (!held_.empty() && held_.front().log().log_index() < accepted_->size) {
+      const v1::WatchedAuditLog& row = held_.front();
+      RETURN_IF_ERROR(Prove(row, token));
+      if (!print(row.log())) return absl::CancelledError("cannot write to stdout");
+      held_.pop_front();
+    }
+    return absl::OkStatus();
+  }
+  // A new stream starts after the last row printed: what was held comes again.
+  void Reset() { held_.clear(); }
+  bool holding() const { return !held_.empty(); }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("authorization", "Bearer " + token);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return ctx;
+  }
+
+  absl::Status Extends(const tlog::Checkpoint& next, const std::string& token) {
+    if (!accepted_) return absl::OkStatus();
+    const tlog::Checkpoint& last = *accepted_;
+    if (next.origin != last.origin || next.size < last.size ||
+        (next.size == last.size && next.root != last.root)) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", next.size,
+                                              " does not extend checkpoint ", last.size,
+                                              " (a fork or a rollback)"));
+    }
+    if (next.size == last.size || last.size == 0) return absl::OkStatus();
+    v1::GetConsistencyProofRequest req;
+    req.set_first(last.size);
+    req.set_second(next.size);
+    v1::ConsistencyProof proof;
+    auto ctx = Context(token);
+    const grpc::Status s = log_->GetConsistencyProof(ctx.get(), req, &proof);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    std::vector<tlog::Hash> hashes;
+    for (const std::string& h : proof.hashes()) {
+      auto hash = tlog::FromBytes(h);
+      if (!hash.ok()) return absl::DataLossError("a consistency proof hash is malformed");
+      hashes.push_back(*hash);
+    }
+    if (!tlog::VerifyConsistency(last.size, next.size, last.root, next.root, hashes).ok()) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint ", next.size, " does not extend checkpoint ", last.size));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Prove(const v1::WatchedAuditLog& row, const std::string& token) {
+    v1::GetInclusionProofRequest req;
+    req.set_index(row.log().log_index());
+    req.set_tree_size(accepted_->size);
+    v1::InclusionProof proof;
+    auto ctx = Context(token);
+    const grpc::Status s = log_->GetInclusionProof(ctx.get(), req, &proof);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    if (!verify::CheckInclusion(row.log().log_index(), row.leaf(), proof.hashes(), *accepted_)
+             .ok()) {
+      return absl::DataLossError(absl::StrCat("audit log ", row.log().event_id(), " (log index ",
+                                              row.log().log_index(), ") is not in checkpoint ",
+                                              accepted_->size));
+    }
+    return absl::OkStatus();
+  }
+
+  const verify::CheckpointPolicy policy_;
+  std::unique_ptr<v1::AuditLogService::Stub> log_;
+  std::deque<v1::WatchedAuditLog> held_;
+  std::optional<tlog::Checkpoint> accepted_;
+};
+
 class Follower {
  public:
-  explicit Follower(Options o) : o_(std::move(o)) {}
+  Follower(Options o, std::optional<verify::CheckpointPolicy> policy)
+      : o_(std::move(o)), policy_(std::move(policy)) {}
 
   int Run() {
     auto start = Start();
@@ -157,12 +282,18 @@ class Follower {
       return kError;
     }
     auto stub = v1::AdminService::NewStub(*channel);
+    if (policy_) verifier_.emplace(*policy_, *channel);
     std::thread watchdog([this] { Watchdog(); });
     int failures = 0;
     int code = kOk;
     while (!stopping_) {
       const grpc::Status s = Stream(*stub);
       if (stopping_ || done_) break;
+      if (s.error_code() == grpc::StatusCode::DATA_LOSS && verifier_) {
+        Say(absl::StrCat("BREAK: ", s.error_message(), "; nothing after it is printed"));
+        code = kBroken;
+        break;
+      }
       // An INTERNAL that comes back at the same place five times in a row
       // is a row Admin cannot send, not a passing trouble.
       const bool stuck =
@@ -238,12 +369,23 @@ class Follower {
       last_heard_ = absl::Now();
     }
     rows_in_stream_ = 0;
+    if (verifier_) verifier_->Reset();
     auto reader = stub.WatchAuditLogs(ctx.get(), Request());
     v1::WatchAuditLogsResponse frame;
     while (reader->Read(&frame)) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         last_heard_ = absl::Now();
+      }
+      if (verifier_) {
+        if (const grpc::Status v = Verified(frame, *token); !v.ok() || done_) {
+          ctx->TryCancel();
+          (void)reader->Finish();
+          std::lock_guard<std::mutex> lock(mu_);
+          ctx_.reset();
+          return v;
+        }
+        continue;
       }
       if (frame.has_log()) {
         if (!Print(frame.log().log())) {
@@ -277,8 +419,10 @@ class Follower {
     grpc::Status s = reader->Finish();
     // An end names the index to resume after: every row up to it was
     // read above (a watch at the head that had sent nothing has one too).
+    // With --verify, rows still held were not printed: resume before them.
     const auto& trailers = ctx->GetServerTrailingMetadata();
-    if (auto t = trailers.find(kResumeAfterTrailer); t != trailers.end()) {
+    if (auto t = trailers.find(kResumeAfterTrailer);
+        t != trailers.end() && !(verifier_ && verifier_->holding())) {
       uint64_t index = 0;
       if (absl::SimpleAtoi(absl::string_view(t->second.data(), t->second.size()), &index) &&
           (!position_ || index > *position_)) {
@@ -288,6 +432,45 @@ class Follower {
     std::lock_guard<std::mutex> lock(mu_);
     ctx_.reset();
     return s;
+  }
+
+  // --verify: a row is held until proved; a progress frame's checkpoint
+  // proves the held rows inside it, which are printed then. The position
+  // moves past a progress frame's index only while nothing is held.
+  grpc::Status Verified(const v1::WatchAuditLogsResponse& frame, const std::string& token) {
+    if (frame.has_log()) {
+      if (absl::Status s = verifier_->Add(frame.log()); !s.ok()) {
+        return grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(s.message()));
+      }
+      ++rows_in_stream_;
+      return grpc::Status::OK;
+    }
+    const v1::WatchProgress& p = frame.progress();
+    if (o_.progress) PrintProgress(p);
+    if (p.has_checkpoint()) {
+      const absl::Status s =
+          verifier_->Checkpoint(p.checkpoint(), token, [this](const v1::AuditLog& log) {
+            if (!Print(log)) return false;
+            Advance(log.log_index());
+            if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) done_ = true;
+            return !done_;
+          });
+      if (done_) return grpc::Status::OK;
+      if (absl::IsCancelled(s)) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "cannot write to stdout");
+      }
+      if (!s.ok()) {
+        return grpc::Status(
+            absl::IsDataLoss(s) ? grpc::StatusCode::DATA_LOSS : grpc::StatusCode::UNAVAILABLE,
+            std::string(s.message()));
+      }
+    }
+    if (!p.has_resume_after_index()) {
+      if (!position_) from_start_ = true;
+    } else if (!verifier_->holding() && (!position_ || p.resume_after_index() > *position_)) {
+      Advance(p.resume_after_index());
+    }
+    return grpc::Status::OK;
   }
 
   bool Print(const v1::AuditLog& log) {
@@ -339,6 +522,8 @@ class Follower {
   }
 
   const Options o_;
+  const std::optional<verify::CheckpointPolicy> policy_;
+  std::optional<RowVerifier> verifier_;
   std::optional<uint64_t> position_;
   bool from_start_ = false;  // no position, but the stream was at the log's start
   int64_t rows_ = 0;
@@ -351,6 +536,31 @@ class Follower {
 };
 
 }  // namespace
+
+// The --verify policy from the flags; nullopt without --verify.
+absl::StatusOr<std::optional<verify::CheckpointPolicy>> Policy(const Options& o) {
+  if (!o.verify) {
+    if (!o.log_keys_file.empty() || !o.witness_keys_file.empty()) {
+      return absl::InvalidArgumentError("--log-keys-file and --witness-keys-file need --verify");
+    }
+    return std::nullopt;
+  }
+  if (o.log_keys_file.empty()) return absl::InvalidArgumentError("--verify: needs --log-keys-file");
+  verify::CheckpointPolicy policy;
+  ASSIGN_OR_RETURN(policy.log, tlog::VerifiersFromFile<tlog::NoteVerifier>(o.log_keys_file));
+  if (!o.witness_keys_file.empty()) {
+    ASSIGN_OR_RETURN(policy.witnesses,
+                     tlog::VerifiersFromFile<tlog::CosignatureVerifier>(o.witness_keys_file));
+  }
+  if (static_cast<size_t>(o.witness_quorum) > policy.witnesses.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--witness-quorum=", o.witness_quorum,
+                                                   ": more than the ", policy.witnesses.size(),
+                                                   " keys of --witness-keys-file"));
+  }
+  policy.quorum = static_cast<size_t>(o.witness_quorum);
+  return policy;
+}
+
 }  // namespace ulticode::tail
 
 int main(int argc, char** argv) {
@@ -384,7 +594,20 @@ int main(int argc, char** argv) {
   flags.Duration("idle-timeout", &o.idle_timeout,
                  "reconnect when nothing (not even a progress frame) came for this long",
                  absl::Seconds(1), absl::Hours(1));
+  flags.Bool("verify", &o.verify,
+             "print a row only once it is proved in a witnessed checkpoint of the log (needs "
+             "--log-keys-file); exit 1 at the first break");
+  flags.String("log-keys-file", &o.log_keys_file, "the log's verifier keys, one a line (--verify)");
+  flags.String("witness-keys-file", &o.witness_keys_file,
+               "the witnesses' cosignature verifier keys (--verify: the witness policy)");
+  flags.Int("witness-quorum", &o.witness_quorum,
+            "how many of those keys must cosign a checkpoint (0: every one)", 0, 1000);
   config::ParseOrExit(flags, argc, argv);
+  auto policy = tail::Policy(o);
+  if (!policy.ok()) {
+    std::fprintf(stderr, "ulticode-tail: %s\n", std::string(policy.status().message()).c_str());
+    return 2;
+  }
 
   // SIGINT/SIGTERM end the stream; the position file already holds the last
   // row printed.
@@ -398,7 +621,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Lives as long as the process: the signal thread may still hold it.
-  auto* follower = new tail::Follower(o);
+  auto* follower = new tail::Follower(o, *std::move(policy));
   std::thread([follower, signals]() mutable {
     int sig = 0;
     sigwait(&signals, &sig);

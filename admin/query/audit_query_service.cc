@@ -190,7 +190,10 @@ AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& a
         options.max_page_size = std::max(options.max_page_size, 1);
         options.default_page_size = std::clamp(options.default_page_size, 1, options.max_page_size);
         return std::move(options);
-      }()) {}
+      }()) {
+  // Shown from the start, so that the alert on them has a series.
+  for (const char* rpc : {"QueryAuditLogs", "GetAuditLog"}) refused_.Add({{"rpc", rpc}});
+}
 
 absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
     const v1::QueryAuditLogsRequest& req) {

@@ -44,16 +44,26 @@ absl::Status Disagrees(const std::string& event_id, const char* column) {
 absl::Status CheckColumns(const pg::Result& r, int row, const audit::v1::AuditEvent& e) {
   const std::string& id = e.event_id();
   const audit::v1::AuditRecord& rec = e.record();
-  const std::pair<const char*, const std::string*> text[] = {
-      {"event_type", &e.event_type()},     {"actor", &rec.actor()},
-      {"subject", &rec.subject()},         {"action", &rec.action()},
-      {"entity_type", &rec.entity_type()}, {"entity_id", &rec.entity_id()},
-      {"client_ip", &rec.client_ip()},     {"user_agent", &rec.user_agent()},
-      {"request_id", &rec.request_id()},   {"trace_id", &rec.trace_id()}};
-  constexpr int kTextColumns[] = {2, 3, 4, 5, 6, 7, 10, 11, 12, 13};
-  if (r.Get(row, 1) != audit::OwnerName(e.owner())) return Disagrees(id, "owner");
-  for (size_t i = 0; i < std::size(kTextColumns); ++i) {
-    if (r.Get(row, kTextColumns[i]) != *text[i].second) return Disagrees(id, text[i].first);
+  // Column (its place in ULTI_AUDIT_LOG_COLUMNS) and the envelope's value.
+  struct Text {
+    const char* name;
+    int column;
+    const std::string& value;
+  };
+  const std::string owner = audit::OwnerName(e.owner());
+  const Text texts[] = {{"owner", 1, owner},
+                        {"event_type", 2, e.event_type()},
+                        {"actor", 3, rec.actor()},
+                        {"subject", 4, rec.subject()},
+                        {"action", 5, rec.action()},
+                        {"entity_type", 6, rec.entity_type()},
+                        {"entity_id", 7, rec.entity_id()},
+                        {"client_ip", 10, rec.client_ip()},
+                        {"user_agent", 11, rec.user_agent()},
+                        {"request_id", 12, rec.request_id()},
+                        {"trace_id", 13, rec.trace_id()}};
+  for (const Text& t : texts) {
+    if (r.Get(row, t.column) != t.value) return Disagrees(id, t.name);
   }
   const std::pair<const char*, const google::protobuf::Struct*> values[] = {
       {"old_value", rec.has_old_value() ? &rec.old_value() : nullptr},

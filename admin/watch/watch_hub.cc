@@ -501,7 +501,10 @@ WatchHub::WatchHub(WatchOptions options, prometheus::Registry& registry)
                  .Name("ulticode_admin_watches_ended_total")
                  .Help("WatchAuditLogs streams ended, by reason (cancelled, stalled, shutdown, "
                        "out_of_range, data_loss, error, broken)")
-                 .Register(registry)) {}
+                 .Register(registry)) {
+  // Shown from the start, so that an alert on data_loss has a series.
+  ended_.Add({{"reason", "data_loss"}});
+}
 
 WatchHub::~WatchHub() { Stop(); }
 

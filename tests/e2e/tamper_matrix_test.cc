@@ -10,8 +10,8 @@
 //   read       QueryAuditLogs (every page), GetAuditLog of the row and a
 //              WatchAuditLogs from the start end in DATA_LOSS;
 //   proofs     a client checking every row of QueryAuditLogs with_proofs
-//              (its leaf, its proof, the checkpoint's witness policy) finds
-//              one that does not hold;
+//              (its leaf and owner signature, its proof, the checkpoint's
+//              witness policy) finds one that does not hold;
 //   verify     ulticode-verify check with the witness policy and both
 //              owners' own views exits 1 (a break) or 3 (unwitnessed);
 //   witnesses  an owner refuses a checkpoint (fork, rollback, bad
@@ -72,18 +72,18 @@ constexpr int kUsers = 120;  // 2 events each (Auth and App)
 constexpr uint64_t kDefaultSeed = 32032;
 
 // Admin's tables that feed what an auditor reads, kept as they were.
-const char* const kAdminTables[] = {"audit_logs",       "log_leaves", "log_nodes",
-                                    "log_checkpoints",  "log_cosignatures", "log_queue",
-                                    "log_witnesses",    "log_proof_requests"};
+const char* const kAdminTables[] = {"audit_logs",      "log_leaves",        "log_nodes",
+                                    "log_checkpoints", "log_cosignatures",  "log_queue",
+                                    "log_witnesses",   "log_proof_requests"};
 
 const char* const kDetectors[] = {"refused", "read", "proofs", "verify", "witnesses", "complete"};
 
 // One round's circumstances.
 struct Round {
-  bool runtime = false;   // as Admin's runtime role, else as the superuser
-  bool key = false;       // holding the log's signing key
-  bool feed = true;       // the witness feed runs
-  uint64_t target = 0;    // a leaf index the change aims at
+  bool runtime = false;  // as Admin's runtime role, else as the superuser
+  bool key = false;      // holding the log's signing key
+  bool feed = true;      // the witness feed runs
+  uint64_t target = 0;   // a leaf index the change aims at
   std::mt19937_64* rng = nullptr;
 };
 
@@ -122,9 +122,8 @@ class TamperMatrixTest : public ::testing::Test {
       ASSERT_TRUE(testing::CreateProblem(*mesh_, i).ok());
     }
     dir_ = mesh_->keys().dir();
-    std::ofstream(dir_ + "/witnesses.vkey")
-        << WitnessKey("auth", mesh_->keys().auth()) << "\n"
-        << WitnessKey("app", mesh_->keys().app()) << "\n";
+    std::ofstream(dir_ + "/witnesses.vkey") << WitnessKey("auth", mesh_->keys().auth()) << "\n"
+                                            << WitnessKey("app", mesh_->keys().app()) << "\n";
     testing::TokenSpec spec;
     spec.subject = "auditor";
     spec.roles = {"audit.reader"};
@@ -140,13 +139,15 @@ class TamperMatrixTest : public ::testing::Test {
         << "the log did not reach " << 2 * kUsers << " witnessed leaves";
     // What every round is put back to.
     std::string keep = "DROP SCHEMA IF EXISTS kept CASCADE; CREATE SCHEMA kept;";
-    for (const char* t : kAdminTables) absl::StrAppend(&keep, "CREATE TABLE kept.", t, " AS TABLE ", t, ";");
+    for (const char* t : kAdminTables)
+      absl::StrAppend(&keep, "CREATE TABLE kept.", t, " AS TABLE ", t, ";");
     ASSERT_TRUE(Admin().ExecuteScript("kept", keep, absl::Seconds(30)).ok());
     for (Service s : {Service::kAuth, Service::kApp}) {
-      ASSERT_TRUE(db_[s]->ExecuteScript("kept",
-                                        "DROP TABLE IF EXISTS kept_witnessed;"
-                                        " CREATE TABLE kept_witnessed AS TABLE log_witnessed",
-                                        absl::Seconds(30))
+      ASSERT_TRUE(db_[s]
+                      ->ExecuteScript("kept",
+                                      "DROP TABLE IF EXISTS kept_witnessed;"
+                                      " CREATE TABLE kept_witnessed AS TABLE log_witnessed",
+                                      absl::Seconds(30))
                       .ok());
     }
   }
@@ -203,10 +204,10 @@ class TamperMatrixTest : public ::testing::Test {
           << sql << ": " << s;
       return s.ok();
     }
-    const std::string script =
-        triggers_off ? absl::StrCat("SET session_replication_role = replica; ", sql,
-                                    "; SET session_replication_role = origin")
-                     : sql;
+    const std::string script = triggers_off
+                                   ? absl::StrCat("SET session_replication_role = replica; ", sql,
+                                                  "; SET session_replication_role = origin")
+                                   : sql;
     const absl::Status s = Admin().ExecuteScript("tamper", script, absl::Seconds(30));
     EXPECT_TRUE(s.ok()) << sql << ": " << s;
     return s.ok();
@@ -214,7 +215,9 @@ class TamperMatrixTest : public ::testing::Test {
 
   // The event of leaf `index` as it was kept (a literal: the runtime role
   // cannot read the kept copy).
-  static std::string At(uint64_t index) { return absl::StrCat("event_id = '", EventAt(index), "'"); }
+  static std::string At(uint64_t index) {
+    return absl::StrCat("event_id = '", EventAt(index), "'");
+  }
   static std::string EventAt(uint64_t index) {
     return QueryText(Admin(), absl::StrCat("SELECT event_id::text FROM kept.log_leaves"
                                            " WHERE log_index = ",
@@ -227,10 +230,10 @@ class TamperMatrixTest : public ::testing::Test {
   // does after rewriting the tree).
   static void Resign(uint64_t size) {
     std::vector<tlog::Hash> leaves;
-    const std::string hex = QueryText(
-        Admin(), absl::StrCat("SELECT string_agg(encode(hash, 'hex'), ',' ORDER BY idx)"
-                              " FROM log_nodes WHERE level = 0 AND idx < ",
-                              size));
+    const std::string hex =
+        QueryText(Admin(), absl::StrCat("SELECT string_agg(encode(hash, 'hex'), ',' ORDER BY idx)"
+                                        " FROM log_nodes WHERE level = 0 AND idx < ",
+                                        size));
     for (absl::string_view h : absl::StrSplit(hex, ',')) {
       leaves.push_back(*tlog::FromBytes(absl::HexStringToBytes(h)));
     }
@@ -238,9 +241,10 @@ class TamperMatrixTest : public ::testing::Test {
     auto signer = tlog::NoteSigner::Create(testing::TestKeys::kLogOrigin, mesh_->keys().log());
     const std::string note = signer->Sign(tlog::CheckpointText(c)).value();
     auto r = Admin().Execute(
-        pg::Statement{"tamper.resign",
-                      "INSERT INTO log_checkpoints (size, root, note) VALUES ($1, $2, $3)"
-                      " ON CONFLICT (size) DO UPDATE SET root = EXCLUDED.root, note = EXCLUDED.note"},
+        pg::Statement{
+            "tamper.resign",
+            "INSERT INTO log_checkpoints (size, root, note) VALUES ($1, $2, $3)"
+            " ON CONFLICT (size) DO UPDATE SET root = EXCLUDED.root, note = EXCLUDED.note"},
         {pg::Int(static_cast<int64_t>(size)), pg::Bytes(tlog::ToBytes(c.root)), pg::Text(note)});
     EXPECT_TRUE(r.ok()) << r.status();
   }
@@ -271,15 +275,18 @@ class TamperMatrixTest : public ::testing::Test {
 
   static Applied ColumnChange(const Round& r) {
     const std::pair<const char*, const char*> columns[] = {
-        {"actor", "'mallory'"},          {"action", "'delete_user'"},
-        {"entity_id", "'someone-else'"}, {"owner", "CASE owner WHEN 'auth' THEN 'app' ELSE 'auth' END"},
-        {"subject", "'nobody'"},         {"client_ip", "'10.66.6.6'"},
+        {"actor", "'mallory'"},
+        {"action", "'delete_user'"},
+        {"entity_id", "'someone-else'"},
+        {"owner", "CASE owner WHEN 'auth' THEN 'app' ELSE 'auth' END"},
+        {"subject", "'nobody'"},
+        {"client_ip", "'10.66.6.6'"},
         {"occurred_at", "occurred_at - interval '1 day'"},
         {"new_value", "'{\"role\": \"admin\"}'::jsonb"}};
     const auto& [column, value] = columns[(*r.rng)() % std::size(columns)];
     Applied a{.event = EventAt(r.target), .what = column};
-    a.refused = !Run(r, absl::StrCat("UPDATE audit_logs SET ", column, " = ", value, " WHERE ",
-                                     At(r.target)));
+    a.refused = !Run(
+        r, absl::StrCat("UPDATE audit_logs SET ", column, " = ", value, " WHERE ", At(r.target)));
     return a;
   }
 
@@ -297,31 +304,49 @@ class TamperMatrixTest : public ::testing::Test {
     return a;
   }
 
-  // A row no owner sent: a copy of a real one under a new id, with a made-up
-  // signature; it enters the queue (triggers on) and the sequencer logs it.
+  // A row no owner sent: a new event whose fields agree with its envelope,
+  // with made-up signature bytes under a real key id of its owner. It
+  // enters the queue (triggers on) and the sequencer logs it; only a check
+  // of the owner's signature tells it from a real one.
   static Applied MadeUpRow(const Round& r) {
-    Applied a{.what = "signed with random bytes"};
-    a.refused = !Run(r,
-                     absl::StrCat("INSERT INTO audit_logs (event_id, owner, event_type, actor,"
-                                  " action, entity_type, entity_id, occurred_at, envelope,"
-                                  " signature, key_id) SELECT gen_random_uuid(), owner, event_type,"
-                                  " 'mallory', action, entity_type, entity_id, occurred_at,"
-                                  " envelope, sha512(envelope), key_id FROM audit_logs WHERE ",
-                                  At(r.target)),
+    audit::v1::AuditEvent event;
+    EXPECT_TRUE(event.ParseFromString(absl::HexStringToBytes(QueryText(
+        Admin(),
+        absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE ", At(r.target))))));
+    const std::string id = "01a00000-0000-7000-8000-00000000bad1";
+    event.set_event_id(id);
+    event.mutable_record()->set_audit_id(id);
+    event.mutable_record()->set_actor("mallory");
+    const std::string envelope = event.SerializeAsString();
+    Applied a{.event = id, .what = "signed with made-up bytes"};
+    a.refused = !Run(r, CopyRow(r.target, id, envelope, std::string(64, 's'), "'mallory'"),
                      /*triggers_off=*/false);
-    a.event = QueryText(Admin(), "SELECT coalesce((SELECT event_id::text FROM audit_logs"
-                                 " WHERE actor = 'mallory' LIMIT 1), '')");
     return a;
+  }
+
+  // An INSERT of leaf `of`'s row as event `id` with `envelope`, `signature`
+  // (under the row's key id) and the actor `actor` (SQL).
+  static std::string CopyRow(uint64_t of, const std::string& id, const std::string& envelope,
+                             const std::string& signature, const std::string& actor = "actor") {
+    return absl::StrCat(
+        "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,"
+        " entity_type, entity_id, old_value, new_value, client_ip, user_agent, request_id,"
+        " trace_id, occurred_at, envelope, signature, key_id) SELECT '",
+        id, "', owner, event_type, ", actor,
+        ", subject, action, entity_type, entity_id, old_value, new_value, client_ip, user_agent,"
+        " request_id, trace_id, occurred_at, '\\x",
+        absl::BytesToHexString(envelope), "', '\\x", absl::BytesToHexString(signature),
+        "', key_id FROM audit_logs WHERE ", At(of));
   }
 
   static Applied LeavesSwapped(const Round& r) {
     const uint64_t i = std::min(r.target, Size() - 2);
     Applied a{.event = EventAt(i)};
-    a.refused = !Run(r, absl::StrCat("UPDATE log_leaves SET log_index = 1000000 WHERE log_index = ",
-                                     i, "; UPDATE log_leaves SET log_index = ", i,
-                                     " WHERE log_index = ", i + 1,
-                                     "; UPDATE log_leaves SET log_index = ", i + 1,
-                                     " WHERE log_index = 1000000"));
+    a.refused = !Run(
+        r,
+        absl::StrCat("UPDATE log_leaves SET log_index = 1000000 WHERE log_index = ", i,
+                     "; UPDATE log_leaves SET log_index = ", i, " WHERE log_index = ", i + 1,
+                     "; UPDATE log_leaves SET log_index = ", i + 1, " WHERE log_index = 1000000"));
     return a;
   }
 
@@ -330,12 +355,13 @@ class TamperMatrixTest : public ::testing::Test {
   static Applied TailCut(const Round& r) {
     const uint64_t keep = std::max<uint64_t>(r.target, 1);
     Applied a{.event = EventAt(keep), .what = r.key ? "re-signed" : "not re-signed"};
-    a.refused = !Run(r, absl::StrCat(
-                            "DELETE FROM audit_logs WHERE event_id IN (SELECT event_id FROM"
-                            " log_leaves WHERE log_index >= ",
-                            keep, "); DELETE FROM log_leaves WHERE log_index >= ", keep,
-                            "; DELETE FROM log_nodes WHERE (idx + 1) * (1::bigint << level) > ",
-                            keep, (r.key ? absl::StrCat("; DELETE FROM log_checkpoints WHERE size >= ", keep) : "")));
+    a.refused = !Run(
+        r, absl::StrCat(
+               "DELETE FROM audit_logs WHERE event_id IN (SELECT event_id FROM"
+               " log_leaves WHERE log_index >= ",
+               keep, "); DELETE FROM log_leaves WHERE log_index >= ", keep,
+               "; DELETE FROM log_nodes WHERE (idx + 1) * (1::bigint << level) > ", keep,
+               (r.key ? absl::StrCat("; DELETE FROM log_checkpoints WHERE size >= ", keep) : "")));
     if (!a.refused && r.key) Resign(keep);
     return a;
   }
@@ -345,16 +371,18 @@ class TamperMatrixTest : public ::testing::Test {
     const uint64_t idx = std::min(r.target >> level, (Size() >> level) - 1);
     Applied a{.what = absl::StrCat("level ", level)};
     if (level == 0) a.event = EventAt(idx);
-    a.refused = !Run(r, absl::StrCat("UPDATE log_nodes SET hash = sha256(hash) WHERE level = ",
-                                     level, " AND idx = ", idx));
+    a.refused =
+        !Run(r, absl::StrCat("UPDATE log_nodes SET hash = sha256(hash) WHERE level = ", level,
+                             " AND idx = ", idx));
     return a;
   }
 
   static Applied NoteEdited(const Round& r) {
     Applied a;
-    a.refused = !Run(r, "UPDATE log_checkpoints SET note = regexp_replace(note, E'\\n[0-9]+\\n',"
-                        " E'\\n' || (size + 1) || E'\\n') WHERE size = (SELECT max(size) FROM"
-                        " log_checkpoints)");
+    a.refused = !Run(r,
+                     "UPDATE log_checkpoints SET note = regexp_replace(note, E'\\n[0-9]+\\n',"
+                     " E'\\n' || (size + 1) || E'\\n') WHERE size = (SELECT max(size) FROM"
+                     " log_checkpoints)");
     return a;
   }
 
@@ -363,8 +391,9 @@ class TamperMatrixTest : public ::testing::Test {
   // cosignatures still verify.
   static Applied NewestCheckpointDeleted(const Round& r) {
     Applied a{.harmless = true};
-    a.refused = !Run(r, "DELETE FROM log_checkpoints WHERE size = (SELECT max(size) FROM"
-                        " log_checkpoints)");
+    a.refused = !Run(r,
+                     "DELETE FROM log_checkpoints WHERE size = (SELECT max(size) FROM"
+                     " log_checkpoints)");
     return a;
   }
 
@@ -385,17 +414,19 @@ class TamperMatrixTest : public ::testing::Test {
   // unwitnessed from the first checkpoint that lost them.
   static Applied CosignaturesDeleted(const Round& r) {
     Applied a{.harmless = r.feed};
-    a.refused = !Run(r, "DELETE FROM log_cosignatures WHERE size >= (SELECT min(size) FROM"
-                        " log_cosignatures WHERE size > 1)");
+    a.refused = !Run(r,
+                     "DELETE FROM log_cosignatures WHERE size >= (SELECT min(size) FROM"
+                     " log_cosignatures WHERE size > 1)");
     return a;
   }
 
   static Applied CosignatureEdited(const Round& r) {
     Applied a;
-    a.refused = !Run(r, "UPDATE log_cosignatures SET line = overlay(line placing"
-                        " CASE WHEN substr(line, length(line) - 3, 1) = 'A' THEN 'B' ELSE 'A' END"
-                        " from length(line) - 3) WHERE size = (SELECT max(size) FROM"
-                        " log_cosignatures)");
+    a.refused = !Run(r,
+                     "UPDATE log_cosignatures SET line = overlay(line placing"
+                     " CASE WHEN substr(line, length(line) - 3, 1) = 'A' THEN 'B' ELSE 'A' END"
+                     " from length(line) - 3) WHERE size = (SELECT max(size) FROM"
+                     " log_cosignatures)");
     return a;
   }
 
@@ -405,8 +436,8 @@ class TamperMatrixTest : public ::testing::Test {
   static Applied QueueEntryDeleted(const Round& r) {
     audit::v1::AuditEvent event;
     EXPECT_TRUE(event.ParseFromString(absl::HexStringToBytes(QueryText(
-        Admin(), absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE ",
-                              At(r.target))))));
+        Admin(),
+        absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE ", At(r.target))))));
     const std::string id = "01a00000-0000-7000-8000-00000000f00d";
     event.set_event_id(id);
     event.mutable_record()->set_audit_id(id);
@@ -414,16 +445,10 @@ class TamperMatrixTest : public ::testing::Test {
     const std::string owner = audit::v1::Owner_Name(event.owner()) == "OWNER_APP" ? "app" : "auth";
     const crypto::SigningKey& key = mesh_->keys().owner(owner);
     Applied a{.event = id};
-    const std::string insert = absl::StrCat(
-        "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,"
-        " entity_type, entity_id, old_value, new_value, client_ip, user_agent, request_id,"
-        " trace_id, occurred_at, envelope, signature, key_id) SELECT '",
-        id, "', owner, event_type, actor, subject, action, entity_type, entity_id, old_value,"
-            " new_value, client_ip, user_agent, request_id, trace_id, occurred_at, '\\x",
-        absl::BytesToHexString(envelope), "', '\\x", absl::BytesToHexString(*key.Sign(envelope)),
-        "', '", key.key_id(), "' FROM audit_logs WHERE ", At(r.target));
-    a.refused = !Run(r, absl::StrCat("BEGIN; ", insert, "; DELETE FROM log_queue WHERE event_id = '",
-                                     id, "'; COMMIT"),
+    const std::string insert = CopyRow(r.target, id, envelope, *key.Sign(envelope));
+    a.refused = !Run(r,
+                     absl::StrCat("BEGIN; ", insert, "; DELETE FROM log_queue WHERE event_id = '",
+                                  id, "'; COMMIT"),
                      /*triggers_off=*/false);
     if (a.refused) (void)Admin().ExecuteScript("tamper", "ROLLBACK", absl::Seconds(5));
     return a;
@@ -436,16 +461,17 @@ class TamperMatrixTest : public ::testing::Test {
   static Applied RewrittenBySequencer(const Round& r) {
     const uint64_t cut = std::max<uint64_t>(r.target, 1);
     Applied a{.event = EventAt(cut)};
-    a.refused = !Run(r, absl::StrCat(
-                            "DELETE FROM audit_logs WHERE ", At(cut),
-                            "; INSERT INTO log_queue (event_id) SELECT event_id FROM log_leaves"
-                            " WHERE log_index > ", cut, " ORDER BY log_index DESC",
-                            "; DELETE FROM log_leaves WHERE log_index >= ", cut,
-                            "; DELETE FROM log_nodes WHERE (idx + 1) * (1::bigint << level) > ", cut,
-                            "; DELETE FROM log_checkpoints WHERE size > ", cut));
+    a.refused =
+        !Run(r, absl::StrCat("DELETE FROM audit_logs WHERE ", At(cut),
+                             "; INSERT INTO log_queue (event_id) SELECT event_id FROM log_leaves"
+                             " WHERE log_index > ",
+                             cut, " ORDER BY log_index DESC",
+                             "; DELETE FROM log_leaves WHERE log_index >= ", cut,
+                             "; DELETE FROM log_nodes WHERE (idx + 1) * (1::bigint << level) > ",
+                             cut, "; DELETE FROM log_checkpoints WHERE size > ", cut));
     if (!a.refused) {
-      EXPECT_TRUE(WaitFor([] { return Latest().tree_size() == Size() - 1; },
-                          std::chrono::seconds(20)))
+      EXPECT_TRUE(
+          WaitFor([] { return Latest().tree_size() == Size() - 1; }, std::chrono::seconds(20)))
           << "the sequencer did not sign the rewritten log";
     }
     return a;
@@ -506,6 +532,7 @@ class TamperMatrixTest : public ::testing::Test {
     policy.log = *tlog::VerifiersFromFile<tlog::NoteVerifier>(dir_ + "/log.vkey");
     policy.witnesses =
         *tlog::VerifiersFromFile<tlog::CosignatureVerifier>(dir_ + "/witnesses.vkey");
+    const crypto::KeyDirectory& owners = mesh_->keys().directory();
     auto stub = v1::AdminService::NewStub(mesh_->Channel(Service::kAdmin, 0));
     v1::QueryAuditLogsRequest req;
     req.set_page_size(1000);
@@ -520,7 +547,7 @@ class TamperMatrixTest : public ::testing::Test {
       if (!checkpoint.ok()) return true;
       for (const v1::AuditLog& log : resp.logs()) {
         if (!log.has_proof()) continue;
-        if (!verify::CheckRowIsLeaf(log, log.proof().leaf()).ok() ||
+        if (!verify::CheckRowIsLeaf(log, log.proof().leaf(), &owners).ok() ||
             !verify::CheckInclusion(log.log_index(), log.proof().leaf(), log.proof().hashes(),
                                     *checkpoint)
                  .ok()) {
@@ -540,8 +567,9 @@ class TamperMatrixTest : public ::testing::Test {
     const std::string out = absl::StrCat(dir_, "/export-", ++n);
     const std::string bin = absl::StrCat(testing::BinDir(), "/tools/verify/ulticode-verify ");
     const std::string token = absl::StrCat(" --token-file=", dir_, "/auditor.token");
-    auto exported = testing::RunCommand(absl::StrCat(
-        bin, "export --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0), token, " --out=", out));
+    auto exported = testing::RunCommand(
+        absl::StrCat(bin, "export --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0), token,
+                     " --out=", out));
     if (exported.exit_code != 0) return exported;
     return testing::RunCommand(absl::StrCat(
         bin, "check --dir=", out, " --log-keys-file=", dir_, "/log.vkey --owner-keys-file=",
@@ -551,9 +579,9 @@ class TamperMatrixTest : public ::testing::Test {
   }
 
   static double Metric(Service s, const std::string& pattern) {
-    const auto r = testing::RunCommand(absl::StrCat(
-        "curl -s http://127.0.0.1:", mesh_->metrics_port(s, 0), "/metrics | grep -E '", pattern,
-        "' | awk '{s += $NF} END {print s + 0}'"));
+    const auto r = testing::RunCommand(
+        absl::StrCat("curl -s http://127.0.0.1:", mesh_->metrics_port(s, 0), "/metrics | grep -E '",
+                     pattern, "' | awk '{s += $NF} END {print s + 0}'"));
     double v = 0;
     return absl::SimpleAtod(absl::StripAsciiWhitespace(r.output), &v) ? v : 0;
   }
@@ -567,18 +595,25 @@ class TamperMatrixTest : public ::testing::Test {
   }
 
   // Puts Admin's log tables and the owners' witness state back as kept.
+  // One transaction that locks the tables first: Admin's jobs keep running
+  // and wait for it.
   static void Restore() {
-    std::string sql = "SET session_replication_role = replica;";
+    std::string sql = absl::StrCat("BEGIN; LOCK TABLE ", absl::StrJoin(kAdminTables, ", "),
+                                   " IN ACCESS EXCLUSIVE MODE;"
+                                   " SET LOCAL session_replication_role = replica;");
     for (const char* t : kAdminTables) {
       absl::StrAppend(&sql, "DELETE FROM ", t, "; INSERT INTO ", t, " SELECT * FROM kept.", t, ";");
     }
-    absl::StrAppend(&sql, "SET session_replication_role = origin");
-    ASSERT_TRUE(Admin().ExecuteScript("restore", sql, absl::Seconds(60)).ok());
+    absl::StrAppend(&sql, "COMMIT");
+    const absl::Status restored = Admin().ExecuteScript("restore", sql, absl::Seconds(60));
+    if (!restored.ok()) (void)Admin().ExecuteScript("restore", "ROLLBACK", absl::Seconds(5));
+    ASSERT_TRUE(restored.ok()) << restored;
     for (Service s : {Service::kAuth, Service::kApp}) {
-      ASSERT_TRUE(db_[s]->ExecuteScript("restore",
-                                        "DELETE FROM log_witnessed; INSERT INTO log_witnessed"
-                                        " SELECT * FROM kept_witnessed",
-                                        absl::Seconds(30))
+      ASSERT_TRUE(db_[s]
+                      ->ExecuteScript("restore",
+                                      "DELETE FROM log_witnessed; INSERT INTO log_witnessed"
+                                      " SELECT * FROM kept_witnessed",
+                                      absl::Seconds(30))
                       .ok());
     }
   }

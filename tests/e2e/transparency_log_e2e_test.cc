@@ -445,8 +445,8 @@ TEST_F(TransparencyLogTest, TheVerifyingTailPrintsOnlyProvedRowsAndStopsAtABreak
         testing::BinDir(),
         "/tools/tail/ulticode-tail --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0),
         " --token-file=", dir_, "/auditor.token --from-beginning --verify --log-keys-file=", dir_,
-        "/log.vkey --witness-keys-file=", dir_, "/witnesses.vkey --max-rows=", rows,
-        " --idle-timeout=20s"));
+        "/log.vkey --witness-keys-file=", dir_, "/witnesses.vkey --owner-keys-file=",
+        mesh_->keys().public_keys_file(), " --max-rows=", rows, " --idle-timeout=20s"));
   };
   auto r = tail(size);
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -745,7 +745,7 @@ TEST_F(AdminQueryTest, WithProofsRowsInsideTheCheckpointCarryWhatBindsThemToIt) 
   for (int i = 1; i < 6; ++i) {
     const v1::AuditLog& log = resp.logs(i);
     ASSERT_TRUE(log.has_proof()) << i;
-    EXPECT_TRUE(verify::CheckRowIsLeaf(log, log.proof().leaf()).ok()) << i;
+    EXPECT_TRUE(verify::CheckRowIsLeaf(log, log.proof().leaf(), &keys.directory()).ok()) << i;
     EXPECT_TRUE(verify::CheckInclusion(log.log_index(), log.proof().leaf(), log.proof().hashes(),
                                        *checkpoint)
                     .ok())

@@ -43,9 +43,11 @@ class LeaseConsumerTest : public ::testing::Test {
   // Puts events into the inbox the way the bridge does.
   void Receive(const std::vector<audit::AuditEvent>& events) {
     std::vector<inbox::Arrival> arrivals;
+    const crypto::SigningKey& key = ::ulticode::testing::SharedTestKeys().auth();
     for (const auto& e : events) {
-      inbox::AcceptedEntry a{
-          e.event_id(), e.owner(), e.event_type(), absl::Now(), audit::Serialize(e), "", "", e};
+      const std::string envelope = audit::Serialize(e);
+      inbox::AcceptedEntry a{e.event_id(), e.owner(),           e.event_type(), absl::Now(),
+                             envelope,     *key.Sign(envelope), key.key_id(),   e};
       arrivals.push_back(inbox::Arrival{"audit:auth", absl::StrCat("1-", arrivals.size()), a});
     }
     auto tx = conn_->Begin();

@@ -106,18 +106,11 @@ struct LeafResult {
 
 // The first thing wrong with a leaf on its own.
 std::optional<Problem> LeafProblem(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners) {
-  const crypto::KeyDirectory::Entry* entry = owners.Find(leaf.key_id);
-  if (entry == nullptr) {
-    return Problem{BreakKind::kUnknownKey,
-                   absl::StrCat("signed by key \"", leaf.key_id, "\", not in the key directory")};
-  }
-  if (entry->party != leaf.owner) {
-    return Problem{BreakKind::kBadSignature,
-                   absl::StrCat("signed by key ", leaf.key_id, " of ", entry->party,
-                                ", but the leaf's owner is \"", leaf.owner, "\"")};
-  }
-  if (!entry->key.Verify(leaf.envelope, leaf.signature)) {
-    return Problem{BreakKind::kModified, "the owner's signature over the envelope does not verify"};
+  if (const absl::Status signed_by = CheckLeafSignature(leaf, owners); !signed_by.ok()) {
+    const BreakKind kind = absl::IsNotFound(signed_by)           ? BreakKind::kUnknownKey
+                           : absl::IsPermissionDenied(signed_by) ? BreakKind::kBadSignature
+                                                                 : BreakKind::kModified;
+    return Problem{kind, std::string(signed_by.message())};
   }
   audit::v1::AuditEvent event;
   if (!event.ParseFromString(leaf.envelope)) {
@@ -673,6 +666,23 @@ class Checker {
 };
 
 }  // namespace
+
+absl::Status CheckLeafSignature(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners) {
+  const crypto::KeyDirectory::Entry* entry = owners.Find(leaf.key_id);
+  if (entry == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("signed by key \"", leaf.key_id, "\", not in the key directory"));
+  }
+  if (entry->party != leaf.owner) {
+    return absl::PermissionDeniedError(absl::StrCat("signed by key ", leaf.key_id, " of ",
+                                                    entry->party, ", but the leaf's owner is \"",
+                                                    leaf.owner, "\""));
+  }
+  if (!entry->key.Verify(leaf.envelope, leaf.signature)) {
+    return absl::FailedPreconditionError("the owner's signature over the envelope does not verify");
+  }
+  return absl::OkStatus();
+}
 
 absl::string_view BreakKindName(BreakKind kind) {
   switch (kind) {

@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "common/crypto/key_directory.h"
 #include "common/tlog/cosignature.h"
+#include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
 
 namespace ulticode::verify {
@@ -113,6 +114,12 @@ struct Report {
 //    the checkpoints grow; witnessed_size is the newest checkpoint that a
 //    quorum of keys.witnesses cosigned (the caller tells a witnessed export
 //    from one whose tail is not yet witnessed).
+// OK when `leaf` is signed over its envelope by a key of `owners` of the
+// leaf's owner's party: NOT_FOUND for a key not in the directory,
+// PERMISSION_DENIED for another party's key, FAILED_PRECONDITION for a
+// signature that does not verify.
+absl::Status CheckLeafSignature(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners);
+
 // A witness's own view of the log, as the witness served it
 // (ulticode.outbox.v1.LogWitness): the checkpoint note it holds, with its
 // cosignature.

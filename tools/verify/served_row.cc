@@ -9,12 +9,14 @@
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "tools/verify/check.h"
 
 namespace ulticode::verify {
 
 absl::StatusOr<tlog::Checkpoint> OpenWitnessed(const admin::v1::SignedCheckpoint& signed_checkpoint,
                                                const CheckpointPolicy& policy) {
-  ASSIGN_OR_RETURN(const std::string text, tlog::OpenNote(signed_checkpoint.checkpoint(), policy.log));
+  ASSIGN_OR_RETURN(const std::string text,
+                   tlog::OpenNote(signed_checkpoint.checkpoint(), policy.log));
   ASSIGN_OR_RETURN(tlog::Checkpoint checkpoint, tlog::ParseCheckpoint(text));
   const size_t quorum = policy.quorum == 0 ? policy.witnesses.size() : policy.quorum;
   std::set<size_t> cosigned;
@@ -24,14 +26,15 @@ absl::StatusOr<tlog::Checkpoint> OpenWitnessed(const admin::v1::SignedCheckpoint
     }
   }
   if (cosigned.size() < quorum) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint ", checkpoint.size, " is cosigned by ", cosigned.size(), " of the ",
-                     quorum, " witnesses the policy needs"));
+    return absl::UnavailableError(absl::StrCat("checkpoint ", checkpoint.size, " is cosigned by ",
+                                               cosigned.size(), " of the ", quorum,
+                                               " witnesses the policy needs"));
   }
   return checkpoint;
 }
 
-absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view leaf_bytes) {
+absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view leaf_bytes,
+                            const crypto::KeyDirectory* owners) {
   const std::string& id = log.event_id();
   auto leaf = tlog::DecodeLeaf(leaf_bytes);
   audit::v1::AuditEvent event;
@@ -39,6 +42,11 @@ absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view le
       event.event_id() != id || leaf->owner != audit::OwnerName(event.owner())) {
     return absl::DataLossError(
         absl::StrCat("audit log ", id, ": its log entry is not a signed envelope of the event"));
+  }
+  if (owners != nullptr) {
+    if (const absl::Status signed_by = CheckLeafSignature(*leaf, *owners); !signed_by.ok()) {
+      return absl::DataLossError(absl::StrCat("audit log ", id, ": ", signed_by.message()));
+    }
   }
   admin::v1::AuditLog served = log;
   served.clear_ingested_at();

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/crypto/key_directory.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/note.h"
 #include "google/protobuf/repeated_ptr_field.h"
@@ -25,14 +26,18 @@ struct CheckpointPolicy {
 
 // The checkpoint of `signed_checkpoint` (the log's note and the witnesses'
 // cosignature lines) once a log key signed it and a quorum of the policy's
-// witnesses cosigned it. FAILED_PRECONDITION naming what is missing.
+// witnesses cosigned it. UNAVAILABLE while fewer cosigned it (the witnesses
+// may not have yet); FAILED_PRECONDITION or INVALID_ARGUMENT for a note
+// the log did not sign or that is malformed.
 absl::StatusOr<tlog::Checkpoint> OpenWitnessed(const admin::v1::SignedCheckpoint& signed_checkpoint,
                                                const CheckpointPolicy& policy);
 
 // OK when every field of `log` but ingested_at, log_index, log_status and
-// proof is what the envelope in `leaf` says, and the leaf names the event
-// and its owner. DATA_LOSS naming the event and the field otherwise.
-absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view leaf);
+// proof is what the envelope in `leaf` says, the leaf names the event and
+// its owner, and (given `owners`, the key directory) the owner signed the
+// envelope. DATA_LOSS naming the event and what is wrong otherwise.
+absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view leaf,
+                            const crypto::KeyDirectory* owners = nullptr);
 
 // OK when `hashes` prove `leaf` at `index` in `checkpoint`'s tree.
 absl::Status CheckInclusion(uint64_t index, absl::string_view leaf,

@@ -3,8 +3,8 @@
 # EdDSA-signed with the dev key run-local keeps in its state directory, issuer
 # "ulticode-dev", valid for one hour, for the services its roles are for (each
 # service accepts only tokens whose "aud" names it: auth.* roles give
-# ulticode-auth, app.* ulticode-app, audit.reader ulticode-admin, and
-# audit.operator all three, for Admin's and the owners' operations).
+# ulticode-auth, app.* ulticode-app, audit.reader and audit.operator all
+# three: Admin's log and the owners' witness views, or their operations).
 #
 # Usage: scripts/dev-token.sh SUBJECT [ROLE...]
 #   e.g. scripts/dev-token.sh alice auth.admin auth.reader
@@ -41,7 +41,9 @@ for role in "$@"; do
   case "${role}" in
     auth.*) audiences[ulticode-auth]=1 ;;
     app.*) audiences[ulticode-app]=1 ;;
-    audit.operator) audiences[ulticode-admin]=1 audiences[ulticode-auth]=1 audiences[ulticode-app]=1 ;;
+    # audit.reader reads Admin's log and asks the owners what they witnessed
+    # (LogWitness); audit.operator runs Admin's and the owners' operations.
+    audit.operator | audit.reader) audiences[ulticode-admin]=1 audiences[ulticode-auth]=1 audiences[ulticode-app]=1 ;;
     audit.*) audiences[ulticode-admin]=1 ;;
   esac
 done

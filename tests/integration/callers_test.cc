@@ -315,21 +315,32 @@ TEST(DevTokenTest, MintsATokenTheLocalMeshAccepts) {
           .exit_code,
       0);
   auto r = testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),
-                                            "/scripts/dev-token.sh alice auth.admin audit.reader"));
+                                            "/scripts/dev-token.sh alice auth.admin app.reader"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string token(absl::StripAsciiWhitespace(r.output));
   auto jwks = jwt::Jwks::FromFile(state + "/secrets/jwks.json");
   ASSERT_TRUE(jwks.ok()) << jwks.status();
   // For the services its roles are for, and no other.
-  for (const char* audience : {"ulticode-auth", "ulticode-admin"}) {
+  for (const char* audience : {"ulticode-auth", "ulticode-app"}) {
     EXPECT_TRUE(jwt::Verify(token, *jwks, {"ulticode-dev", audience}, absl::Now()).ok())
         << audience;
   }
-  EXPECT_FALSE(jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode-app"}, absl::Now()).ok());
+  EXPECT_FALSE(jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode-admin"}, absl::Now()).ok());
+  // An auditor reads Admin's log and asks each owner what it witnessed.
+  auto auditor =
+      testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),
+                                       "/scripts/dev-token.sh auditor audit.reader"));
+  ASSERT_EQ(auditor.exit_code, 0) << auditor.output;
+  for (const char* audience : {"ulticode-auth", "ulticode-app", "ulticode-admin"}) {
+    EXPECT_TRUE(jwt::Verify(std::string(absl::StripAsciiWhitespace(auditor.output)), *jwks,
+                            {"ulticode-dev", audience}, absl::Now())
+                    .ok())
+        << audience;
+  }
   auto claims = jwt::Verify(token, *jwks, {"ulticode-dev", "ulticode-auth"}, absl::Now());
   ASSERT_TRUE(claims.ok()) << claims.status();
   EXPECT_EQ(claims->subject, "alice");
-  EXPECT_EQ(claims->roles, (std::vector<std::string>{"auth.admin", "audit.reader"}));
+  EXPECT_EQ(claims->roles, (std::vector<std::string>{"auth.admin", "app.reader"}));
   EXPECT_NEAR(absl::ToDoubleSeconds(claims->expires_at - absl::Now()), 3600, 10);
   auto bad =
       testing::RunCommand(absl::StrCat("ULTICODE_STATE_DIR=", state, " ", testing::SourceDir(),

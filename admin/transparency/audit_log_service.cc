@@ -52,9 +52,13 @@ absl::Status InRange(const char* field, uint64_t value) {
 absl::StatusOr<v1::SignedCheckpoint> Checkpoint(pg::Connection& conn,
                                                 const v1::GetCheckpointRequest& req) {
   RETURN_IF_ERROR(InRange("tree_size", req.tree_size()));
-  ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> c, req.tree_size() == 0
-                                                          ? LatestCheckpoint(conn)
-                                                          : CheckpointAt(conn, req.tree_size()));
+  if (req.witnessed() && req.tree_size() != 0) {
+    return absl::InvalidArgumentError("witnessed: only with tree_size 0");
+  }
+  ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> c,
+                   req.tree_size() != 0 ? CheckpointAt(conn, req.tree_size())
+                   : req.witnessed()    ? LatestWitnessedCheckpoint(conn)
+                                        : LatestCheckpoint(conn));
   if (!c) {
     return absl::NotFoundError(req.tree_size() == 0
                                    ? std::string("the log has no checkpoint yet")

@@ -5,13 +5,16 @@
 namespace ulticode::admin::transparency {
 namespace {
 
-// $1: the bound in seconds. Rows without a leaf; of those past the bound,
-// the ones no longer queued go back to the queue's tail.
+// $1: the bound in seconds. Rows without a leaf inside the newest
+// checkpoint (a leaf row alone can be appended by the runtime role; one
+// that no checkpoint covers proves nothing); of those past the bound, the
+// ones no longer queued go back to the queue's tail.
 constexpr pg::Statement kCheck{
     "log.completeness",
     "WITH unlogged AS ("
     "  SELECT a.event_id, a.ingested_at FROM audit_logs a"
-    "  WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = a.event_id)),"
+    "  WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.event_id = a.event_id"
+    "    AND l.log_index < (SELECT coalesce(max(size), 0) FROM log_checkpoints))),"
     " overdue AS ("
     "  SELECT event_id, ingested_at FROM unlogged"
     "  WHERE ingested_at < now() - $1::float8 * interval '1 second'"

@@ -51,7 +51,8 @@ constexpr pg::Statement kAssign{
     "INSERT INTO log_leaves (log_index, event_id)"
     " SELECT idx, id FROM unnest($1::uuid[], $2::bigint[]) AS t(id, idx)"};
 
-// After kAssign, in the same transaction: the new leaves are visible.
+// After kAssign and kStoreNodes, in the same transaction: the new leaves
+// and their hashes are visible.
 constexpr pg::Statement kTaken{"log.taken", "SELECT count(*) FROM log_queue_done($1::uuid[])"};
 
 constexpr pg::Statement kStoreNodes{
@@ -148,10 +149,10 @@ absl::StatusOr<SequencerRun> Sequencer::RunOnce(pg::Connection& conn) {
       hashes.push_back(absl::BytesToHexString(tlog::ToBytes(hash)));
     }
     RETURN_IF_ERROR(tx.Execute(kAssign, {pg::TextArray(ids), pg::TextArray(indexes)}).status());
-    tx.Defer(kTaken, {pg::TextArray(ids)});
     RETURN_IF_ERROR(
         tx.Execute(kStoreNodes, {pg::TextArray(levels), pg::TextArray(idxs), pg::TextArray(hashes)})
             .status());
+    tx.Defer(kTaken, {pg::TextArray(ids)});
   }
   if (options_.signer != nullptr && run.size > 0) {
     ASSIGN_OR_RETURN(pg::Result last,

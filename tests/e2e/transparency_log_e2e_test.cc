@@ -279,6 +279,15 @@ TEST_F(TransparencyLogTest, BothOwnersCosignTheLatestCheckpoint) {
     EXPECT_EQ(QueryInt(*owner, "SELECT size FROM log_witnessed"),
               static_cast<int64_t>(latest.tree_size()));
   }
+  // The newest checkpoint both owners cosigned, asked for as such.
+  grpc::ClientContext wctx;
+  As(&wctx, "audit.reader");
+  v1::GetCheckpointRequest witnessed;
+  witnessed.set_witnessed(true);
+  v1::SignedCheckpoint w;
+  ASSERT_TRUE(Log()->GetCheckpoint(&wctx, witnessed, &w).ok());
+  EXPECT_EQ(w.tree_size(), latest.tree_size());
+  EXPECT_EQ(w.cosignatures_size(), 2);
   const auto r = Check(Export());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoints, [1-9][0-9]* cosignatures verified"));

@@ -222,6 +222,24 @@ TEST_F(TransparencyLogTest, RowsWithoutALeafPastTheBoundAreShownAndQueuedAgain) 
   // A second pass queues nothing twice.
   ASSERT_TRUE(completeness.Check(*conn_).ok());
   EXPECT_EQ(value("ulticode_admin_audit_rows_requeued_total"), 2);
+  // A leaf row no checkpoint covers (the runtime role may append one) does
+  // not make a row logged, and log_queue_done does not take its entry.
+  ASSERT_TRUE(conn_
+                  ->ExecuteScript("leaf",
+                                  "INSERT INTO log_leaves SELECT 1000, event_id FROM audit_logs"
+                                  " WHERE entity_id = 'u6'",
+                                  absl::Seconds(5))
+                  .ok());
+  ASSERT_TRUE(completeness.Check(*conn_).ok());
+  EXPECT_EQ(value("ulticode_admin_audit_rows_unlogged"), 4);
+  EXPECT_EQ(testing::QueryInt(*conn_,
+                              "SELECT count(*) FROM log_queue_done(ARRAY(SELECT event_id FROM"
+                              " audit_logs WHERE entity_id = 'u6'))"),
+            0);
+  ASSERT_TRUE(
+      conn_
+          ->ExecuteScript("leaf", "DELETE FROM log_leaves WHERE log_index = 1000", absl::Seconds(5))
+          .ok());
   // Within the bound, a row waiting for the sequencer is no finding.
   Add(*conn_, 9);
   ASSERT_TRUE(completeness.Check(*conn_).ok());

@@ -196,20 +196,41 @@ class RowVerifier {
                                               checkpoint.status().message()));
     }
     RETURN_IF_ERROR(Extends(*checkpoint, token));
-    accepted_ = *checkpoint;
+    if (!accepted_ || checkpoint->size > accepted_->size) accepted_ = *checkpoint;
     while (!held_.empty() && held_.front().log().log_index() < accepted_->size) {
       const v1::WatchedAuditLog& row = held_.front();
       RETURN_IF_ERROR(Prove(row, token));
-      if (!print(row.log())) return absl::CancelledError("cannot write to stdout");
+      if (!print(row.log())) return absl::FailedPreconditionError("cannot write to stdout");
       held_.pop_front();
     }
     return absl::OkStatus();
+  }
+  // While rows are held, at most once a second: the newest checkpoint the
+  // witnesses cosigned, asked of the log (a busy stream sends no progress
+  // frame, and a progress frame's checkpoint is often not cosigned yet).
+  absl::Status Poll(const std::string& token,
+                    const std::function<bool(const v1::AuditLog&)>& print) {
+    if (held_.empty() || absl::Now() - polled_ < absl::Seconds(1)) return absl::OkStatus();
+    polled_ = absl::Now();
+    v1::GetCheckpointRequest req;
+    req.set_witnessed(true);
+    v1::SignedCheckpoint checkpoint;
+    auto ctx = Context(token);
+    const grpc::Status s = log_->GetCheckpoint(ctx.get(), req, &checkpoint);
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) return absl::OkStatus();
+    if (!s.ok()) return FromGrpc(s);
+    return Checkpoint(checkpoint, token, print);
   }
   // A new stream starts after the last row printed: what was held comes again.
   void Reset() { held_.clear(); }
   bool holding() const { return !held_.empty(); }
 
  private:
+  // A failed call keeps its code: a refusal (no permission) is not retried.
+  static absl::Status FromGrpc(const grpc::Status& s) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  }
+
   std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
     auto ctx = std::make_unique<grpc::ClientContext>();
     ctx->AddMetadata("authorization", "Bearer " + token);
@@ -217,23 +238,33 @@ class RowVerifier {
     return ctx;
   }
 
+  // OK when `next` extends the accepted checkpoint. One older than it (a
+  // replica a little behind) must be a prefix of it: Consistent() then
+  // says so, and the caller keeps the accepted one.
   absl::Status Extends(const tlog::Checkpoint& next, const std::string& token) {
     if (!accepted_) return absl::OkStatus();
     const tlog::Checkpoint& last = *accepted_;
-    if (next.origin != last.origin || next.size < last.size ||
-        (next.size == last.size && next.root != last.root)) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", next.size,
-                                              " does not extend checkpoint ", last.size,
-                                              " (a fork or a rollback)"));
+    if (next.origin != last.origin || (next.size == last.size && next.root != last.root)) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint ", next.size, " does not extend checkpoint ", last.size, " (a fork)"));
     }
-    if (next.size == last.size || last.size == 0) return absl::OkStatus();
+    if (next.size < last.size) return Consistent(next, last, token);
+    return Consistent(last, next, token);
+  }
+
+  // DATA_LOSS unless the log's proof shows `first` is a prefix of `second`.
+  absl::Status Consistent(const tlog::Checkpoint& first, const tlog::Checkpoint& second,
+                          const std::string& token) {
+    if (first.size == second.size || first.size == 0) return absl::OkStatus();
+    const tlog::Checkpoint& last = first;
+    const tlog::Checkpoint& next = second;
     v1::GetConsistencyProofRequest req;
     req.set_first(last.size);
     req.set_second(next.size);
     v1::ConsistencyProof proof;
     auto ctx = Context(token);
     const grpc::Status s = log_->GetConsistencyProof(ctx.get(), req, &proof);
-    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    if (!s.ok()) return FromGrpc(s);
     std::vector<tlog::Hash> hashes;
     for (const std::string& h : proof.hashes()) {
       auto hash = tlog::FromBytes(h);
@@ -254,7 +285,7 @@ class RowVerifier {
     v1::InclusionProof proof;
     auto ctx = Context(token);
     const grpc::Status s = log_->GetInclusionProof(ctx.get(), req, &proof);
-    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    if (!s.ok()) return FromGrpc(s);
     if (!verify::CheckInclusion(row.log().log_index(), row.leaf(), proof.hashes(), *accepted_)
              .ok()) {
       return absl::DataLossError(absl::StrCat("audit log ", row.log().event_id(), " (log index ",
@@ -269,6 +300,7 @@ class RowVerifier {
   std::unique_ptr<v1::AuditLogService::Stub> log_;
   std::deque<v1::WatchedAuditLog> held_;
   std::optional<tlog::Checkpoint> accepted_;
+  absl::Time polled_ = absl::InfinitePast();
 };
 
 class Follower {
@@ -445,39 +477,39 @@ class Follower {
   // proves the held rows inside it, which are printed then. The position
   // moves past a progress frame's index only while nothing is held.
   grpc::Status Verified(const v1::WatchAuditLogsResponse& frame, const std::string& token) {
+    const auto print = [this](const v1::AuditLog& log) {
+      if (!Print(log)) return false;
+      Advance(log.log_index());
+      if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) done_ = true;
+      return !done_;
+    };
     if (frame.has_log()) {
       if (absl::Status s = verifier_->Add(frame.log()); !s.ok()) {
         return grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(s.message()));
       }
       ++rows_in_stream_;
-      return grpc::Status::OK;
+      return Proved(verifier_->Poll(token, print));
     }
     const v1::WatchProgress& p = frame.progress();
     if (o_.progress) PrintProgress(p);
     if (p.has_checkpoint()) {
-      const absl::Status s =
-          verifier_->Checkpoint(p.checkpoint(), token, [this](const v1::AuditLog& log) {
-            if (!Print(log)) return false;
-            Advance(log.log_index());
-            if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) done_ = true;
-            return !done_;
-          });
-      if (done_) return grpc::Status::OK;
-      if (absl::IsCancelled(s)) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "cannot write to stdout");
-      }
-      if (!s.ok()) {
-        return grpc::Status(
-            absl::IsDataLoss(s) ? grpc::StatusCode::DATA_LOSS : grpc::StatusCode::UNAVAILABLE,
-            std::string(s.message()));
+      if (grpc::Status s = Proved(verifier_->Checkpoint(p.checkpoint(), token, print)); !s.ok()) {
+        return s;
       }
     }
+    if (grpc::Status s = Proved(verifier_->Poll(token, print)); !s.ok()) return s;
     if (!p.has_resume_after_index()) {
       if (!position_) from_start_ = true;
     } else if (!verifier_->holding() && (!position_ || p.resume_after_index() > *position_)) {
       Advance(p.resume_after_index());
     }
     return grpc::Status::OK;
+  }
+
+  // What proving held rows came to, as the stream's end status.
+  grpc::Status Proved(const absl::Status& s) {
+    if (s.ok() || done_) return grpc::Status::OK;
+    return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
   }
 
   bool Print(const v1::AuditLog& log) {

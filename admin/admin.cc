@@ -6,6 +6,7 @@
 #include "admin/consumer/consumer_flags.h"
 #include "admin/inbox/bridge_flags.h"
 #include "admin/maintenance/sequence_watch.h"
+#include "admin/maintenance/stream_guard.h"
 #include "admin/operations/operations_service.h"
 #include "admin/query/audit_query_service.h"
 #include "admin/transparency/audit_log_service.h"
@@ -79,6 +80,9 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
   std::vector<std::string> owners;
   for (const auto& [owner, stream] : options.bridge.streams)
     owners.push_back(audit::OwnerName(owner));
+  auto& guard = context.Keep(std::make_unique<maintenance::StreamGuard>(
+      options.bridge.streams, h.owner_stream_bytes, inbox::ReadingOptions(reading),
+      context.registry()));
   auto& sequences = context.Keep(std::make_unique<maintenance::SequenceWatch>(
       owners, h.sequence_gap_grace, context.registry()));
   auto& completeness = context.Keep(
@@ -95,6 +99,9 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
            }},
           {"inbox.gauges", h.sample_interval,
            [&inbox_gauges](pg::Connection* c, const Stopping&) { return inbox_gauges.Sample(*c); }},
+          {"stream.guard", h.stream_guard_interval,
+           [&guard](pg::Connection*, const Stopping&) { return guard.RunOnce(); },
+           /*database=*/false},
           {"stream.trim", h.stream_trim_interval,
            [&streams](pg::Connection*, const Stopping&) { return streams.Trim(); },
            /*database=*/false},

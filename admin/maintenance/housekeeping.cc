@@ -58,6 +58,14 @@ void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* o
   flags.Duration("stream-trim-interval", &options->stream_trim_interval,
                  "how often the owner streams are trimmed up to what every group acknowledged",
                  absl::Seconds(1), absl::Hours(1));
+  flags.Int("owner-stream-max-bytes", &options->owner_stream_bytes,
+            "each owner stream's share of Redis's memory, in bytes: past it its oldest entries "
+            "are removed (the owner publishes them again); Redis's maxmemory must hold every "
+            "owner's share plus the receipt streams (docs/operating.md)",
+            int64_t{1} << 20, int64_t{1} << 40);
+  flags.Duration("stream-guard-interval", &options->stream_guard_interval,
+                 "how often every owner-writable stream is held to its share of Redis's memory",
+                 absl::Milliseconds(50), absl::Minutes(1));
   flags.Duration("sequence-gap-grace", &options->sequence_gap_grace,
                  "an owner's event number still missing this long after a higher one arrived "
                  "is reported (ulticode_owner_sequence_missing)",
@@ -156,11 +164,13 @@ StreamMaintenance::StreamMaintenance(std::vector<std::pair<audit::Owner, std::st
 
 absl::Status StreamMaintenance::Sample() {
   for (const auto& [owner, stream] : streams_) {
-    auto info = sampler_.XInfoStream(stream);
-    if (absl::IsNotFound(info.status())) continue;
-    RETURN_IF_ERROR(info.status());
-    length_->Add({{"stream", stream}}).Set(static_cast<double>(info->length));
-    ASSIGN_OR_RETURN(std::vector<redis::GroupInfo> groups, sampler_.XInfoGroups(stream));
+    // XLEN, not XINFO STREAM: that one answers with whole entries, which
+    // the owner chose.
+    ASSIGN_OR_RETURN(redis::Reply length, sampler_.Command({"XLEN", stream}));
+    length_->Add({{"stream", stream}}).Set(static_cast<double>(length.integer()));
+    auto listed = sampler_.XInfoGroups(stream);
+    if (absl::IsNotFound(listed.status())) continue;
+    ASSIGN_OR_RETURN(std::vector<redis::GroupInfo> groups, std::move(listed));
     for (const redis::GroupInfo& g : groups) {
       const prometheus::Labels labels{{"stream", stream}, {"group", g.name}};
       if (g.lag) lag_->Add(labels).Set(static_cast<double>(*g.lag));

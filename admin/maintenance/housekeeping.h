@@ -2,7 +2,9 @@
 //  - retention: PROCESSED inbox rows after `--inbox-retention` (30 d) and
 //    poison entries after `--poison-retention` (90 d). PENDING, PROCESSING
 //    and DEAD inbox rows are never deleted, and audit_logs never is.
-//  - stream trimming (stream_trimmer.h) every `--stream-trim-interval`.
+//  - stream trimming (stream_trimmer.h) every `--stream-trim-interval`, and
+//    every owner-writable stream held to its share of Redis's memory
+//    (stream_guard.h) every `--stream-guard-interval`.
 //  - gauges: the inbox backlog, the poison store and every owner stream and
 //    group, sampled with bounded cost (partial indexes, capped counts).
 //
@@ -42,6 +44,10 @@ struct AdminHousekeepingOptions {
   absl::Duration poison_retention = absl::Hours(24 * 90);
   absl::Duration retention_interval = absl::Minutes(1);
   absl::Duration stream_trim_interval = absl::Minutes(1);
+  // Each owner stream's share of Redis's memory, and how often it is held
+  // to it (stream_guard.h).
+  int64_t owner_stream_bytes = int64_t{256} << 20;
+  absl::Duration stream_guard_interval = absl::Milliseconds(500);
   absl::Duration sample_interval = absl::Seconds(15);
   // An owner's event number still missing this long after a higher one
   // arrived is reported (sequence_watch.h); checked every sample_interval.
@@ -49,8 +55,8 @@ struct AdminHousekeepingOptions {
 };
 
 // --inbox-retention, --poison-retention, --stream-trim-interval,
-// --sequence-gap-grace, --retention-interval and --metrics-sample-interval,
-// with CheckRetention.
+// --owner-stream-max-bytes, --stream-guard-interval, --sequence-gap-grace, --retention-interval and
+// --metrics-sample-interval, with CheckRetention.
 void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* options);
 
 // INVALID_ARGUMENT naming the flag when the inbox retention breaks the rule.

@@ -258,9 +258,11 @@ std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
     s.set_stream(stream);
     s.set_owner(owner);
     absl::Status error;
-    auto info = client.XInfoStream(stream);
-    if (info.ok()) {
-      s.set_length(info->length);
+    // XLEN, not XINFO STREAM: that one answers with whole entries, which
+    // the owner chose.
+    auto length = client.Command({"XLEN", stream});
+    if (length.ok()) {
+      s.set_length(length->integer());
       auto groups = client.XInfoGroups(stream);
       if (groups.ok()) {
         for (const redis::GroupInfo& g : *groups) {
@@ -273,8 +275,8 @@ std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
       } else if (!absl::IsNotFound(groups.status())) {  // NotFound: deleted in between
         error = groups.status();
       }
-    } else if (!absl::IsNotFound(info.status())) {
-      error = info.status();
+    } else {
+      error = length.status();
     }
     // NotFound (no stream) and a missing group both leave group_exists false
     // and the group's numbers zero: Redis answered, and there is nothing.

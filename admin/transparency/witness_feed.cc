@@ -11,6 +11,7 @@
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/pg/params.h"
+#include "common/redis/stream_id.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/note.h"
 #include "common/tlog/stored.h"
@@ -59,8 +60,10 @@ constexpr pg::Statement kKeep{
     "WITH kept AS (INSERT INTO log_cosignatures (size, witness, line, cosigned_at)"
     "  VALUES ($1, $2, $3, to_timestamp($4::float8)) ON CONFLICT DO NOTHING)"
     // The latest answer wins: a witness that lost its state (restored from
-    // a backup) is fed from what it holds again.
-    " UPDATE log_witnesses SET cosigned_size = $1 WHERE witness = $2"};
+    // a backup) is fed from what it holds again. Latest by the time the
+    // witness signed: an old cosignature written again changes nothing.
+    " UPDATE log_witnesses SET cosigned_size = $1, cosigned_at = to_timestamp($4::float8)"
+    " WHERE witness = $2 AND (cosigned_at IS NULL OR cosigned_at <= to_timestamp($4::float8))"};
 
 // The events of a witness a checkpoint newly covers, and those it asked
 // for again (a re-delivery): their leaf indexes. Driven by the range of
@@ -174,7 +177,8 @@ WitnessFeed::WitnessFeed(WitnessFeedOptions options, prometheus::Registry& regis
                 .Register(registry)),
       cosignatures_(prometheus::BuildCounter()
                         .Name("ulticode_log_cosignatures_total")
-                        .Help("Cosignatures received from a witness, by outcome (kept, invalid)")
+                        .Help("Cosignatures received from a witness, by outcome: kept, invalid, "
+                              "stale (made before the answer Admin holds: ignored)")
                         .Register(registry)) {}
 
 absl::Status WitnessFeed::RunOnce(pg::Connection& conn) {
@@ -230,18 +234,20 @@ absl::Status WitnessFeed::Collect(pg::Connection& conn, const std::string& witne
       cursor = e.id;
       continue;
     }
-    if (absl::Status kept =
-            conn.Execute(kKeep, {pg::Int(static_cast<int64_t>(size)), pg::Text(witness),
-                                 pg::Text(*line), pg::Int(static_cast<int64_t>(*time))})
-                .status();
-        !kept.ok()) {
+    auto kept = conn.Execute(kKeep, {pg::Int(static_cast<int64_t>(size)), pg::Text(witness),
+                                     pg::Text(*line), pg::Int(static_cast<int64_t>(*time))});
+    if (!kept.ok()) {
       (void)keep_cursor();
-      return kept;
+      return kept.status();
     }
-    cosignatures_.Add({{"witness", witness}, {"outcome", "kept"}}).Increment();
+    cosignatures_
+        .Add({{"witness", witness}, {"outcome", kept->affected_rows() > 0 ? "kept" : "stale"}})
+        .Increment();
     cursor = e.id;
   }
-  return keep_cursor().status();
+  RETURN_IF_ERROR(keep_cursor().status());
+  // What was read is gone: the stream holds at most what arrived since.
+  return redis_.Command({"XTRIM", key, "MINID", redis::NextStreamId(cursor)}).status();
 }
 
 absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,

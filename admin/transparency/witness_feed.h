@@ -1,9 +1,11 @@
 // Admin's side of the owners witnessing the log (common/tlog/witnessing.h):
 // each run, under an advisory lock (one replica at a time),
-//  - collects the cosignatures the owners sent since the last run, keeps
-//    those that verify with the owner's key from the key directory
-//    (log_cosignatures) and records the size the owner cosigned last (its
-//    latest answer: an owner restored from a backup is fed from there);
+//  - collects the cosignatures the owners sent since the last run (and
+//    trims what it read from their streams), keeps those that verify with
+//    the owner's key from the key directory (log_cosignatures) and records
+//    the size the owner cosigned last (its latest answer by the time it
+//    signed: an owner restored from a backup is fed from there; an old line
+//    written again is counted "stale" and changes nothing);
 //  - hands the latest checkpoint, with a consistency proof from the
 //    owner's cosigned size and the inclusion proofs of the owner's events
 //    it newly covers (at most 2048 a run; the next run goes on where this

@@ -107,7 +107,13 @@ NumberAttestor::NumberAttestor(audit::Owner owner, const crypto::SigningKey& sig
                    .Name("ulticode_outbox_numbers_voided_total")
                    .Help("Event numbers taken and never committed, attested to Admin")
                    .Register(registry)
-                   .Add({{"owner", audit::OwnerName(owner)}})) {}
+                   .Add({{"owner", audit::OwnerName(owner)}})),
+      lock_missed_(&prometheus::BuildGauge()
+                        .Name("ulticode_outbox_numbers_lock_missed_seconds")
+                        .Help("How long this replica has found the number attestor's lock taken, "
+                              "run after run (0: it took the lock at its last run)")
+                        .Register(registry)
+                        .Add({{"owner", audit::OwnerName(owner)}})) {}
 
 int64_t NumberAttestor::Settled(absl::Time now) {
   while (positions_.size() > 1 && positions_[1].first <= now - options_.settle) {
@@ -120,9 +126,15 @@ int64_t NumberAttestor::Settled(absl::Time now) {
 absl::Status NumberAttestor::RunOnce(pg::Connection& conn) {
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
   ASSIGN_OR_RETURN(pg::Result locked, tx.Execute(kLock));
-  if (!locked.GetBool(0, 0)) return tx.Commit();  // another replica attests
-  ASSIGN_OR_RETURN(pg::Result position, tx.Execute(kPosition));
   const absl::Time now = absl::Now();
+  if (!locked.GetBool(0, 0)) {  // another replica attests, or someone holds the lock
+    if (!missed_since_) missed_since_ = now;
+    lock_missed_->Set(absl::ToDoubleSeconds(now - *missed_since_));
+    return tx.Commit();
+  }
+  missed_since_.reset();
+  lock_missed_->Set(0);
+  ASSIGN_OR_RETURN(pg::Result position, tx.Execute(kPosition));
   positions_.emplace_back(now, position.GetInt64(0, 0));
   const int64_t hi = Settled(now);
   if (hi < 0) return tx.Commit();

@@ -11,17 +11,25 @@
 // `<owner>.outbox.numbers_voided` event, in the same transaction as the
 // `through` mark.
 //
-// A committed row is never voided, whatever its state: an event kept from
-// Admin (marked CONFIRMED before publication) keeps its row for at least an
-// hour, far longer than `settle`, so it still shows as missing at Admin.
-// Numbers older than `max_age` when the attestor comes back (it was down) are
-// not attested: retention may have deleted confirmed rows among them.
+// A committed row is never voided, whatever its state: the mark
+// (outbox_numbers_attested) only moves forward and never past the numbers
+// handed out, and retention deletes no row above it (migration 10013), so a
+// number the attestor finds without a row never had a committed one,
+// whatever the owner's runtime login did (an event kept from Admin by
+// marking it CONFIRMED still shows as missing there). The mark's time moves
+// only with the mark; numbers older than `max_age` when the attestor comes
+// back (it was away) are passed without being attested: they stay reported.
 //
-// One replica at a time (an advisory lock); thread-compatible.
+// One replica at a time (an advisory lock); thread-compatible. A replica
+// that finds the lock taken run after run reports how long in
+// ulticode_outbox_numbers_lock_missed_seconds (alert
+// UlticodeOutboxNumbersLockHeld): an honest run holds it for one short
+// transaction.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -30,6 +38,7 @@
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "prometheus/counter.h"
+#include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 
 namespace ulticode::outbox {
@@ -53,7 +62,9 @@ class NumberAttestor {
   const crypto::SigningKey& signer_;
   const AttestorOptions options_;
   std::deque<std::pair<absl::Time, int64_t>> positions_;
+  std::optional<absl::Time> missed_since_;  // first run of the current streak without the lock
   prometheus::Counter* voided_;
+  prometheus::Gauge* lock_missed_;
 };
 
 }  // namespace ulticode::outbox

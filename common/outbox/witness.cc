@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/log/log.h"
@@ -167,7 +168,7 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(const Judged judged,
-                   Judge(pg, entry.id, *note, *checkpoint, from, *consistency));
+                   Judge(pg, redis, entry.id, *note, *checkpoint, from, *consistency));
   switch (judged.verdict) {
     case Verdict::kRefused:
     case Verdict::kReplayed:
@@ -187,8 +188,22 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
   return Cosign(redis, checkpoint->size, *text);
 }
 
-absl::StatusOr<Witness::Judged> Witness::Judge(pg::Connection& pg, const std::string& entry_id,
-                                               const std::string& note,
+absl::StatusOr<bool> Witness::HeldEntryIsReal(redis::Client& redis, const std::string& entry_id,
+                                              const Held& held) const {
+  ASSIGN_OR_RETURN(std::vector<redis::StreamEntry> entries,
+                   redis.XRead(audit::ReceiptStreamFor(options_.audit_stream), 1,
+                               absl::ZeroDuration(), redis::PreviousStreamId(entry_id)));
+  if (entries.empty() || entries[0].id != entry_id) return false;
+  const auto note = redis::FieldOf(entries[0].fields, tlog::kCheckpointField);
+  if (!note) return false;
+  auto text = tlog::OpenNote(*note, options_.log_keys);
+  if (!text.ok()) return false;
+  auto checkpoint = tlog::ParseCheckpoint(*text);
+  return checkpoint.ok() && checkpoint->size == held.size && checkpoint->root == held.root;
+}
+
+absl::StatusOr<Witness::Judged> Witness::Judge(pg::Connection& pg, redis::Client& redis,
+                                               const std::string& entry_id, const std::string& note,
                                                const tlog::Checkpoint& checkpoint, uint64_t from,
                                                const std::vector<tlog::Hash>& consistency) {
   ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
@@ -205,8 +220,14 @@ absl::StatusOr<Witness::Judged> Witness::Judge(pg::Connection& pg, const std::st
   const bool holds = !r.empty();
   const Held& held = judged.held;
   const uint64_t size = checkpoint.size;
-  if (holds && size < held.size && !held_entry.empty() &&
-      !redis::StreamIdLess(held_entry, entry_id)) {
+  bool replayed = holds && size < held.size && !held_entry.empty() &&
+                  !redis::StreamIdLess(held_entry, entry_id);
+  if (replayed) {
+    // The held entry id is only a hint (the owner's database login can set
+    // it): the entry must be in the stream and carry the held checkpoint.
+    ASSIGN_OR_RETURN(replayed, HeldEntryIsReal(redis, held_entry, held));
+  }
+  if (replayed) {
     // An older checkpoint in an entry read before (a restarted reader, a
     // replica behind): not news. Shown in a new entry, it is a rollback.
     RETURN_IF_ERROR(tx.Commit());

@@ -4,7 +4,8 @@
 //  - verifies the note with the log's keys (--log-keys-file), whose names
 //    are the log's origin: a checkpoint of another origin is refused;
 //  - ignores an older checkpoint in an entry read before (at or below the
-//    receipt stream entry of the checkpoint it holds: a restarted reader, a
+//    receipt stream entry of the checkpoint it holds, once that entry is
+//    found in the stream carrying the held checkpoint: a restarted reader, a
 //    replica behind), and takes a first checkpoint as it is only from an
 //    entry that proves from size 0;
 //  - accepts it only if it extends the newest checkpoint this owner
@@ -89,9 +90,15 @@ class Witness {
   };
   // Compares `checkpoint` with what the owner holds and keeps it when it
   // extends that.
-  absl::StatusOr<Judged> Judge(pg::Connection& pg, const std::string& entry_id,
-                               const std::string& note, const tlog::Checkpoint& checkpoint,
-                               uint64_t from, const std::vector<tlog::Hash>& consistency);
+  absl::StatusOr<Judged> Judge(pg::Connection& pg, redis::Client& redis,
+                               const std::string& entry_id, const std::string& note,
+                               const tlog::Checkpoint& checkpoint, uint64_t from,
+                               const std::vector<tlog::Hash>& consistency);
+  // Whether the receipt stream entry `entry_id` exists and carries the held
+  // checkpoint (then an older checkpoint in an entry up to it was read
+  // before).
+  absl::StatusOr<bool> HeldEntryIsReal(redis::Client& redis, const std::string& entry_id,
+                                       const Held& held) const;
   // Confirms the rows whose proofs verify against `checkpoint`.
   absl::Status ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& checkpoint,
                              const std::vector<tlog::LeafProof>& proofs);

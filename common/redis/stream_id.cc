@@ -28,4 +28,12 @@ std::string NextStreamId(absl::string_view id) {
   return absl::StrCat(p->first, "-", p->second + 1);
 }
 
+std::string PreviousStreamId(absl::string_view id) {
+  auto p = ParseStreamId(id);
+  if (!p) return std::string(id);
+  if (p->second > 0) return absl::StrCat(p->first, "-", p->second - 1);
+  if (p->first == 0) return "0-0";
+  return absl::StrCat(p->first - 1, "-", UINT64_MAX);
+}
+
 }  // namespace ulticode::redis

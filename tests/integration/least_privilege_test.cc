@@ -193,14 +193,69 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotRewriteOrBackdateOutboxRows) {
             1);
   EXPECT_EQ(testing::QueryInt(**auth, "SELECT outbox_retention(0, 10000)"), 0);
   EXPECT_EQ(testing::QueryInt(**auth, "SELECT count(*) FROM audit_outbox" + first), 1);
-  // The attestation mark never moves back: moved back, the attestor would
-  // void numbers whose rows retention deleted since.
-  ASSERT_TRUE(Exec(**auth,
-                   "INSERT INTO outbox_numbers_attested (through, attested_at)"
-                   " VALUES (1000000, now()) ON CONFLICT DO NOTHING")
+}
+
+// The number attestation is the owner's word that a number was never
+// committed; its runtime login cannot bend it: the mark never moves back or
+// past the numbers handed out, a no-op UPDATE does not make a stalled
+// attestation look fresh, and retention deletes no row above the mark, so
+// an event kept from Admin (CONFIRMED without publication's proof) keeps
+// its row until the attestor has passed its number, and is never voided.
+// (Before: the no-op UPDATE refreshed attested_at, and retention deleted the
+// kept row an hour after its confirmation, whatever the mark.)
+TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotBendTheNumberAttestation) {
+  auto auth = AsRuntime(Service::kAuth, Service::kAuth);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  const int64_t taken = testing::QueryInt(**auth, "SELECT nextval('audit_outbox_sequence')");
+  ASSERT_TRUE(Exec(**auth, absl::StrCat("INSERT INTO outbox_numbers_attested (through, attested_at)"
+                                        " VALUES (",
+                                        taken, ", now()) ON CONFLICT DO NOTHING"))
                   .ok());
-  absl::Status back = Exec(**auth, "UPDATE outbox_numbers_attested SET through = 1");
-  EXPECT_NE(std::string(back.message()).find("only moves forward"), std::string::npos) << back;
+  ASSERT_TRUE(
+      Exec(**auth, absl::StrCat("UPDATE outbox_numbers_attested SET through = ", taken)).ok());
+  const std::string at = "SELECT attested_at::text FROM outbox_numbers_attested";
+  const std::string attested = testing::QueryText(**auth, at);
+  for (const char* sql :
+       {"UPDATE outbox_numbers_attested SET through = through",
+        "UPDATE outbox_numbers_attested SET attested_at = now() + interval '1 d'"}) {
+    ASSERT_TRUE(Exec(**auth, sql).ok()) << sql;
+    EXPECT_EQ(testing::QueryText(**auth, at), attested) << sql << " refreshed the attestation";
+  }
+  for (const std::string& sql :
+       {absl::StrCat("UPDATE outbox_numbers_attested SET through = ", taken + 1000),
+        std::string("UPDATE outbox_numbers_attested SET through = through - 1")}) {
+    absl::Status s = Exec(**auth, sql);
+    EXPECT_NE(std::string(s.message()).find("23514"), std::string::npos) << sql << ": " << s;
+  }
+
+  // A committed event above the mark, kept from Admin and confirmed a day
+  // ago (back-dated by the superuser, as if the attestor had been held off).
+  const int64_t kept = testing::QueryInt(**auth, "SELECT nextval('audit_outbox_sequence')");
+  const std::string row = " WHERE event_id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a61'";
+  ASSERT_TRUE(Exec(**auth, absl::StrCat("INSERT INTO audit_outbox (event_id, event_type, payload,"
+                                        " state, publication, owner_sequence) VALUES"
+                                        " ('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a61',"
+                                        " 'auth.user.created', '\\x01', 'PUBLISHED', 1, ",
+                                        kept, ")"))
+                  .ok());
+  ASSERT_TRUE(Exec(**auth, "UPDATE audit_outbox SET state = 'CONFIRMED'" + row).ok());
+  pg::ConnectOptions super;
+  super.conninfo = mesh_->Dsn(Service::kAuth);
+  auto root = pg::Connection::Connect(super);
+  ASSERT_TRUE(root.ok()) << root.status();
+  ASSERT_TRUE(Exec(**root, "SET session_replication_role = replica").ok());
+  ASSERT_TRUE(Exec(**root,
+                   "UPDATE audit_outbox SET created_at = now() - interval '1 day',"
+                   " confirmed_at = now() - interval '1 day'" +
+                       row)
+                  .ok());
+  EXPECT_EQ(testing::QueryInt(**auth, "SELECT outbox_retention(0, 10000)"), 0);
+  EXPECT_EQ(testing::QueryInt(**auth, "SELECT count(*) FROM audit_outbox" + row), 1)
+      << "retention deleted a row the attestor has not passed";
+  // Once the mark passes it (the attestor found its row), it may go.
+  ASSERT_TRUE(
+      Exec(**auth, absl::StrCat("UPDATE outbox_numbers_attested SET through = ", kept)).ok());
+  EXPECT_EQ(testing::QueryInt(**auth, "SELECT outbox_retention(0, 10000)"), 1);
 }
 
 TEST_F(LeastPrivilegeTest, RuntimeRolesNeedTheirScramPassword) {

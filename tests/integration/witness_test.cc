@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "common/audit/event.h"
+#include "common/audit/receipt.h"
 #include "common/crypto/crypto.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/migrations.h"
@@ -141,9 +142,12 @@ class WitnessTest : public ::testing::Test {
             {tlog::kConsistencyField, tlog::EncodeHashes(proof)}};
   }
 
-  // Observes `fields` as the next entry of the receipt stream; returns its id.
+  // Puts `fields` on the receipt stream as Admin would, and observes it;
+  // returns its id.
   std::string Observe(const redis::StreamFields& fields) {
-    redis::StreamEntry entry{absl::StrCat(++entry_ms_, "-0"), fields};
+    auto ids = redis_->XAddBatch(audit::ReceiptStreamFor(stream_), {fields});
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    redis::StreamEntry entry{ids.ok() ? ids->at(0) : "", fields};
     const absl::Status status = witness_->Observe(*owner_, *redis_, entry);
     EXPECT_TRUE(status.ok()) << status;
     return entry.id;
@@ -262,7 +266,6 @@ class WitnessTest : public ::testing::Test {
   std::unique_ptr<tlog::NoteSigner> log_signer_;
   std::unique_ptr<tlog::CosignatureVerifier> cosignatures_;
   std::unique_ptr<outbox::Witness> witness_;
-  int64_t entry_ms_ = 1700000000000;
 };
 
 TEST_F(WitnessTest, TheFirstCheckpointIsKeptAndCosigned) {
@@ -457,6 +460,46 @@ TEST_F(WitnessTest, AnEntryReadBeforeIsIgnoredNotARollback) {
   ExpectOutcomes({{"accepted", 2}, {"replayed", 1}});
   EXPECT_EQ(Held().first, 9);
   EXPECT_EQ(Cosignatures().size(), 2u);
+}
+
+// The held entry id is a hint the owner's database login can write: moved
+// far ahead (the trigger keeps it moving forward only), every rollback would
+// pass as "read before". The witness finds the held checkpoint in that entry
+// first. (Before: ignored as replayed.)
+TEST_F(WitnessTest, AHeldEntryIdMovedAheadDoesNotHideARollback) {
+  const auto leaves = Leaves("leaf", 9);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+  ASSERT_TRUE(owner_
+                  ->Execute(pg::Statement{"forge", "UPDATE log_witnessed SET entry_id = $1"},
+                            {pg::Text("99999999999999-0")})
+                  .ok());
+  ASSERT_EQ(QueryText("SELECT entry_id FROM log_witnessed"), "99999999999999-0");
+  Observe(Entry(Checkpoint(leaves, 5).note, 9, {}));
+
+  ExpectOutcomes({{"accepted", 2}, {"rollback", 1}});
+  EXPECT_EQ(Held().first, 9);
+}
+
+// What the owner witnessed only moves forward, whoever writes the table: a
+// smaller tree, another root or note at the same size, and a malformed
+// entry id are refused; an entry id that goes back is kept where it was.
+TEST_F(WitnessTest, TheWitnessedStateOnlyMovesForward) {
+  const auto leaves = Leaves("leaf", 9);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+  const std::string entry = QueryText("SELECT entry_id FROM log_witnessed");
+  for (const char* set : {"size = 5",
+                          "root = '\\x"
+                          "0000000000000000000000000000000000000000000000000000000000000000'",
+                          "note = 'another'", "entry_id = 'tomorrow'"}) {
+    const std::string sql = absl::StrCat("UPDATE log_witnessed SET ", set);
+    const auto r = owner_->Execute(pg::Statement{"rewind", sql.c_str()}, {});
+    ASSERT_FALSE(r.ok()) << set;
+    EXPECT_NE(std::string(r.status().message()).find("23514"), std::string::npos) << r.status();
+  }
+  ASSERT_TRUE(
+      owner_->Execute(pg::Statement{"back", "UPDATE log_witnessed SET entry_id = '1-0'"}, {}).ok());
+  EXPECT_EQ(QueryText("SELECT entry_id FROM log_witnessed"), entry);
+  EXPECT_EQ(Held().first, 9);
 }
 
 TEST_F(WitnessTest, ACheckpointOfAnotherOriginSignedWithTheLogKeyIsAFork) {

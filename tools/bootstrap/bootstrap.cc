@@ -161,12 +161,15 @@ std::vector<std::string> AclRules(const RedisUser& user) {
       for (const std::string& s : user.streams) {
         rules.push_back(absl::StrCat("~", s));
         receipts.push_back(absl::StrCat("~", s, ":receipts"));
-        cosignatures.push_back(absl::StrCat("%R~", s, ":cosignatures"));
+        cosignatures.push_back(absl::StrCat("~", s, ":cosignatures"));
       }
-      add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xinfo|stream", "+xtrim",
-           "+xinfo|groups", "+xpending",
+      // Lengths by XLEN and MEMORY USAGE (stream_guard.h), never XINFO
+      // STREAM: it answers with whole entries, which the owner chose.
+      add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xlen", "+memory|usage",
+           "+xtrim", "+xinfo|groups", "+xpending",
            absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd +xtrim)"),
-           absl::StrCat("(", absl::StrJoin(cosignatures, " "), " +xread)")});
+           absl::StrCat("(", absl::StrJoin(cosignatures, " "),
+                        " +xread +xtrim +xlen +memory|usage)")});
       break;
     }
     case RedisRole::kOps:

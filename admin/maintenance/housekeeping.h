@@ -46,7 +46,7 @@ struct AdminHousekeepingOptions {
   absl::Duration stream_trim_interval = absl::Minutes(1);
   // Each owner stream's share of Redis's memory, and how often it is held
   // to it (stream_guard.h).
-  int64_t owner_stream_bytes = int64_t{256} << 20;
+  int64_t owner_stream_bytes = int64_t{192} << 20;
   absl::Duration stream_guard_interval = absl::Milliseconds(500);
   absl::Duration sample_interval = absl::Seconds(15);
   // An owner's event number still missing this long after a higher one

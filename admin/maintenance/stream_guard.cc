@@ -53,11 +53,12 @@ absl::Status StreamGuard::Hold(const Guarded& g) {
   ASSIGN_OR_RETURN(redis::Reply length, redis_.Command({"XLEN", g.key}));
   const int64_t entries = length.integer();
   // Keep what fits in 90 % of the share at the stream's mean entry size.
-  const int64_t keep = static_cast<int64_t>(static_cast<double>(entries) * 0.9 *
-                                            static_cast<double>(g.share) /
-                                            static_cast<double>(bytes));
-  ASSIGN_OR_RETURN(redis::Reply removed,
-                   redis_.Command({"XTRIM", g.key, "MAXLEN", absl::StrCat(std::max<int64_t>(0, keep))}));
+  const int64_t keep =
+      static_cast<int64_t>(static_cast<double>(entries) * 0.9 * static_cast<double>(g.share) /
+                           static_cast<double>(bytes));
+  ASSIGN_OR_RETURN(
+      redis::Reply removed,
+      redis_.Command({"XTRIM", g.key, "MAXLEN", absl::StrCat(std::max<int64_t>(0, keep))}));
   over_->Add({{"stream", g.key}}).Increment();
   removed_->Add({{"stream", g.key}}).Increment(static_cast<double>(removed.integer()));
   log::Warn(kComponent, "a stream was over its share of Redis's memory; its oldest entries removed",

@@ -37,7 +37,9 @@ constexpr pg::Statement kGetAuditLog{"admin.audit_logs.get",
 // BuildQuery); its name labels it in logs and errors like any statement.
 constexpr char kQueryName[] = "admin.audit_logs.query";
 constexpr int kPageFullColumn = kAuditLogColumns;  // after ULTI_AUDIT_LOG_COLUMNS
-constexpr absl::Duration kQueryTimeout = absl::Seconds(10);
+// Below the pool's patience (pg::PoolOptions::acquire_timeout, 5 s): one
+// slow read never makes another reader wait out its turn for a connection.
+constexpr absl::Duration kQueryTimeout = absl::Seconds(4);
 
 // One pass over the consumer's inbox rows, plus the poison count, in one
 // statement (one snapshot). Ages use the database clock, like the rows'
@@ -57,7 +59,7 @@ constexpr pg::Statement kInboxStatus{
     "(SELECT count(*) FROM poison_events WHERE consumer = $1), "
     "now() "
     "FROM consumer_inbox WHERE consumer = $1",
-    absl::Seconds(10)};
+    kQueryTimeout};
 
 // A request, validated.
 struct AuditQuery {
@@ -327,6 +329,8 @@ grpc::Status AuditQueryService::QueryAuditLogs(grpc::ServerContext* ctx,
                                                v1::QueryAuditLogsResponse* resp) {
   auto principal = authorizer_.Admit(*ctx, "QueryAuditLogs");
   if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "QueryAuditLogs");
+  auto slot = authorizer_.EnterRead(*principal);
+  if (!slot.ok()) return server::ToGrpcStatus(slot.status(), "QueryAuditLogs");
   // Who read what: the trail of the trail.
   log::Info("audit_read", "QueryAuditLogs",
             {{"principal", principal->id}, {"filters", Filters(*req)}});
@@ -340,6 +344,8 @@ grpc::Status AuditQueryService::GetAuditLog(grpc::ServerContext* ctx,
                                             const v1::GetAuditLogRequest* req, v1::AuditLog* resp) {
   auto principal = authorizer_.Admit(*ctx, "GetAuditLog");
   if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "GetAuditLog");
+  auto slot = authorizer_.EnterRead(*principal);
+  if (!slot.ok()) return server::ToGrpcStatus(slot.status(), "GetAuditLog");
   log::Info("audit_read", "GetAuditLog",
             {{"principal", principal->id}, {"event_id", req->event_id().substr(0, 64)}});
   auto r = Get(*req);
@@ -362,6 +368,8 @@ grpc::Status AuditQueryService::GetPipelineStatus(grpc::ServerContext* ctx,
                                                   v1::PipelineStatus* resp) {
   auto principal = authorizer_.Admit(*ctx, "GetPipelineStatus");
   if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "GetPipelineStatus");
+  auto slot = authorizer_.EnterRead(*principal);
+  if (!slot.ok()) return server::ToGrpcStatus(slot.status(), "GetPipelineStatus");
   auto r = Pipeline();
   if (!r.ok()) return server::ToGrpcStatus(r.status(), "GetPipelineStatus");
   *resp = std::move(r).value();

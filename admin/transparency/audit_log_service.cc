@@ -184,6 +184,8 @@ grpc::Status Serve(pg::Pool& pool, const server::Authorizer& authorizer, grpc::S
                    const char* method, Resp* resp, Fn fn) {
   auto principal = authorizer.Admit(*ctx, method);
   if (!principal.ok()) return server::ToGrpcStatus(principal.status(), method);
+  auto slot = authorizer.EnterRead(*principal);
+  if (!slot.ok()) return server::ToGrpcStatus(slot.status(), method);
   absl::StatusOr<Resp> r = [&]() -> absl::StatusOr<Resp> {
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool.Acquire());
     return fn(*conn, *principal);

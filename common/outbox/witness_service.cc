@@ -63,6 +63,8 @@ grpc::Status WitnessService::GetWitnessedCheckpoint(grpc::ServerContext* ctx,
   constexpr char kMethod[] = "GetWitnessedCheckpoint";
   auto principal = authorizer_.Admit(*ctx, kMethod);
   if (!principal.ok()) return server::ToGrpcStatus(principal.status(), kMethod);
+  auto slot = authorizer_.EnterRead(*principal);
+  if (!slot.ok()) return server::ToGrpcStatus(slot.status(), kMethod);
   log::Info("audit_read", kMethod, {{"principal", principal->id}});
   auto held = Held(req->origin());
   if (!held.ok()) return server::ToGrpcStatus(held.status(), kMethod);

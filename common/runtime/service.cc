@@ -24,7 +24,8 @@ ServiceContext::ServiceContext(const std::string& program, const ServiceFlags& f
       pool_(pool),
       signer_(signer),
       keys_(keys),
-      resolver_(resolver) {}
+      resolver_(resolver),
+      limiter_(flags.call_limits, registry) {}
 
 ServiceContext::~ServiceContext() {
   while (!kept_.empty()) kept_.pop_back();
@@ -35,7 +36,7 @@ pg::ConnectOptions ServiceContext::Connection(const std::string& role) const {
 }
 
 const server::Authorizer& ServiceContext::Authorizer(const server::AccessTable& rules) {
-  return Keep(std::make_unique<server::Authorizer>(resolver_, rules));
+  return Keep(std::make_unique<server::Authorizer>(resolver_, rules, &limiter_));
 }
 
 void ServiceContext::StopWorkers() {

@@ -102,6 +102,7 @@ class ServiceContext {
   const crypto::SigningKey& signer_;
   const crypto::KeyDirectoryFile& keys_;
   const server::BearerTokenResolver& resolver_;
+  server::CallLimiter limiter_;
   std::vector<std::shared_ptr<void>> kept_;
   std::vector<std::function<void()>> stops_;
   std::vector<std::function<void()>> before_drain_;

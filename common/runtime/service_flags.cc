@@ -89,6 +89,10 @@ void ServiceFlags::RegisterDatabase(config::Flags& flags) {
                });
   flags.Int("pg-pool-size", &pg_pool_size, "maximum PostgreSQL connections for RPC handlers", 1,
             512);
+  flags.Int("max-reads-per-principal", &call_limits.reads_per_principal,
+            "database reads (unary queries) one principal may have in flight at once; more are "
+            "refused with RESOURCE_EXHAUSTED",
+            1, 512);
   flags.Duration("pg-idle-in-transaction-timeout", &pg_idle_in_transaction_timeout,
                  "PostgreSQL ends a session of this process that holds a transaction open and idle "
                  "this long (a frozen replica), releasing its locks and uncommitted rows",

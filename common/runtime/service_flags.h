@@ -19,6 +19,7 @@ struct ServiceFlags {
   std::string metrics_listen;
   std::string pg_dsn;
   int pg_pool_size = 16;
+  server::CallLimits call_limits;
   // Every connection's bounds on a transaction left open and on a lock wait:
   // no replica that freezes inside a transaction stalls another for longer
   // (docs/guarantees.md, "Topologies"). Components with a tighter bound of

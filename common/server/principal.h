@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/server/call_limiter.h"
 #include "grpcpp/server_context.h"
 
 namespace ulticode::server {
@@ -34,8 +35,9 @@ using AccessTable = absl::flat_hash_map<std::string, std::string>;
 // rule is refused (deny by default). Thread-safe.
 class Authorizer {
  public:
-  Authorizer(const PrincipalResolver& resolver, AccessTable table)
-      : resolver_(resolver), table_(std::move(table)) {}
+  // `limiter`: the process's per-principal call limits (null: none).
+  Authorizer(const PrincipalResolver& resolver, AccessTable table, CallLimiter* limiter = nullptr)
+      : resolver_(resolver), table_(std::move(table)), limiter_(limiter) {}
 
   // UNAUTHENTICATED when the caller cannot be identified; PERMISSION_DENIED
   // naming the role `method` needs when the caller lacks it.
@@ -44,9 +46,17 @@ class Authorizer {
   const PrincipalResolver& resolver() const { return resolver_; }
   const AccessTable& table() const { return table_; }
 
+  // One more read for `principal`, held until the slot goes;
+  // RESOURCE_EXHAUSTED when it already has its limit (call_limiter.h).
+  absl::StatusOr<CallLimiter::Slot> EnterRead(const Principal& principal) const {
+    if (limiter_ == nullptr) return CallLimiter::Slot();
+    return limiter_->Enter(principal.id);
+  }
+
  private:
   const PrincipalResolver& resolver_;
   const AccessTable table_;
+  CallLimiter* const limiter_;
 };
 
 // Facts about the call that go into audit records.

@@ -29,6 +29,8 @@
 #   ulticode_redis_start <dir> <port> <yes|no> [aclfile]
 #                                               start daemonized redis-server (or reuse); arg 3 = AOF,
 #                                               arg 4 = ACL file to load (default user off there)
+#   ulticode_redis_maxmemory [owners] [receipts] [share] [clients] [headroom]
+#                                               Redis's maxmemory (bytes) from the flags
 #   ulticode_redis_superuser_acl <out> <user> <password file>
 #                                               write an ACL file: default off, <user> all-powerful
 #                                               (throw-away test servers only)
@@ -562,6 +564,19 @@ ulticode_redis_superuser_acl() {
     "${user}" "${hash}" >"${out}")
 }
 
+# Redis's memory bound, in bytes, from the mesh's flags (docs/operating.md,
+# "Redis memory, from the flags"): per owner its receipt stream
+# (--inbox-receipt-stream-bytes), its audit stream's share
+# (--owner-stream-max-bytes) and its cosignature stream (1 MiB), plus the
+# clients' buffers (maxmemory-clients) and headroom for what a writer adds
+# between two runs of Admin's stream guard.
+#   ulticode_redis_maxmemory [owners] [receipt bytes] [share bytes] [clients bytes] [headroom bytes]
+ulticode_redis_maxmemory() {
+  local owners="${1:-2}" receipts="${2:-67108864}" share="${3:-201326592}"
+  local clients="${4:-67108864}" headroom="${5:-67108864}"
+  echo $((owners * (receipts + share + 1048576) + clients + headroom))
+}
+
 ulticode_redis_start() {
   local dir="${1:?usage: ulticode_redis_start <dir> <port> <aof:yes|no> [aclfile]}"
   local port="${2:?usage: ulticode_redis_start <dir> <port> <aof:yes|no> [aclfile]}"
@@ -589,10 +604,12 @@ ulticode_redis_start() {
   fi
   rm -f -- "${dir}/redis.pid"
 
-  # No value over 1 MiB, as deployed (deploy/k8s/redis/redis.conf).
+  # No value over 1 MiB, and a memory bound with noeviction sized from the
+  # mesh's flags, as deployed (deploy/k8s/redis/redis.conf).
   args=(--daemonize yes --bind 127.0.0.1 --port "${port}" --dir "${dir}"
     --pidfile "${dir}/redis.pid" --logfile "${dir}/redis.log" --appendonly "${aof}"
-    --proto-max-bulk-len 1mb)
+    --proto-max-bulk-len 1mb --maxmemory "${ULTICODE_REDIS_MAXMEMORY:-$(ulticode_redis_maxmemory)}"
+    --maxmemory-policy noeviction --maxmemory-clients "${ULTICODE_REDIS_CLIENTS_MEMORY:-67108864}")
   if [[ "${aof}" == no ]]; then
     args+=(--save '')
   fi

@@ -123,6 +123,14 @@ std::string Mesh::RuntimePassword(Service service) const {
   return creds_[static_cast<int>(service)].runtime_password;
 }
 
+std::string Mesh::RedisUser(Service service) const {
+  return creds_[static_cast<int>(service)].redis_user;
+}
+
+std::string Mesh::RedisPassword(Service service) const {
+  return creds_[static_cast<int>(service)].redis_password;
+}
+
 std::vector<std::string> Mesh::Secrets() const {
   std::vector<std::string> out;
   for (const Credentials& c : creds_) {

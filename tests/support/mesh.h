@@ -73,6 +73,9 @@ class Mesh {
   // The service's runtime role and its password (what the service runs as).
   std::string RuntimeRole(Service service) const;
   std::string RuntimePassword(Service service) const;
+  // The service's Redis ACL user and its password.
+  std::string RedisUser(Service service) const;
+  std::string RedisPassword(Service service) const;
   // Every password and private key the mesh was given (for leak checks).
   std::vector<std::string> Secrets() const;
   const std::string& auth_stream() const { return auth_stream_; }

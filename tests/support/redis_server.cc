@@ -35,9 +35,13 @@ RedisServer::~RedisServer() {
 bool RedisServer::Start() {
   Kill();
   child_ = std::make_unique<ChildProcess>();
-  std::vector<std::string> argv = {
-      "redis-server", "--port", absl::StrCat(port_), "--bind", "127.0.0.1",
-      "--save",       "",       "--appendonly",      "no"};
+  std::vector<std::string> argv = {"redis-server", "--port", absl::StrCat(port_), "--bind",
+                                   "127.0.0.1", "--save", "", "--appendonly", "no",
+                                   // Bounded as every Redis of the mesh (scripts/lib/servers.sh):
+                                   // Admin's defaults for two owners, with noeviction.
+                                   "--proto-max-bulk-len", "1mb", "--maxmemory", "642mb",
+                                   "--maxmemory-policy", "noeviction", "--maxmemory-clients",
+                                   "64mb"};
   if (!aclfile_.empty()) {
     argv.push_back("--aclfile");
     argv.push_back(aclfile_);

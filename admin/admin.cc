@@ -118,6 +118,7 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   query.streams = options.bridge.streams;
   query.group = options.bridge.group;
   query.consumer = options.bridge.inbox_consumer;
+  query.max_cost = static_cast<double>(options.query_max_cost);
   inbox::BridgeOptions reading = options.bridge;
   reading.redis = context.Redis();
   query.redis = inbox::ReadingOptions(reading);
@@ -149,6 +150,11 @@ void RegisterFlags(config::Flags& flags, Options* options) {
   maintenance::RegisterHousekeepingFlags(flags, &options->housekeeping);
   transparency::RegisterLogFlags(flags, &options->log);
   watch::RegisterWatchFlags(flags, &options->watch);
+  flags.Int("query-max-cost", &options->query_max_cost,
+            "QueryAuditLogs refuses a filter combination whose plan PostgreSQL estimates above "
+            "this cost at the table's current size (no index serves it): INVALID_ARGUMENT "
+            "naming the filters to add",
+            1000, int64_t{1} << 40);
 }
 
 const std::vector<std::string>& RuntimeGrants() {

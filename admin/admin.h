@@ -32,9 +32,12 @@ struct Options {
   maintenance::AdminHousekeepingOptions housekeeping;
   transparency::LogOptions log;
   watch::WatchOptions watch;
+  // --query-max-cost (query::QueryServiceOptions::max_cost).
+  int64_t query_max_cost = 100000;
 };
 
-// The --inbox-*, --consumer-*, --log-*, --watch-*, retention and sampling flags.
+// The --inbox-*, --consumer-*, --log-*, --watch-*, --query-max-cost,
+// retention and sampling flags.
 void RegisterFlags(config::Flags& flags, Options* options);
 
 // Least privilege for Admin's runtime role: the audit trail is append-only

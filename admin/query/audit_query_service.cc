@@ -141,6 +141,27 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   return out;
 }
 
+// What PostgreSQL's planner expects `sql` to cost ("Total Cost" of the top
+// node of EXPLAIN's plan), at the table's current size and statistics.
+absl::StatusOr<double> PlannedCost(pg::Connection& conn, const SqlQuery& sql) {
+  const std::string explain = absl::StrCat("EXPLAIN (FORMAT JSON) ", sql.sql);
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(pg::Statement{"admin.audit_logs.query.plan",
+                                                            explain.c_str(), kQueryTimeout},
+                                              sql.params));
+  const std::string plan = r.GetString(0, 0);
+  const std::string key = "\"Total Cost\": ";
+  const size_t at = plan.find(key);
+  double cost = 0;
+  if (at == std::string::npos) {
+    return absl::InternalError("query plan: no Total Cost in EXPLAIN's answer");
+  }
+  const size_t from = at + key.size();
+  if (!absl::SimpleAtod(plan.substr(from, plan.find_first_of(",\n}", from) - from), &cost)) {
+    return absl::InternalError("query plan: its Total Cost is not a number");
+  }
+  return cost;
+}
+
 // The newest witnessed checkpoint, and the proof of each row inside it
 // (`leaves[i]` is row i's log entry).
 absl::Status AddProofs(pg::Connection& conn, const std::vector<std::string>& leaves,
@@ -202,6 +223,16 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   ASSIGN_OR_RETURN(const AuditQuery q, ParseRequest(req, options_));
   const SqlQuery sql = BuildQuery(q, options_.max_page_bytes);
   ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+  ASSIGN_OR_RETURN(const double cost, PlannedCost(*conn, sql));
+  if (cost > options_.max_cost) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "filters ", Filters(req),
+        ": no index serves this combination at the log's current size "
+        "(planned cost ",
+        static_cast<int64_t>(cost), " > --query-max-cost ", static_cast<int64_t>(options_.max_cost),
+        "); filter by actor, by entity_type with entity_id, by action, by owner, or narrow "
+        "from/to"));
+  }
   ASSIGN_OR_RETURN(
       pg::Result r,
       conn->Execute(pg::Statement{kQueryName, sql.sql.c_str(), kQueryTimeout}, sql.params));

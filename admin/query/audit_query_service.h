@@ -51,6 +51,10 @@ struct QueryServiceOptions {
   // A page ends early, with its next-page token, once its rows reach this
   // many bytes (at least one row always comes).
   int64_t max_page_bytes = server::kMaxPageBytes;
+  // A query whose plan PostgreSQL estimates above this cost is refused
+  // before it runs (INVALID_ARGUMENT): a filter combination no index
+  // serves would walk the table until the statement timeout.
+  double max_cost = 100000;
 };
 
 // WatchAuditLogs is served by `watches` on the callback API (a watch holds

@@ -41,9 +41,9 @@ absl::StatusOr<CallLimiter::Slot> CallLimiter::Enter(absl::string_view principal
     }
   }
   limited_->Increment();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "principal ", principal, " already has ", limits_.reads_per_principal,
-      " reads in flight (--max-reads-per-principal); retry when one ends"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("principal ", principal, " already has ", limits_.reads_per_principal,
+                   " reads in flight (--max-reads-per-principal); retry when one ends"));
 }
 
 void CallLimiter::Leave(const std::string& principal) {

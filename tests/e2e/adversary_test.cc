@@ -23,6 +23,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,7 +53,7 @@ using ::ulticode::testing::Service;
 using ::ulticode::testing::WaitFor;
 
 constexpr uint64_t kSeed = 33033;
-constexpr int64_t kShare = 16 << 20;  // --owner-stream-max-bytes
+constexpr int64_t kShare = 16 << 20;       // --owner-stream-max-bytes
 constexpr int64_t kMaxMemory = 642 << 20;  // tests/support/redis_server.cc
 constexpr absl::Duration kRound = absl::Seconds(5);
 
@@ -201,9 +202,8 @@ class AdversaryTest : public ::testing::Test {
   static std::unique_ptr<pg::Connection> Connect(const std::string& dsn, const std::string& user,
                                                  const std::string& password) {
     pg::ConnectOptions o;
-    o.conninfo = user.empty()
-                     ? dsn
-                     : dsn.substr(0, dsn.find(" user=")) + dsn.substr(dsn.find(" dbname="));
+    o.conninfo =
+        user.empty() ? dsn : dsn.substr(0, dsn.find(" user=")) + dsn.substr(dsn.find(" dbname="));
     o.user = user;
     o.password = password;
     auto c = pg::Connection::Connect(o);
@@ -238,10 +238,20 @@ class AdversaryTest : public ::testing::Test {
   // The value of `series` on `service`'s /metrics; -1 when absent.
   double Metric(Service service, const std::string& series) {
     const std::string text =
-        testing::RunCommand(absl::StrCat("curl -s http://127.0.0.1:",
-                                         mesh_->metrics_port(service, 0), "/metrics"))
+        testing::RunCommand(
+            absl::StrCat("curl -s http://127.0.0.1:", mesh_->metrics_port(service, 0), "/metrics"))
             .output;
     return testing::MetricValue("\n" + text, series);
+  }
+
+  // Admin's log lines that mention `what`.
+  std::string AdminLines(const std::string& what) {
+    std::string out;
+    std::istringstream lines(mesh_->Output(Service::kAdmin, 0));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(what) != std::string::npos) absl::StrAppend(&out, line, "\n");
+    }
+    return out;
   }
 
   int64_t RedisUsedMemory() {
@@ -297,8 +307,8 @@ std::vector<Action> Catalogue() {
       {"owner Redis login", "flood its audit stream",
        [](T& t, std::mt19937_64& rng) {
          const size_t bytes = std::vector<size_t>{64 << 10, 256 << 10, 1000 << 10}[rng() % 3];
-         const std::string series =
-             absl::StrCat("ulticode_stream_over_share_total{stream=\"", t.mesh_->app_stream(), "\"}");
+         const std::string series = absl::StrCat("ulticode_stream_over_share_total{stream=\"",
+                                                 t.mesh_->app_stream(), "\"}");
          const double before = t.Metric(Service::kAdmin, series);
          auto owner = t.AppRedisLogin();
          const auto [taken, refused] = Flood(*owner, t.mesh_->app_stream(), bytes, {});
@@ -310,7 +320,8 @@ std::vector<Action> Catalogue() {
              << t.RedisRoot()
                     ->Command({"ACL", "DRYRUN", t.mesh_->RedisUser(Service::kAdmin), "MEMORY",
                                "USAGE", t.mesh_->app_stream()})
-                    ->str();
+                    ->str()
+             << "; Admin's guard said: " << t.AdminLines("guard");
          return absl::StrCat(taken, " entries of ", bytes, " B taken, ", refused,
                              " batches refused; cut back to its share: ", series, " ",
                              t.Metric(Service::kAdmin, series));
@@ -353,9 +364,10 @@ std::vector<Action> Catalogue() {
          EXPECT_TRUE(WaitFor([&] { return t.Metric(Service::kAdmin, series) > before; },
                              std::chrono::seconds(10)))
              << series;
-         EXPECT_GE(testing::QueryInt(*t.admin_db_,
-                                     "SELECT cosigned_size FROM log_witnesses WHERE witness = 'app'"),
-                   cosigned)
+         EXPECT_GE(
+             testing::QueryInt(*t.admin_db_,
+                               "SELECT cosigned_size FROM log_witnesses WHERE witness = 'app'"),
+             cosigned)
              << "a replayed cosignature lowered what Admin believes app cosigned";
          return absl::StrCat("cosignature of size ", size, " replayed; ", series, " ",
                              t.Metric(Service::kAdmin, series), "; cosigned_size not lowered");
@@ -396,14 +408,14 @@ std::vector<Action> Catalogue() {
       {"owner database login", "hold the number attestor's lock",
        [](T& t, std::mt19937_64&) {
          auto db = t.AppDatabaseLogin();
-         EXPECT_TRUE(testing::QueryText(
-                         *db, "SELECT pg_advisory_lock(hashtextextended('ulticode.outbox.numbers', 0))")
-                         .empty());
+         EXPECT_TRUE(
+             testing::QueryText(
+                 *db, "SELECT pg_advisory_lock(hashtextextended('ulticode.outbox.numbers', 0))")
+                 .empty());
          const std::string series = "ulticode_outbox_numbers_lock_missed_seconds{owner=\"app\"}";
          double missed = 0;
-         EXPECT_TRUE(WaitFor(
-             [&] { return (missed = t.Metric(Service::kApp, series)) >= 2; },
-             std::chrono::seconds(15)))
+         EXPECT_TRUE(WaitFor([&] { return (missed = t.Metric(Service::kApp, series)) >= 2; },
+                             std::chrono::seconds(15)))
              << series;
          return absl::StrCat("held ", absl::FormatDuration(kRound), "; ", series, " reached ",
                              missed);
@@ -425,20 +437,23 @@ std::vector<Action> Catalogue() {
          }
          for (uint64_t i = 0; i < 1 + rng() % 20; ++i) {
            EXPECT_TRUE(
-               db->Execute(pg::Statement{"noop", "UPDATE outbox_numbers_attested SET through = through"},
-                           {})
+               db->Execute(
+                     pg::Statement{"noop", "UPDATE outbox_numbers_attested SET through = through"},
+                     {})
                    .ok());
          }
          EXPECT_EQ(testing::QueryText(*db, at), attested) << "a no-op refreshed the attestation";
-         return absl::StrCat(refused, " of 5 rewinds refused (23514); no-op updates left "
-                                      "attested_at as it was");
+         return absl::StrCat(refused,
+                             " of 5 rewinds refused (23514); no-op updates left "
+                             "attested_at as it was");
        }},
       {"owner database login", "DELETE and TRUNCATE every table it can name",
        [](T& t, std::mt19937_64&) {
          auto db = t.AppDatabaseLogin();
          auto tables = db->Execute(
-             pg::Statement{"tables",
-                           "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"},
+             pg::Statement{
+                 "tables",
+                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"},
              {});
          EXPECT_TRUE(tables.ok());
          // The business tables it deletes from by design (a problem taken
@@ -501,7 +516,8 @@ std::vector<Action> Catalogue() {
          const int extra = 1 + static_cast<int>(rng() % 8);
          auto stub = admin::v1::AdminService::NewStub(t.mesh_->Channel(Service::kAdmin, 0));
          std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-         std::vector<std::unique_ptr<grpc::ClientReader<admin::v1::WatchAuditLogsResponse>>> watches;
+         std::vector<std::unique_ptr<grpc::ClientReader<admin::v1::WatchAuditLogsResponse>>>
+             watches;
          int refused = 0;
          for (int i = 0; i < 16 + extra; ++i) {
            contexts.push_back(std::make_unique<grpc::ClientContext>());
@@ -510,7 +526,8 @@ std::vector<Action> Catalogue() {
            watches.push_back(stub->WatchAuditLogs(contexts.back().get(), req));
            admin::v1::WatchAuditLogsResponse first;
            if (!watches.back()->Read(&first)) {
-             refused += watches.back()->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+             refused +=
+                 watches.back()->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
              watches.pop_back();
            }
          }
@@ -636,18 +653,22 @@ TEST_F(AdversaryTest, OneCredentialAtATimeNeitherLosesNorStarvesTheHonest) {
   const int users = honest.users(), problems = honest.problems();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return testing::QueryInt(*admin_db_, "SELECT count(*) FROM audit_logs"
-                                             " WHERE event_type = 'auth.user.created'") == users &&
-               testing::QueryInt(*admin_db_, "SELECT count(*) FROM audit_logs"
-                                             " WHERE event_type = 'app.problem.created'") == problems;
+        return testing::QueryInt(*admin_db_,
+                                 "SELECT count(*) FROM audit_logs"
+                                 " WHERE event_type = 'auth.user.created'") == users &&
+               testing::QueryInt(*admin_db_,
+                                 "SELECT count(*) FROM audit_logs"
+                                 " WHERE event_type = 'app.problem.created'") == problems;
       },
       std::chrono::seconds(120)))
       << users << " users, " << problems << " problems; audit rows: "
-      << testing::QueryInt(*admin_db_, "SELECT count(*) FROM audit_logs"
-                                       " WHERE event_type = 'auth.user.created'")
+      << testing::QueryInt(*admin_db_,
+                           "SELECT count(*) FROM audit_logs"
+                           " WHERE event_type = 'auth.user.created'")
       << ", "
-      << testing::QueryInt(*admin_db_, "SELECT count(*) FROM audit_logs"
-                                       " WHERE event_type = 'app.problem.created'");
+      << testing::QueryInt(*admin_db_,
+                           "SELECT count(*) FROM audit_logs"
+                           " WHERE event_type = 'app.problem.created'");
 }
 
 }  // namespace

@@ -140,6 +140,11 @@ void ServiceFlags::RegisterTransport(config::Flags& flags) {
                  absl::Hours(1));
   flags.Bool("grpc-plaintext", &grpc_plaintext,
              "serve gRPC without TLS (an explicit choice: loopback, or a mesh that encrypts)");
+  flags.Int("health-max-watches", &health_max_watches,
+            "grpc.health.v1 Watch streams (open to anyone, no token) the process serves at once; "
+            "more are refused with RESOURCE_EXHAUSTED (each connection also holds at most 100 "
+            "streams)",
+            1, 1000000);
   flags.String("health-listen", &health_listen,
                "with TLS: plaintext address serving only grpc.health.v1.Health (for probes)",
                [](const std::string& v) {
@@ -277,6 +282,7 @@ server::ServerOptions ServiceFlags::GrpcOptions(const PrincipalResolver* resolve
   o.max_receive_bytes = grpc_max_receive_bytes;
   if (!grpc_plaintext) o.tls = tls;
   o.health_listen = health_listen;
+  o.max_health_watches = health_max_watches;
   return o;
 }
 

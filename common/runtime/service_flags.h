@@ -20,6 +20,7 @@ struct ServiceFlags {
   std::string pg_dsn;
   int pg_pool_size = 16;
   server::CallLimits call_limits;
+  int health_max_watches = 1000;
   // Every connection's bounds on a transaction left open and on a lock wait:
   // no replica that freezes inside a transaction stalls another for longer
   // (docs/guarantees.md, "Topologies"). Components with a tighter bound of

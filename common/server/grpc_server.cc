@@ -4,8 +4,6 @@
 #include "absl/time/clock.h"
 #include "common/log/log.h"
 #include "common/server/interceptor.h"
-#include "grpc/health/v1/health.pb.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -60,11 +58,7 @@ void GrpcServer::AddService(grpc::Service* service, std::string name) {
 }
 
 absl::Status GrpcServer::Start() {
-  // The default health service speaks grpc.health.v1 without Protobuf's
-  // descriptor pool; touching the generated descriptor links health.proto in
-  // so reflection can describe grpc.health.v1.Health for grpcurl.
-  (void)grpc::health::v1::HealthCheckRequest::descriptor();
-  grpc::EnableDefaultHealthCheckService(true);
+  health_ = std::make_unique<HealthService>(options_.max_health_watches, "grpc", registry_);
   std::vector<std::string> names = {"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
                                     "grpc.reflection.v1alpha.ServerReflection"};
   for (const auto& entry : services_) names.push_back(entry.second);
@@ -81,6 +75,7 @@ absl::Status GrpcServer::Start() {
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+  builder.RegisterService(health_.get());
   for (auto& [service, name] : services_) builder.RegisterService(service);
   for (grpc::Service* service : reflection_->services()) builder.RegisterService(service);
 
@@ -100,8 +95,9 @@ absl::Status GrpcServer::Start() {
     health.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
                             &health_port_);
     SetConnectionLimits(options_.connections, health);
-    // A server needs one service of its own besides the default health
-    // service: reflection, describing health alone.
+    health_only_ =
+        std::make_unique<HealthService>(options_.max_health_watches, "health", registry_);
+    health.RegisterService(health_only_.get());
     health_reflection_ = std::make_unique<ReflectionService>(
         std::vector<std::string>{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
                                  "grpc.reflection.v1alpha.ServerReflection"},
@@ -126,18 +122,20 @@ absl::Status GrpcServer::Start() {
 }
 
 void GrpcServer::SetServing(bool serving) {
-  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
-    if (server == nullptr) continue;
-    auto* health = server->GetHealthCheckService();
+  for (HealthService* health : {health_.get(), health_only_.get()}) {
     if (health == nullptr) continue;
-    health->SetServingStatus(serving);  // the overall "" service
-    for (auto& [service, name] : services_) health->SetServingStatus(name, serving);
+    health->Set("", serving);  // the whole server
+    for (auto& [service, name] : services_) health->Set(name, serving);
   }
 }
 
 void GrpcServer::Shutdown(absl::Duration deadline) {
   if (!server_) return;
   SetServing(false);
+  // Watchers have NOT_SERVING; their streams end now, not at the deadline.
+  for (HealthService* health : {health_.get(), health_only_.get()}) {
+    if (health != nullptr) health->EndAll();
+  }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
   server_->Wait();
   server_.reset();

@@ -1,6 +1,7 @@
 // A synchronous gRPC server with the project's wiring: bounded threads,
 // reflection (grpcurl can list and call every service, health included),
-// grpc.health.v1 with per-service status, the call-metrics interceptor, and
+// grpc.health.v1 with per-service status and a bound on its streams
+// (health_service.h), the call-metrics interceptor, and
 // connection limits. Only unary handlers run on the bounded threads; the
 // streams anyone can open without a token (reflection, health Watch) use the
 // callback API and cost memory, never a thread.
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/server/health_service.h"
 #include "common/server/principal.h"
 #include "common/server/reflection.h"
 #include "grpcpp/server.h"
@@ -82,6 +84,8 @@ struct ServerOptions {
   TlsFiles tls;
   ConnectionLimits connections;
   ReflectionLimits reflection;
+  // Health Watch streams the process serves at once (health_service.h).
+  int max_health_watches = 1000;
   // With TLS: grpc.health.v1.Health alone, in plaintext, on this address
   // (Kubernetes gRPC probes speak no TLS). Empty: none.
   std::string health_listen;
@@ -120,6 +124,8 @@ class GrpcServer {
   ServerOptions options_;
   prometheus::Registry& registry_;
   std::vector<std::pair<grpc::Service*, std::string>> services_;
+  std::unique_ptr<HealthService> health_;          // outlives server_
+  std::unique_ptr<HealthService> health_only_;     // outlives health_server_
   std::unique_ptr<ReflectionService> reflection_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ReflectionService> health_reflection_;

@@ -56,6 +56,7 @@ constexpr uint64_t kSeed = 33033;
 constexpr int64_t kShare = 16 << 20;       // --owner-stream-max-bytes
 constexpr int64_t kMaxMemory = 642 << 20;  // tests/support/redis_server.cc
 constexpr absl::Duration kRound = absl::Seconds(5);
+constexpr int kHealthWatches = 500;  // --health-max-watches
 
 uint64_t Seed() {
   uint64_t seed = kSeed;
@@ -187,7 +188,8 @@ class AdversaryTest : public ::testing::Test {
     options.redis_addr = absl::StrCat("127.0.0.1:", redis_server_.port());
     options.admin_args = {"--stream-guard-interval=100ms",
                           absl::StrCat("--owner-stream-max-bytes=", kShare),
-                          "--max-reads-per-principal=2", "--metrics-sample-interval=1s"};
+                          "--max-reads-per-principal=2", "--metrics-sample-interval=1s",
+                          absl::StrCat("--health-max-watches=", kHealthWatches)};
     options.auth_args = {"--metrics-sample-interval=1s", "--outbox-number-settle=1s"};
     options.app_args = options.auth_args;
     mesh_ = std::make_unique<Mesh>(pg, redis_, options);
@@ -539,7 +541,9 @@ std::vector<Action> Catalogue() {
        }},
       {"unauthenticated connection", "flood health watches",
        [](T& t, std::mt19937_64& rng) {
-         const int connections = 4 + static_cast<int>(rng() % 8);
+         const int connections = 6 + static_cast<int>(rng() % 6);
+         const std::string series = "ulticode_health_watches_refused_total{listener=\"grpc\"}";
+         const double before = std::max(0.0, t.Metric(Service::kAdmin, series));
          std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
          std::vector<std::unique_ptr<grpc::ClientReader<grpc::health::v1::HealthCheckResponse>>>
              watches;
@@ -562,11 +566,14 @@ std::vector<Action> Catalogue() {
            served += w->Read(&r);
          }
          const int64_t rss = Rss(t.mesh_->Pid(Service::kAdmin, 0));
-         EXPECT_LT(rss, int64_t{512} << 20);
+         EXPECT_EQ(served, kHealthWatches) << "--health-max-watches";
+         EXPECT_EQ(t.Metric(Service::kAdmin, series) - before, connections * 100 - kHealthWatches)
+             << series;
          for (auto& c : contexts) c->TryCancel();
          for (auto& w : watches) (void)w->Finish();
-         return absl::StrCat(connections, " connections x 100 watches, ", served,
-                             " served (at most 100 per connection); Admin RSS ", rss >> 20, " MiB");
+         return absl::StrCat(connections, " connections x 100 watches: ", served, " served, ",
+                             connections * 100 - served, " refused RESOURCE_EXHAUSTED (", series,
+                             "); Admin RSS ", rss >> 20, " MiB");
        }},
       {"unauthenticated connection", "call every read without a token",
        [](T& t, std::mt19937_64&) {

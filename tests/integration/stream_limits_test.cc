@@ -7,13 +7,16 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/metrics/metrics.h"
 #include "common/server/grpc_server.h"
 #include "google/protobuf/descriptor.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "tests/support/metric_text.h"
 #include "tests/support/test_env.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 
@@ -23,6 +26,20 @@ namespace {
 namespace refl = grpc::reflection::v1alpha;
 using Stream =
     grpc::ClientReaderWriter<refl::ServerReflectionRequest, refl::ServerReflectionResponse>;
+
+// Opens watches with `open` until one is served (the server forgets an
+// ended one a moment after the client sees it end).
+template <typename Open, typename Watches, typename Contexts>
+bool WaitForWatch(Open& open, Watches& watches, Contexts& contexts) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (open() == grpc::health::v1::HealthCheckResponse::SERVING) return true;
+    (void)watches.back()->Finish();
+    watches.pop_back();
+    contexts.pop_back();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
 
 class StreamLimitsTest : public ::testing::Test {
  protected:
@@ -205,6 +222,62 @@ TEST_F(StreamLimitsTest, AConnectionHoldsAtMostItsStreamLimit) {
   EXPECT_TRUE(s4->Write(req) && s4->Read(&resp));
   s4->WritesDone();
   EXPECT_TRUE(s4->Finish().ok());
+}
+
+// Health Watch needs no token, so its streams are everyone's: past
+// --health-max-watches the process refuses more (counted) until one ends;
+// watchers see every change, and a shutdown ends their streams at once.
+// (Before: gRPC's default health service kept every Watch, on any number of
+// connections.)
+TEST_F(StreamLimitsTest, HealthWatchesPastTheProcessCapAreRefusedUntilOneEnds) {
+  server::ServerOptions o = server::PlaintextOptions("127.0.0.1:0", 4);
+  o.max_health_watches = 3;
+  Start(o);
+  using grpc::health::v1::HealthCheckRequest;
+  using grpc::health::v1::HealthCheckResponse;
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  HealthCheckRequest req;
+  req.set_service("ulticode.admin.v1.AdminService");
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<HealthCheckResponse>>> watches;
+  auto open = [&] {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    watches.push_back(health->Watch(contexts.back().get(), req));
+    HealthCheckResponse first;
+    return watches.back()->Read(&first) ? first.status() : HealthCheckResponse::UNKNOWN;
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(open(), HealthCheckResponse::SERVING) << i;
+  EXPECT_EQ(open(), HealthCheckResponse::UNKNOWN) << "a fourth watch was served";
+  const grpc::Status refused = watches.back()->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("--health-max-watches"), std::string::npos);
+  watches.pop_back();
+  contexts.pop_back();
+  EXPECT_EQ(testing::MetricValue(testing::MetricText(metrics_->registry()),
+                                 "ulticode_health_watches_refused_total{listener=\"grpc\"}"),
+            1);
+
+  // One ends: another is served.
+  contexts[0]->TryCancel();
+  EXPECT_EQ(watches[0]->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitForWatch(open, watches, contexts));
+
+  // A change reaches every watcher; a shutdown ends them promptly.
+  server_->SetServing(false);
+  for (size_t i = 1; i < watches.size(); ++i) {
+    HealthCheckResponse next;
+    ASSERT_TRUE(watches[i]->Read(&next)) << i;
+    EXPECT_EQ(next.status(), HealthCheckResponse::NOT_SERVING);
+  }
+  const absl::Time start = absl::Now();
+  server_->Shutdown(absl::Seconds(30));
+  server_.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the watches held the shutdown";
+  for (size_t i = 1; i < watches.size(); ++i) (void)watches[i]->Finish();
+
+  grpc::ClientContext check;
+  HealthCheckResponse unused;
+  EXPECT_FALSE(health->Check(&check, req, &unused).ok()) << "the server is gone";
 }
 
 TEST_F(StreamLimitsTest, AnIdleConnectionIsClosed) {

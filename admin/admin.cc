@@ -20,6 +20,14 @@
 namespace ulticode::admin {
 namespace {
 
+// Admin's Redis connections: never closed to free client memory, whatever
+// the owners' logins hold.
+redis::Options AdminRedis(runtime::ServiceContext& context) {
+  redis::Options redis = context.Redis();
+  redis.no_evict = true;
+  return redis;
+}
+
 void StartPipeline(const Options& options, runtime::ServiceContext& context) {
   consumer::ConsumerOptions consumer = options.consumer;
   consumer.pg = context.Connection("consumer");
@@ -31,7 +39,7 @@ void StartPipeline(const Options& options, runtime::ServiceContext& context) {
 
   inbox::BridgeOptions bridge = options.bridge;
   bridge.pg = context.Connection("bridge");
-  bridge.redis = context.Redis();
+  bridge.redis = AdminRedis(context);
   bridge.keys = &context.keys();
   bridge.receipt_signer = &context.signer();
   context.Start(std::make_unique<inbox::InboxBridge>(bridge, context.registry()));
@@ -49,7 +57,7 @@ absl::Status StartLog(const Options& options, runtime::ServiceContext& context) 
   for (const auto& [owner, stream] : options.bridge.streams) {
     witnesses.owners.emplace_back(audit::OwnerName(owner), stream);
   }
-  witnesses.redis = context.Redis();
+  witnesses.redis = AdminRedis(context);
   witnesses.keys = &context.keys();
   auto& feed = context.Keep(
       std::make_unique<transparency::WitnessFeed>(std::move(witnesses), context.registry()));
@@ -73,7 +81,7 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
   auto& inbox_gauges = context.Keep(std::make_unique<maintenance::InboxGauges>(
       options.bridge.inbox_consumer, context.registry()));
   inbox::BridgeOptions reading = options.bridge;
-  reading.redis = context.Redis();
+  reading.redis = AdminRedis(context);
   auto& streams = context.Keep(std::make_unique<maintenance::StreamMaintenance>(
       options.bridge.streams, inbox::ReceiptMaxLen(options.bridge), inbox::ReadingOptions(reading),
       context.registry()));
@@ -120,7 +128,7 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   query.consumer = options.bridge.inbox_consumer;
   query.max_cost = static_cast<double>(options.query_max_cost);
   inbox::BridgeOptions reading = options.bridge;
-  reading.redis = context.Redis();
+  reading.redis = AdminRedis(context);
   query.redis = inbox::ReadingOptions(reading);
   watch::WatchOptions watching = options.watch;
   watching.pg = context.Connection("watch");

@@ -47,7 +47,10 @@ absl::Status StreamGuard::RunOnce() {
 }
 
 absl::Status StreamGuard::Hold(const Guarded& g) {
-  ASSIGN_OR_RETURN(redis::Reply usage, redis_.Command({"MEMORY", "USAGE", g.key}));
+  // Every node counted (SAMPLES 0): a sample is taken from the stream's
+  // head, so small honest entries there would hide large ones behind them.
+  // Each node's size is in its header: the cost is one step per node.
+  ASSIGN_OR_RETURN(redis::Reply usage, redis_.Command({"MEMORY", "USAGE", g.key, "SAMPLES", "0"}));
   const int64_t bytes = usage.integer();  // nil (no such key): 0
   if (bytes <= g.share) return absl::OkStatus();
   ASSIGN_OR_RETURN(redis::Reply length, redis_.Command({"XLEN", g.key}));

@@ -5,7 +5,7 @@
 // alike. An owner's Redis login may write its audit stream and its
 // cosignature stream as fast and as large as Redis takes; nothing in Redis
 // bounds one user's keys. So Admin, which trims both, measures them every
-// `--stream-guard-interval` (MEMORY USAGE, sampled) and, when one is over
+// `--stream-guard-interval` (MEMORY USAGE over every node) and, when one is over
 // its share (`--owner-stream-max-bytes`; the cosignature stream 1 MiB),
 // removes its oldest entries down to 90 % of the share. An honest owner
 // loses nothing: it keeps every row until Admin proves it is in the log and

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -296,6 +297,20 @@ absl::Status Client::EnsureConnected() {
     if (reply->type == REDIS_REPLY_ERROR) {
       return ErrorReplyToStatus(absl::string_view(reply->str, reply->len),
                                 absl::StrCat("AUTH on connect to ", Endpoint()));
+    }
+  }
+  if (options_.no_evict) {
+    ReplyPtr reply(static_cast<redisReply*>(redisCommand(ctx.get(), "CLIENT NO-EVICT on")));
+    if (reply == nullptr) return unavailable("CLIENT NO-EVICT");
+    if (reply->type == REDIS_REPLY_ERROR) {
+      static std::once_flag warned;
+      const std::string error(reply->str, reply->len);
+      std::call_once(warned, [&] {
+        log::Warn(kComponent,
+                  "CLIENT NO-EVICT refused: this connection may be closed when "
+                  "client memory passes maxmemory-clients",
+                  {{"endpoint", Endpoint()}, {"error", error}});
+      });
     }
   }
   if (bounded_ != nullptr) bounded_->Install(ctx->reader);

@@ -83,6 +83,11 @@ struct Options {
   // up to its block time plus this.
   absl::Duration command_timeout = absl::Seconds(2);
   ReplyLimits reply_limits;
+  // CLIENT NO-EVICT on after connecting: Redis's maxmemory-clients never
+  // closes this connection to free client memory (Admin's: a peer flooding
+  // connections must not get Admin's reads cut). A Redis that refuses it
+  // (the ACL lacks +client|no-evict) is logged once, and the connection used.
+  bool no_evict = false;
 };
 
 // Parses "host:port" ("[::1]:6379" for IPv6) into options->host and

@@ -15,6 +15,11 @@
 //
 // ULTICODE_ADVERSARY_SEED picks another seed (CI runs the fixed one);
 // docs/security.md lists the catalogue and what each action met.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -317,7 +322,9 @@ std::vector<Action> Catalogue() {
          EXPECT_TRUE(WaitFor([&] { return t.Metric(Service::kAdmin, series) > before; },
                              std::chrono::seconds(10)))
              << series << "; MEMORY USAGE "
-             << t.RedisRoot()->Command({"MEMORY", "USAGE", t.mesh_->app_stream()})->integer()
+             << t.RedisRoot()
+                    ->Command({"MEMORY", "USAGE", t.mesh_->app_stream(), "SAMPLES", "0"})
+                    ->integer()
              << "; Admin may: "
              << t.RedisRoot()
                     ->Command({"ACL", "DRYRUN", t.mesh_->RedisUser(Service::kAdmin), "MEMORY",
@@ -395,6 +402,7 @@ std::vector<Action> Catalogue() {
              {"KEYS", "*"},
              {"ACL", "SETUSER", "x", "on"},
              {"CLIENT", "KILL", "TYPE", "normal"},
+             {"CLIENT", "NO-EVICT", "on"},
              {"SHUTDOWN", "NOSAVE"}};
          for (const auto& probe : probes) {
            auto r = owner->Command(probe);
@@ -406,6 +414,53 @@ std::vector<Action> Catalogue() {
          }
          EXPECT_EQ(refused, static_cast<int>(probes.size()));
          return absl::StrCat(refused, " of ", probes.size(), " commands refused NOPERM");
+       }},
+      {"owner Redis login", "hold connections with half-sent commands",
+       [](T& t, std::mt19937_64& rng) {
+         const int connections = 100 + static_cast<int>(rng() % 100);
+         const std::string user = t.mesh_->RedisUser(Service::kApp);
+         const std::string password = t.mesh_->RedisPassword(Service::kApp);
+         auto bulk = [](const std::string& v) {
+           return absl::StrCat("$", v.size(), "\r\n", v, "\r\n");
+         };
+         const std::string auth = absl::StrCat("*3\r\n", bulk("AUTH"), bulk(user), bulk(password));
+         // XADD <own stream> * f <1 MiB value>, stopped 64 KiB short of its end.
+         const std::string head = absl::StrCat("*5\r\n", bulk("XADD"), bulk(t.mesh_->app_stream()),
+                                               bulk("*"), bulk("f"), "$", 1 << 20, "\r\n");
+         const std::string body((1 << 20) - (64 << 10), 'z');
+         std::vector<int> fds;
+         for (int c = 0; c < connections; ++c) {
+           const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+           sockaddr_in addr{};
+           addr.sin_family = AF_INET;
+           addr.sin_port = htons(static_cast<uint16_t>(t.redis_.port));
+           addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+           if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+             if (fd >= 0) ::close(fd);
+             continue;
+           }
+           (void)!::send(fd, auth.data(), auth.size(), MSG_NOSIGNAL);
+           (void)!::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+           (void)!::send(fd, body.data(), body.size(), MSG_NOSIGNAL);
+           fds.push_back(fd);
+         }
+         absl::SleepFor(absl::Seconds(1));
+         auto info = t.RedisRoot()->Command({"INFO", "stats"});
+         std::string evicted = "?";
+         if (info.ok()) {
+           const size_t at = info->str().find("evicted_clients:");
+           if (at != std::string::npos) {
+             evicted = info->str().substr(at + 16, info->str().find('\r', at) - at - 16);
+           }
+         }
+         const int64_t used = t.RedisUsedMemory();
+         for (int fd : fds) ::close(fd);
+         EXPECT_NE(evicted, "0") << "Redis closed none of " << fds.size() << " connections";
+         EXPECT_LE(used, kMaxMemory);
+         return absl::StrCat(fds.size(),
+                             " connections each holding ~1 MiB of a command: Redis "
+                             "closed the largest (INFO evicted_clients ",
+                             evicted, "), used_memory ", used >> 20, " MiB");
        }},
       {"owner database login", "hold the number attestor's lock",
        [](T& t, std::mt19937_64&) {
@@ -655,6 +710,24 @@ TEST_F(AdversaryTest, OneCredentialAtATimeNeitherLosesNorStarvesTheHonest) {
     }
   }
   honest.Stop();
+
+  // Admin's connections are never the ones Redis closes for client memory.
+  auto clients = RedisRoot()->Command({"CLIENT", "LIST"});
+  ASSERT_TRUE(clients.ok()) << clients.status();
+  std::istringstream lines(clients->str());
+  int admin_connections = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(absl::StrCat(" user=", mesh_->RedisUser(Service::kAdmin), " ")) ==
+        std::string::npos) {
+      continue;
+    }
+    ++admin_connections;
+    const size_t flags = line.find(" flags=");
+    EXPECT_NE(line.substr(flags + 7, line.find(' ', flags + 7) - flags - 7).find('e'),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_GT(admin_connections, 0);
 
   // Nothing lost, nothing twice: every honest change is one audit row.
   const int users = honest.users(), problems = honest.problems();

@@ -165,8 +165,9 @@ std::vector<std::string> AclRules(const RedisUser& user) {
       }
       // Lengths by XLEN and MEMORY USAGE (stream_guard.h), never XINFO
       // STREAM: it answers with whole entries, which the owner chose.
-      add({"+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xlen", "+memory|usage",
-           "+xtrim", "+xinfo|groups", "+xpending",
+      // Its connections are never closed for client memory (redis_client.h).
+      add({"+client|no-evict", "+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xlen",
+           "+memory|usage", "+xtrim", "+xinfo|groups", "+xpending",
            absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd +xtrim)"),
            absl::StrCat("(", absl::StrJoin(cosignatures, " "),
                         " +xread +xtrim +xlen +memory|usage)")});

@@ -57,7 +57,11 @@ absl::Status StartLog(const Options& options, runtime::ServiceContext& context) 
   for (const auto& [owner, stream] : options.bridge.streams) {
     witnesses.owners.emplace_back(audit::OwnerName(owner), stream);
   }
-  witnesses.redis = AdminRedis(context);
+  // The cosignature streams are the owners' to write: read with the
+  // bridge's reply limits (an entry past them arrives as malformed).
+  inbox::BridgeOptions reading = options.bridge;
+  reading.redis = AdminRedis(context);
+  witnesses.redis = inbox::ReadingOptions(reading);
   witnesses.keys = &context.keys();
   auto& feed = context.Keep(
       std::make_unique<transparency::WitnessFeed>(std::move(witnesses), context.registry()));

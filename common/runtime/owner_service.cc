@@ -41,6 +41,12 @@ absl::Status StartDispatcherAndReceipts(audit::Owner owner, outbox::DispatcherOp
   // A lost CONFIRMED only causes a re-send, which Admin receipts again.
   receipts.pg.asynchronous_commit = true;
   receipts.redis = dispatch.redis;
+  // Admin writes the receipt stream: what this owner reads of it is
+  // bounded like what Admin reads of the owners' (a checkpoint entry with
+  // its 256 proofs is well under 1 MiB).
+  receipts.redis.reply_limits = {.max_array_bytes = size_t{4} << 20,
+                                 .max_array_elements = 1024,
+                                 .max_element_bytes = size_t{2} << 20};
   if (!log_keys_file.empty()) {
     outbox::WitnessOptions witness{owner, receipts.audit_stream, {}, &context.signer()};
     ASSIGN_OR_RETURN(witness.log_keys, tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys_file));

@@ -61,9 +61,16 @@ constexpr pg::Statement kKeep{
     "  VALUES ($1, $2, $3, to_timestamp($4::float8)) ON CONFLICT DO NOTHING)"
     // The latest answer wins: a witness that lost its state (restored from
     // a backup) is fed from what it holds again. Latest by the time the
-    // witness signed: an old cosignature written again changes nothing.
-    " UPDATE log_witnesses SET cosigned_size = $1, cosigned_at = to_timestamp($4::float8)"
-    " WHERE witness = $2 AND (cosigned_at IS NULL OR cosigned_at <= to_timestamp($4::float8))"};
+    // witness signed (a time ahead of Admin's clock counts as a minute
+    // ahead, so a clock that jumped forward and back wedges nothing for
+    // longer): an old cosignature written again changes nothing, nor does
+    // one of a smaller tree signed in the same second.
+    " UPDATE log_witnesses SET cosigned_size = $1,"
+    "   cosigned_at = least(to_timestamp($4::float8), now() + interval '1 minute')"
+    " WHERE witness = $2 AND (cosigned_at IS NULL"
+    "   OR cosigned_at < least(to_timestamp($4::float8), now() + interval '1 minute')"
+    "   OR (cosigned_at = least(to_timestamp($4::float8), now() + interval '1 minute')"
+    "       AND cosigned_size <= $1))"};
 
 // The events of a witness a checkpoint newly covers, and those it asked
 // for again (a re-delivery): their leaf indexes. Driven by the range of

@@ -28,10 +28,8 @@ constexpr pg::Statement kPosition{"outbox.numbers.position",
                                   "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 "
                                   "END FROM audit_outbox_sequence"};
 
-constexpr pg::Statement kState{
-    "outbox.numbers.state",
-    "SELECT through, attested_at > now() - $1::float8 * interval '1 second'"
-    " FROM outbox_numbers_attested FOR UPDATE"};
+constexpr pg::Statement kState{"outbox.numbers.state",
+                               "SELECT through FROM outbox_numbers_attested FOR UPDATE"};
 
 constexpr pg::Statement kStart{
     "outbox.numbers.start",
@@ -138,19 +136,13 @@ absl::Status NumberAttestor::RunOnce(pg::Connection& conn) {
   positions_.emplace_back(now, position.GetInt64(0, 0));
   const int64_t hi = Settled(now);
   if (hi < 0) return tx.Commit();
-  ASSIGN_OR_RETURN(pg::Result state, tx.Execute(kState, {pg::Seconds(options_.max_age)}));
+  ASSIGN_OR_RETURN(pg::Result state, tx.Execute(kState));
   if (state.empty()) {
     RETURN_IF_ERROR(tx.Execute(kStart, {pg::Int(hi)}).status());
     return tx.Commit();
   }
   const int64_t through = state.GetInt64(0, 0);
   if (hi <= through) return tx.Commit();
-  if (!state.GetBool(0, 1)) {
-    log::Warn(kComponent, "event numbers not attested: the attestor was away too long",
-              {{"first", absl::StrCat(through + 1)}, {"last", absl::StrCat(hi)}});
-    RETURN_IF_ERROR(tx.Execute(kAdvance, {pg::Int(hi)}).status());
-    return tx.Commit();
-  }
   ASSIGN_OR_RETURN(pg::Result committed, tx.Execute(kCommitted, {pg::Int(through), pg::Int(hi)}));
   int64_t end = hi;
   const std::vector<Run> runs = MissingRuns(through, hi, committed, &end);

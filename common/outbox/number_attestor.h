@@ -16,9 +16,8 @@
 // handed out, and retention deletes no row above it (migration 10013), so a
 // number the attestor finds without a row never had a committed one,
 // whatever the owner's runtime login did (an event kept from Admin by
-// marking it CONFIRMED still shows as missing there). The mark's time moves
-// only with the mark; numbers older than `max_age` when the attestor comes
-// back (it was away) are passed without being attested: they stay reported.
+// marking it CONFIRMED still shows as missing there). So an attestor that
+// was away (or held off) attests everything since the mark when it is back.
 //
 // One replica at a time (an advisory lock); thread-compatible. A replica
 // that finds the lock taken run after run reports how long in
@@ -45,7 +44,6 @@ namespace ulticode::outbox {
 
 struct AttestorOptions {
   absl::Duration settle = absl::Minutes(2);
-  absl::Duration max_age = absl::Minutes(30);
 };
 
 class NumberAttestor {

@@ -190,6 +190,7 @@ absl::Status Witness::Observe(pg::Connection& pg, redis::Client& redis,
 
 absl::StatusOr<bool> Witness::HeldEntryIsReal(redis::Client& redis, const std::string& entry_id,
                                               const Held& held) const {
+  if (!redis::ParseStreamId(entry_id)) return false;
   ASSIGN_OR_RETURN(std::vector<redis::StreamEntry> entries,
                    redis.XRead(audit::ReceiptStreamFor(options_.audit_stream), 1,
                                absl::ZeroDuration(), redis::PreviousStreamId(entry_id)));

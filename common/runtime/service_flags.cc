@@ -141,9 +141,9 @@ void ServiceFlags::RegisterTransport(config::Flags& flags) {
   flags.Bool("grpc-plaintext", &grpc_plaintext,
              "serve gRPC without TLS (an explicit choice: loopback, or a mesh that encrypts)");
   flags.Int("health-max-watches", &health_max_watches,
-            "grpc.health.v1 Watch streams (open to anyone, no token) the process serves at once; "
-            "more are refused with RESOURCE_EXHAUSTED (each connection also holds at most 100 "
-            "streams)",
+            "grpc.health.v1 Watch streams (open to anyone, no token) each listener serves at "
+            "once; more are refused with RESOURCE_EXHAUSTED (each connection also holds at most "
+            "100 streams)",
             1, 1000000);
   flags.String("health-listen", &health_listen,
                "with TLS: plaintext address serving only grpc.health.v1.Health (for probes)",

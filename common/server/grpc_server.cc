@@ -95,6 +95,8 @@ absl::Status GrpcServer::Start() {
     health.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
                             &health_port_);
     SetConnectionLimits(options_.connections, health);
+    // Probes ask for a service name: nothing larger comes in here.
+    health.SetMaxReceiveMessageSize(1024);
     health_only_ =
         std::make_unique<HealthService>(options_.max_health_watches, "health", registry_);
     health.RegisterService(health_only_.get());

@@ -84,7 +84,7 @@ struct ServerOptions {
   TlsFiles tls;
   ConnectionLimits connections;
   ReflectionLimits reflection;
-  // Health Watch streams the process serves at once (health_service.h).
+  // Health Watch streams each listener serves at once (health_service.h).
   int max_health_watches = 1000;
   // With TLS: grpc.health.v1.Health alone, in plaintext, on this address
   // (Kubernetes gRPC probes speak no TLS). Empty: none.

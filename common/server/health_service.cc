@@ -8,6 +8,9 @@ namespace ulticode::server {
 
 using grpc::health::v1::HealthCheckResponse;
 
+// No service name is longer (a watch keeps the name it asked for).
+constexpr size_t kMaxServiceName = 256;
+
 // One Watch: the latest status goes out whenever it differs from the one
 // sent last (statuses in between are skipped, as in gRPC's own service).
 class HealthWatch final : public grpc::ServerWriteReactor<HealthCheckResponse> {
@@ -55,11 +58,15 @@ class HealthWatch final : public grpc::ServerWriteReactor<HealthCheckResponse> {
       // A write chosen by another thread is not issued yet: that thread
       // pumps again once it is.
       if (finished_ || issuing_) return;
-      if (ending_) {
+      const bool changed = !sent_ || *sent_ != latest_;
+      // An orderly end (shutdown) sends the last status first; a broken or
+      // cancelled stream ends at once.
+      const bool last_status_first = ending_ && ending_->ok() && (writing_ || changed);
+      if (ending_ && !last_status_first) {
         finished_ = true;
         status = *ending_;
         action = kFinish;
-      } else if (!writing_ && (!sent_ || *sent_ != latest_)) {
+      } else if (!writing_ && changed) {
         sent_ = latest_;
         response_.set_status(latest_);
         writing_ = issuing_ = true;
@@ -145,6 +152,10 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
                                                const grpc::health::v1::HealthCheckRequest* req,
                                                HealthCheckResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (req->service().size() > kMaxServiceName) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "service: name too long"));
+    return reactor;
+  }
   absl::ReaderMutexLock lock(&mu_);
   auto it = statuses_.find(req->service());
   if (it == statuses_.end()) {
@@ -158,6 +169,9 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext*, const grpc::health::v1::HealthCheckRequest* req) {
+  if (req->service().size() > kMaxServiceName) {
+    return new Refusal(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "service: name too long"));
+  }
   HealthWatch* watch = nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -168,7 +182,7 @@ grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
       refused_->Increment();
       return new Refusal(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("this process already serves ", max_watches_,
+          absl::StrCat("this listener already serves ", max_watches_,
                        " health watches (--health-max-watches); use Check, or retry later")));
     }
     watch = new HealthWatch(*this, req->service(), StatusOf(req->service()));

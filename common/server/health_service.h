@@ -4,12 +4,14 @@
 // so its Watch streams are open to every client that reaches the port:
 // gRPC's default health service keeps every one for as long as the client
 // likes. Here each connection holds at most its HTTP/2 stream limit
-// (ConnectionLimits::max_streams_per_connection) and the process at most
-// `max_watches` in all (--health-max-watches); a Watch past it is refused
-// with RESOURCE_EXHAUSTED and counted in
-// ulticode_health_watches_refused_total. Check answers as gRPC's own does
-// (NOT_FOUND for a service it does not know); a Watch of an unknown service
-// gets SERVICE_UNKNOWN and then every change.
+// (ConnectionLimits::max_streams_per_connection) and each listener (the
+// gRPC port; the plaintext health port beside TLS) at most `max_watches`
+// in all (--health-max-watches); a Watch past it is refused with
+// RESOURCE_EXHAUSTED and counted in ulticode_health_watches_refused_total.
+// A service name over 256 bytes is refused (INVALID_ARGUMENT). Check
+// answers as gRPC's own does (NOT_FOUND for a service it does not know); a
+// Watch of an unknown service gets SERVICE_UNKNOWN and then every change.
+// At EndAll() a watch gets the last status first, then its end.
 //
 // Thread-safe. EndAll() ends every Watch (at shutdown, after the last
 // status went out); the service must outlive the server's calls.

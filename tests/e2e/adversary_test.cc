@@ -261,6 +261,18 @@ class AdversaryTest : public ::testing::Test {
     return out;
   }
 
+  // Redis's INFO stats evicted_clients; -1 when it cannot be read.
+  int64_t EvictedClients() {
+    auto info = RedisRoot()->Command({"INFO", "stats"});
+    if (!info.ok()) return -1;
+    const size_t at = info->str().find("evicted_clients:");
+    int64_t v = -1;
+    if (at != std::string::npos) {
+      (void)absl::SimpleAtoi(info->str().substr(at + 16, info->str().find('\r', at) - at - 16), &v);
+    }
+    return v;
+  }
+
   int64_t RedisUsedMemory() {
     auto info = RedisRoot()->Command({"INFO", "memory"});
     if (!info.ok()) return -1;
@@ -428,6 +440,8 @@ std::vector<Action> Catalogue() {
          const std::string head = absl::StrCat("*5\r\n", bulk("XADD"), bulk(t.mesh_->app_stream()),
                                                bulk("*"), bulk("f"), "$", 1 << 20, "\r\n");
          const std::string body((1 << 20) - (64 << 10), 'z');
+         const int64_t evicted_before = t.EvictedClients();
+         EXPECT_GE(evicted_before, 0) << "INFO stats has no evicted_clients";
          std::vector<int> fds;
          for (int c = 0; c < connections; ++c) {
            const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -445,17 +459,10 @@ std::vector<Action> Catalogue() {
            fds.push_back(fd);
          }
          absl::SleepFor(absl::Seconds(1));
-         auto info = t.RedisRoot()->Command({"INFO", "stats"});
-         std::string evicted = "?";
-         if (info.ok()) {
-           const size_t at = info->str().find("evicted_clients:");
-           if (at != std::string::npos) {
-             evicted = info->str().substr(at + 16, info->str().find('\r', at) - at - 16);
-           }
-         }
+         const int64_t evicted = t.EvictedClients() - evicted_before;
          const int64_t used = t.RedisUsedMemory();
          for (int fd : fds) ::close(fd);
-         EXPECT_NE(evicted, "0") << "Redis closed none of " << fds.size() << " connections";
+         EXPECT_GT(evicted, 0) << "Redis closed none of " << fds.size() << " connections";
          EXPECT_LE(used, kMaxMemory);
          return absl::StrCat(fds.size(),
                              " connections each holding ~1 MiB of a command: Redis "
@@ -474,12 +481,18 @@ std::vector<Action> Catalogue() {
          EXPECT_TRUE(WaitFor([&] { return (missed = t.Metric(Service::kApp, series)) >= 2; },
                              std::chrono::seconds(15)))
              << series;
-         return absl::StrCat("held ", absl::FormatDuration(kRound), "; ", series, " reached ",
-                             missed);
+         return absl::StrCat("held until ", series, " reached ", missed,
+                             " (the alert fires past 300)");
        }},
       {"owner database login", "no-op updates and rewinds of its safety state",
        [](T& t, std::mt19937_64& rng) {
          auto db = t.AppDatabaseLogin();
+         // The attestor itself is held off meanwhile: it would move the
+         // mark (and its time) as honest numbers settle.
+         EXPECT_TRUE(
+             testing::QueryText(
+                 *db, "SELECT pg_advisory_lock(hashtextextended('ulticode.outbox.numbers', 0))")
+                 .empty());
          const std::string at = "SELECT attested_at::text FROM outbox_numbers_attested";
          const std::string attested = testing::QueryText(*db, at);
          int refused = 0;
@@ -489,8 +502,10 @@ std::vector<Action> Catalogue() {
                                  "UPDATE log_witnessed SET note = 'forged'",
                                  "UPDATE log_witnessed SET entry_id = 'x'"}) {
            auto r = db->Execute(pg::Statement{"rewind", sql}, {});
-           EXPECT_FALSE(r.ok()) << sql;
-           refused += !r.ok();
+           const bool check_violation =
+               !r.ok() && std::string(r.status().message()).find("23514") != std::string::npos;
+           EXPECT_TRUE(check_violation) << sql << ": " << r.status();
+           refused += check_violation;
          }
          for (uint64_t i = 0; i < 1 + rng() % 20; ++i) {
            EXPECT_TRUE(
@@ -551,8 +566,8 @@ std::vector<Action> Catalogue() {
                grpc::ClientContext ctx;
                testing::Authorize(&ctx, "mallory", {"audit.reader"});
                admin::v1::QueryAuditLogsRequest req;
-               req.set_entity_id("no-index-helps-this");  // with the largest page
-               req.set_page_size(100);
+               req.set_page_size(1000);  // the largest page, with its proofs
+               req.set_with_proofs(true);
                admin::v1::QueryAuditLogsResponse resp;
                if (stub->QueryAuditLogs(&ctx, req, &resp).error_code() ==
                    grpc::StatusCode::RESOURCE_EXHAUSTED) {

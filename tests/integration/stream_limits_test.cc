@@ -225,11 +225,12 @@ TEST_F(StreamLimitsTest, AConnectionHoldsAtMostItsStreamLimit) {
 }
 
 // Health Watch needs no token, so its streams are everyone's: past
-// --health-max-watches the process refuses more (counted) until one ends;
+// --health-max-watches a listener refuses more (counted) until one ends, and
+// a service name no service has (over 256 bytes) is refused;
 // watchers see every change, and a shutdown ends their streams at once.
 // (Before: gRPC's default health service kept every Watch, on any number of
 // connections.)
-TEST_F(StreamLimitsTest, HealthWatchesPastTheProcessCapAreRefusedUntilOneEnds) {
+TEST_F(StreamLimitsTest, HealthWatchesPastTheListenersCapAreRefusedUntilOneEnds) {
   server::ServerOptions o = server::PlaintextOptions("127.0.0.1:0", 4);
   o.max_health_watches = 3;
   Start(o);
@@ -246,6 +247,15 @@ TEST_F(StreamLimitsTest, HealthWatchesPastTheProcessCapAreRefusedUntilOneEnds) {
     HealthCheckResponse first;
     return watches.back()->Read(&first) ? first.status() : HealthCheckResponse::UNKNOWN;
   };
+  {
+    grpc::ClientContext ctx;
+    HealthCheckRequest long_name;
+    long_name.set_service(std::string(300, 's'));
+    auto refused = health->Watch(&ctx, long_name);
+    HealthCheckResponse none;
+    EXPECT_FALSE(refused->Read(&none));
+    EXPECT_EQ(refused->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(open(), HealthCheckResponse::SERVING) << i;
   EXPECT_EQ(open(), HealthCheckResponse::UNKNOWN) << "a fourth watch was served";
   const grpc::Status refused = watches.back()->Finish();

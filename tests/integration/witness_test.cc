@@ -481,16 +481,18 @@ TEST_F(WitnessTest, AHeldEntryIdMovedAheadDoesNotHideARollback) {
 }
 
 // What the owner witnessed only moves forward, whoever writes the table: a
-// smaller tree, another root or note at the same size, and a malformed
-// entry id are refused; an entry id that goes back is kept where it was.
+// smaller tree, another root or note at the same size, and an entry id that
+// is not a stream id (or does not fit one) are refused; at the same size an
+// entry id that goes back is kept where it was.
 TEST_F(WitnessTest, TheWitnessedStateOnlyMovesForward) {
   const auto leaves = Leaves("leaf", 9);
   ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
   const std::string entry = QueryText("SELECT entry_id FROM log_witnessed");
-  for (const char* set : {"size = 5",
-                          "root = '\\x"
-                          "0000000000000000000000000000000000000000000000000000000000000000'",
-                          "note = 'another'", "entry_id = 'tomorrow'"}) {
+  for (const char* set :
+       {"size = 5",
+        "root = '\\x"
+        "0000000000000000000000000000000000000000000000000000000000000000'",
+        "note = 'another'", "entry_id = 'tomorrow'", "entry_id = '99999999999999999999-0'"}) {
     const std::string sql = absl::StrCat("UPDATE log_witnessed SET ", set);
     const auto r = owner_->Execute(pg::Statement{"rewind", sql.c_str()}, {});
     ASSERT_FALSE(r.ok()) << set;

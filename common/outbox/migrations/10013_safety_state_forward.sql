@@ -56,15 +56,26 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 $$;
 
 -- What the owner witnessed of Admin's log: a larger tree replaces the held
--- one, the same size keeps its root and note, and the receipt stream entry
--- it was last seen in only moves forward (a smaller one is ignored: Redis
--- restarted with a clock behind). accepted_at is the database's clock at a
--- larger tree. The witness also checks, before it calls an older checkpoint
--- "replayed", that the held entry is in the stream and carries the held
--- checkpoint (witness.cc): the entry id is a hint, not evidence.
+-- one, the same size keeps its root and note. accepted_at is the database's
+-- clock at a larger tree. The entry id is a stream id that fits Redis's
+-- (two 64-bit parts); at the same size it only moves forward (a smaller
+-- one is ignored), with a larger tree it is the entry that tree came in.
+-- It is a hint, not evidence: before the witness calls an older checkpoint
+-- "replayed" it finds that entry in the receipt stream carrying the held
+-- checkpoint (witness.cc).
+CREATE FUNCTION log_stream_id(id text) RETURNS numeric[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN id ~ '^[0-9]{1,20}-[0-9]{1,20}$'
+               AND split_part(id, '-', 1)::numeric <= 18446744073709551615
+               AND split_part(id, '-', 2)::numeric <= 18446744073709551615
+         THEN ARRAY[split_part(id, '-', 1)::numeric, split_part(id, '-', 2)::numeric] END
+$$;
+
+-- Ids written before these rules that are not stream ids are forgotten.
+UPDATE log_witnessed SET entry_id = '' WHERE entry_id <> '' AND log_stream_id(entry_id) IS NULL;
+
 CREATE FUNCTION log_witnessed_forward() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF NEW.entry_id <> '' AND NEW.entry_id !~ '^[0-9]{1,20}-[0-9]{1,20}$' THEN
+  IF NEW.entry_id <> '' AND log_stream_id(NEW.entry_id) IS NULL THEN
     RAISE EXCEPTION 'log_witnessed: entry_id % is not a stream id', NEW.entry_id
       USING ERRCODE = 'check_violation';
   END IF;
@@ -77,9 +88,8 @@ BEGIN
     RAISE EXCEPTION 'log_witnessed %: the witnessed tree only grows (% -> %)', OLD.origin,
       OLD.size, NEW.size USING ERRCODE = 'check_violation';
   END IF;
-  IF OLD.entry_id <> '' AND (NEW.entry_id = '' OR
-      (split_part(NEW.entry_id, '-', 1)::numeric, split_part(NEW.entry_id, '-', 2)::numeric) <
-      (split_part(OLD.entry_id, '-', 1)::numeric, split_part(OLD.entry_id, '-', 2)::numeric)) THEN
+  IF NEW.size = OLD.size AND log_stream_id(OLD.entry_id) IS NOT NULL
+     AND (NEW.entry_id = '' OR log_stream_id(NEW.entry_id) < log_stream_id(OLD.entry_id)) THEN
     NEW.entry_id := OLD.entry_id;
   END IF;
   NEW.accepted_at := CASE WHEN NEW.size > OLD.size THEN now() ELSE OLD.accepted_at END;

@@ -14,9 +14,14 @@ namespace {
   "size, note, (SELECT string_agg(line, E'\\n' ORDER BY witness)" \
   " FROM log_cosignatures w WHERE w.size = c.size)"
 
+// Below the RPC pool's patience (pg::PoolOptions::acquire_timeout, 5 s):
+// a slow read never makes another caller wait out its turn for a connection.
+constexpr absl::Duration kReadTimeout = absl::Seconds(4);
+
 constexpr pg::Statement kLatestCheckpoint{"log.read.latest_checkpoint",
                                           "SELECT " ULTI_CHECKPOINT_COLUMNS
-                                          " FROM log_checkpoints c ORDER BY size DESC LIMIT 1"};
+                                          " FROM log_checkpoints c ORDER BY size DESC LIMIT 1",
+                                          kReadTimeout};
 
 constexpr pg::Statement kLatestWitnessed{
     "log.read.latest_witnessed",
@@ -24,16 +29,18 @@ constexpr pg::Statement kLatestWitnessed{
     " FROM log_checkpoints c"
     " WHERE (SELECT count(*) FROM log_cosignatures w JOIN log_witnesses USING (witness)"
     "        WHERE w.size = c.size) >= (SELECT count(*) FROM log_witnesses)"
-    " ORDER BY size DESC LIMIT 1"};
+    " ORDER BY size DESC LIMIT 1",
+    kReadTimeout};
 
-constexpr pg::Statement kCheckpointAt{"log.read.checkpoint_at",
-                                      "SELECT " ULTI_CHECKPOINT_COLUMNS
-                                      " FROM log_checkpoints c WHERE size = $1"};
+constexpr pg::Statement kCheckpointAt{
+    "log.read.checkpoint_at",
+    "SELECT " ULTI_CHECKPOINT_COLUMNS " FROM log_checkpoints c WHERE size = $1", kReadTimeout};
 
 constexpr pg::Statement kCheckpointsFrom{"log.read.checkpoints_from",
                                          "SELECT " ULTI_CHECKPOINT_COLUMNS
                                          " FROM log_checkpoints c WHERE size >= $1"
-                                         " ORDER BY size LIMIT $2"};
+                                         " ORDER BY size LIMIT $2",
+                                         kReadTimeout};
 
 // The leaf's fields, and a running size so a page stops at its byte budget
 // inside the query (the first row always comes).
@@ -48,28 +55,32 @@ constexpr pg::Statement kLeaves{
     "  FROM log_leaves l JOIN audit_logs a USING (event_id)"
     "  WHERE l.log_index >= $1 AND l.log_index < $1 + $2"
     "  ORDER BY l.log_index) page"
-    " WHERE running - own < $3 ORDER BY log_index"};
+    " WHERE running - own < $3 ORDER BY log_index",
+    kReadTimeout};
 
 constexpr pg::Statement kIndexOf{
     "log.read.index_of",
     "SELECT l.log_index FROM audit_logs a LEFT JOIN log_leaves l USING (event_id)"
-    " WHERE a.event_id = $1::uuid"};
+    " WHERE a.event_id = $1::uuid",
+    kReadTimeout};
 
-constexpr pg::Statement kNode{"log.read.node",
-                              "SELECT hash FROM log_nodes WHERE level = $1 AND idx = $2"};
+constexpr pg::Statement kNode{
+    "log.read.node", "SELECT hash FROM log_nodes WHERE level = $1 AND idx = $2", kReadTimeout};
 
 constexpr pg::Statement kNodeRange{"log.read.node_range",
                                    "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 "
-                                   "AND idx < $2 + $3 ORDER BY idx"};
+                                   "AND idx < $2 + $3 ORDER BY idx",
+                                   kReadTimeout};
 
 constexpr pg::Statement kNodesAt{"log.read.nodes_at",
                                  "SELECT n.level, n.idx, n.hash FROM log_nodes n"
                                  " JOIN unnest($1::smallint[], $2::bigint[]) AS t(level, idx)"
-                                 "   ON n.level = t.level AND n.idx = t.idx"};
+                                 "   ON n.level = t.level AND n.idx = t.idx",
+                                 kReadTimeout};
 
 constexpr pg::Statement kNodesOver{
     "log.read.nodes_over",
-    "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 AND idx <= $3"};
+    "SELECT idx, hash FROM log_nodes WHERE level = $1 AND idx >= $2 AND idx <= $3", kReadTimeout};
 
 StoredCheckpoint CheckpointFromRow(const pg::Result& r, int row) {
   StoredCheckpoint c{static_cast<uint64_t>(r.GetInt64(row, 0)), r.GetString(row, 1), {}};

@@ -11,11 +11,16 @@
 namespace ulticode::outbox {
 namespace {
 
+// Below the RPC pool's patience (pg::PoolOptions::acquire_timeout, 5 s):
+// a slow read never makes another caller wait out its turn for a connection.
+constexpr absl::Duration kReadTimeout = absl::Seconds(4);
+
 // $1: the origin, or '' for every log held (the caller refuses several).
 constexpr pg::Statement kHeld{
     "witness.served",
     "SELECT origin, size, note, (extract(epoch FROM accepted_at) * 1000000)::bigint"
-    " FROM log_witnessed WHERE $1 = '' OR origin = $1 ORDER BY origin LIMIT 2"};
+    " FROM log_witnessed WHERE $1 = '' OR origin = $1 ORDER BY origin LIMIT 2",
+    kReadTimeout};
 
 }  // namespace
 

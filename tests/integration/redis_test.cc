@@ -85,9 +85,23 @@ class ChildRedis {
   // counts as an answer).
   ::testing::AssertionResult Start() {
     if (port_ == 0) return ::testing::AssertionFailure() << "no free port";
-    std::vector<std::string> args = {
-        "redis-server", "--port", std::to_string(port_), "--save",      "",  "--appendonly",
-        "no",           "--bind", "127.0.0.1",           "--daemonize", "no"};
+    // Bounded as every Redis of the mesh (a test's own --maxmemory, given
+    // later, wins).
+    std::vector<std::string> args = {"redis-server",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--daemonize",
+                                     "no",
+                                     "--maxmemory",
+                                     "256mb",
+                                     "--maxmemory-policy",
+                                     "noeviction"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

@@ -67,7 +67,38 @@ struct AuditQuery {
   uint64_t fingerprint = 0;
   int page_size = 0;
   std::optional<PageCursor> cursor;
+  // The last row this page may read (ScanFloor): rows below it are the next
+  // page's.
+  std::optional<PageCursor> floor;
 };
+
+// The filters the scan of a page walks: the one an index leads with (the
+// entity with its type, the actor, the action, the entity type, the owner;
+// none: the index of every row by time) and the time bounds. Every row of
+// that walk matches them; the other filters are checked row by row.
+AuditFilters Leading(const AuditFilters& f) {
+  AuditFilters l;
+  l.from = f.from;
+  l.to = f.to;
+  if (!f.entity_id.empty()) {
+    l.entity_type = f.entity_type;
+    l.entity_id = f.entity_id;
+  } else if (!f.actor.empty()) {
+    l.actor = f.actor;
+  } else if (!f.action.empty()) {
+    l.action = f.action;
+  } else if (!f.entity_type.empty()) {
+    l.entity_type = f.entity_type;
+  } else if (!f.owner.empty()) {
+    l.owner = f.owner;
+  }
+  return l;
+}
+
+bool SameFilters(const AuditFilters& a, const AuditFilters& b) {
+  return a.owner == b.owner && a.actor == b.actor && a.action == b.action &&
+         a.entity_type == b.entity_type && a.entity_id == b.entity_id;
+}
 
 absl::StatusOr<AuditQuery> ParseRequest(const v1::QueryAuditLogsRequest& req,
                                         const QueryServiceOptions& options) {
@@ -116,6 +147,13 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
     const std::string id = param(pg::Text(q.cursor->event_id));
     where.push_back(
         absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)"));
+  }
+  if (q.floor) {
+    const std::string at = param(pg::Time(q.floor->occurred_at));
+    const std::string id = param(pg::Text(q.floor->event_id));
+    where.push_back(absl::StrCat("occurred_at >= ", at, "::timestamptz"));
+    where.push_back(
+        absl::StrCat("(occurred_at, event_id) >= (", at, "::timestamptz, ", id, "::uuid)"));
   }
   std::string rows =
       "SELECT event_id, event_id::text AS event_text, owner, event_type, actor, subject, action,"
@@ -218,11 +256,44 @@ AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& a
   for (const char* rpc : {"QueryAuditLogs", "GetAuditLog"}) refused_.Add({{"rpc", rpc}});
 }
 
+// When the page's filters are more than its leading one, the row
+// `max_scan_rows` deep into the leading walk (from the cursor): the page
+// reads no further, however rarely the other filters match, and the next
+// page starts below it. Nullopt when the walk is shorter or nothing else
+// filters.
+absl::StatusOr<std::optional<PageCursor>> ScanFloor(pg::Connection& conn, const AuditQuery& q,
+                                                    int64_t max_scan_rows) {
+  const AuditFilters leading = Leading(q.filters);
+  if (SameFilters(leading, q.filters)) return std::nullopt;
+  pg::Params params;
+  auto param = [&params](pg::Param p) {
+    params.push_back(std::move(p));
+    return absl::StrCat("$", params.size());
+  };
+  std::vector<std::string> where = FilterConditions(leading, param);
+  if (q.cursor) {
+    const std::string at = param(pg::Time(q.cursor->occurred_at));
+    const std::string id = param(pg::Text(q.cursor->event_id));
+    where.push_back(
+        absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)"));
+  }
+  std::string sql = "SELECT occurred_at, event_id::text FROM audit_logs";
+  if (!where.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(where, " AND "));
+  absl::StrAppend(&sql, " ORDER BY occurred_at DESC, event_id DESC OFFSET ",
+                  param(pg::Int(max_scan_rows - 1)), " LIMIT 1");
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(pg::Statement{"admin.audit_logs.query.floor",
+                                                            sql.c_str(), kQueryTimeout},
+                                              params));
+  if (r.empty()) return std::nullopt;
+  return PageCursor{r.GetTime(0, 0), r.GetString(0, 1)};
+}
+
 absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
     const v1::QueryAuditLogsRequest& req) {
-  ASSIGN_OR_RETURN(const AuditQuery q, ParseRequest(req, options_));
-  const SqlQuery sql = BuildQuery(q, options_.max_page_bytes);
+  ASSIGN_OR_RETURN(AuditQuery q, ParseRequest(req, options_));
   ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+  ASSIGN_OR_RETURN(q.floor, ScanFloor(*conn, q, options_.max_scan_rows));
+  const SqlQuery sql = BuildQuery(q, options_.max_page_bytes);
   ASSIGN_OR_RETURN(const double cost, PlannedCost(*conn, sql));
   if (cost > options_.max_cost) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -257,6 +328,11 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   if (more && n > 0) {
     const PageCursor last{r.GetTime(n - 1, kOccurredAtColumn), r.GetString(n - 1, 0)};
     ASSIGN_OR_RETURN(std::string token, EncodePageToken(last, q.fingerprint));
+    resp.set_next_page_token(std::move(token));
+  } else if (q.floor) {
+    // The walk stopped at its floor: the rest, if any, is below it (this
+    // page may be short, even empty).
+    ASSIGN_OR_RETURN(std::string token, EncodePageToken(*q.floor, q.fingerprint));
     resp.set_next_page_token(std::move(token));
   }
   return resp;

@@ -55,6 +55,10 @@ struct QueryServiceOptions {
   // before it runs (INVALID_ARGUMENT): a filter combination no index
   // serves would walk the table until the statement timeout.
   double max_cost = 100000;
+  // When filters combine (actor and action, say), a page walks at most this
+  // many rows of the index that serves its leading filter, then ends with
+  // its next-page token, however few rows matched.
+  int64_t max_scan_rows = 10000;
 };
 
 // WatchAuditLogs is served by `watches` on the callback API (a watch holds

@@ -340,6 +340,20 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   EXPECT_TRUE(admin->Command({"XTRIM", auth_stream, "MINID", "0"}).ok());
   // Receipt streams are Admin's to keep within their byte budget.
   EXPECT_TRUE(admin->Command({"XTRIM", app_stream + ":receipts", "MAXLEN", "~", "1000"}).ok());
+  // Owner-writable streams are measured without reading what the owner wrote
+  // (XINFO STREAM answers with whole entries), held to their share, and the
+  // owners' cosignatures trimmed once read; Admin's connections stay open
+  // when Redis frees client memory. The owners may do none of that.
+  const std::string cosignatures = auth_stream + ":cosignatures";
+  EXPECT_TRUE(denied(*admin, {"XINFO", "STREAM", auth_stream}));
+  EXPECT_TRUE(admin->Command({"XLEN", auth_stream}).ok());
+  EXPECT_TRUE(admin->Command({"MEMORY", "USAGE", auth_stream, "SAMPLES", "0"}).ok());
+  EXPECT_TRUE(admin->Command({"XLEN", cosignatures}).ok());
+  EXPECT_TRUE(admin->Command({"XTRIM", cosignatures, "MINID", "0"}).ok());
+  EXPECT_TRUE(admin->Command({"CLIENT", "NO-EVICT", "on"}).ok());
+  EXPECT_TRUE(denied(*admin, {"XADD", cosignatures, "*", "k", "v"}));
+  EXPECT_TRUE(denied(*auth, {"CLIENT", "NO-EVICT", "on"}));
+  EXPECT_TRUE(denied(*auth, {"MEMORY", "USAGE", auth_stream}));
   EXPECT_TRUE(denied(*admin, {"XDEL", app_stream + ":receipts", "0-1"}));
   EXPECT_TRUE(denied(*admin, {"DEL", app_stream + ":receipts"}));
   EXPECT_TRUE(denied(*admin, {"FLUSHALL"}));

@@ -35,7 +35,7 @@ using AccessTable = absl::flat_hash_map<std::string, std::string>;
 // rule is refused (deny by default). Thread-safe.
 class Authorizer {
  public:
-  // `limiter`: the process's per-principal call limits (null: none).
+  // `limiter`: the process's per-principal read limits (null: none).
   Authorizer(const PrincipalResolver& resolver, AccessTable table, CallLimiter* limiter = nullptr)
       : resolver_(resolver), table_(std::move(table)), limiter_(limiter) {}
 

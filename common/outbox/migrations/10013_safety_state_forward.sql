@@ -1,5 +1,5 @@
 -- The owner's safety state moves only forward, whatever its runtime login
--- asks (docs/security.md, "Whoever holds an owner's database login").
+-- asks (docs/security.md, "What each credential allows").
 
 -- The attestation mark: never back, never past the numbers handed out, and
 -- its time moves only when the mark does (a no-op UPDATE no longer makes a

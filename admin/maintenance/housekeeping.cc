@@ -164,10 +164,8 @@ StreamMaintenance::StreamMaintenance(std::vector<std::pair<audit::Owner, std::st
 
 absl::Status StreamMaintenance::Sample() {
   for (const auto& [owner, stream] : streams_) {
-    // XLEN, not XINFO STREAM: that one answers with whole entries, which
-    // the owner chose.
-    ASSIGN_OR_RETURN(redis::Reply length, sampler_.Command({"XLEN", stream}));
-    length_->Add({{"stream", stream}}).Set(static_cast<double>(length.integer()));
+    ASSIGN_OR_RETURN(const int64_t length, sampler_.XLen(stream));
+    length_->Add({{"stream", stream}}).Set(static_cast<double>(length));
     auto listed = sampler_.XInfoGroups(stream);
     if (absl::IsNotFound(listed.status())) continue;
     ASSIGN_OR_RETURN(std::vector<redis::GroupInfo> groups, std::move(listed));

@@ -53,8 +53,7 @@ absl::Status StreamGuard::Hold(const Guarded& g) {
   ASSIGN_OR_RETURN(redis::Reply usage, redis_.Command({"MEMORY", "USAGE", g.key, "SAMPLES", "0"}));
   const int64_t bytes = usage.integer();  // nil (no such key): 0
   if (bytes <= g.share) return absl::OkStatus();
-  ASSIGN_OR_RETURN(redis::Reply length, redis_.Command({"XLEN", g.key}));
-  const int64_t entries = length.integer();
+  ASSIGN_OR_RETURN(const int64_t entries, redis_.XLen(g.key));
   // Keep what fits in 90 % of the share at the stream's mean entry size.
   const int64_t keep =
       static_cast<int64_t>(static_cast<double>(entries) * 0.9 * static_cast<double>(g.share) /

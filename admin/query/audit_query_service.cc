@@ -1,6 +1,7 @@
 #include "admin/query/audit_query_service.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -135,6 +136,14 @@ struct SqlQuery {
 // A served row is its envelope's fields, a little more than the envelope.
 #define ULTI_PAGE_ROW_BYTES "(octet_length(envelope) + 256)"
 
+// The keyset condition of a page token: the rows after `cursor`, newest
+// first.
+std::string Below(const PageCursor& cursor, const std::function<std::string(pg::Param)>& param) {
+  const std::string at = param(pg::Time(cursor.occurred_at));
+  const std::string id = param(pg::Text(cursor.event_id));
+  return absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)");
+}
+
 SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
   SqlQuery out;
   auto param = [&out](pg::Param p) {
@@ -142,15 +151,11 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
     return absl::StrCat("$", out.params.size());
   };
   std::vector<std::string> where = FilterConditions(q.filters, param);
-  if (q.cursor) {
-    const std::string at = param(pg::Time(q.cursor->occurred_at));
-    const std::string id = param(pg::Text(q.cursor->event_id));
-    where.push_back(
-        absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)"));
-  }
+  if (q.cursor) where.push_back(Below(*q.cursor, param));
   if (q.floor) {
     const std::string at = param(pg::Time(q.floor->occurred_at));
     const std::string id = param(pg::Text(q.floor->event_id));
+    // The first condition lets every index on (..., occurred_at) stop there.
     where.push_back(absl::StrCat("occurred_at >= ", at, "::timestamptz"));
     where.push_back(
         absl::StrCat("(occurred_at, event_id) >= (", at, "::timestamptz, ", id, "::uuid)"));
@@ -271,12 +276,7 @@ absl::StatusOr<std::optional<PageCursor>> ScanFloor(pg::Connection& conn, const 
     return absl::StrCat("$", params.size());
   };
   std::vector<std::string> where = FilterConditions(leading, param);
-  if (q.cursor) {
-    const std::string at = param(pg::Time(q.cursor->occurred_at));
-    const std::string id = param(pg::Text(q.cursor->event_id));
-    where.push_back(
-        absl::StrCat("(occurred_at, event_id) < (", at, "::timestamptz, ", id, "::uuid)"));
-  }
+  if (q.cursor) where.push_back(Below(*q.cursor, param));
   std::string sql = "SELECT occurred_at, event_id::text FROM audit_logs";
   if (!where.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(where, " AND "));
   absl::StrAppend(&sql, " ORDER BY occurred_at DESC, event_id DESC OFFSET ",
@@ -367,11 +367,9 @@ std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
     s.set_stream(stream);
     s.set_owner(owner);
     absl::Status error;
-    // XLEN, not XINFO STREAM: that one answers with whole entries, which
-    // the owner chose.
-    auto length = client.Command({"XLEN", stream});
+    auto length = client.XLen(stream);
     if (length.ok()) {
-      s.set_length(length->integer());
+      s.set_length(*length);
       auto groups = client.XInfoGroups(stream);
       if (groups.ok()) {
         for (const redis::GroupInfo& g : *groups) {

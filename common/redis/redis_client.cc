@@ -625,6 +625,11 @@ absl::StatusOr<StreamInfo> Client::XInfoStream(absl::string_view stream) {
   return info;
 }
 
+absl::StatusOr<int64_t> Client::XLen(absl::string_view stream) {
+  ASSIGN_OR_RETURN(Reply reply, Command({"XLEN", std::string(stream)}));
+  return reply.integer();
+}
+
 absl::StatusOr<std::vector<GroupInfo>> Client::XInfoGroups(absl::string_view stream) {
   constexpr absl::string_view kCmd = "XINFO GROUPS";
   ASSIGN_OR_RETURN(const Reply reply, Command({"XINFO", "GROUPS", std::string(stream)}));

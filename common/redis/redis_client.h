@@ -240,6 +240,9 @@ class Client {
   absl::StatusOr<bool> XGroupCreate(absl::string_view stream, absl::string_view group,
                                     absl::string_view start_id = "0", bool mkstream = true);
 
+  // XLEN: the entries of a stream, 0 when it does not exist. Unlike XINFO
+  // STREAM it answers with no entry (whoever writes the stream chose those).
+  absl::StatusOr<int64_t> XLen(absl::string_view stream);
   // XINFO STREAM; NotFound when the stream does not exist.
   absl::StatusOr<StreamInfo> XInfoStream(absl::string_view stream);
   // XINFO GROUPS; NotFound when the stream does not exist.

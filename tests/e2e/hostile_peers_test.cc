@@ -9,7 +9,6 @@
 //    missing once later events arrived, while numbers taken and never
 //    committed are attested void by the owner and not reported; the gap
 //    resolves when an operator's Replay brings the event after all.
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,22 +31,6 @@ using ::ulticode::testing::Mesh;
 using ::ulticode::testing::QueryInt;
 using ::ulticode::testing::Service;
 using ::ulticode::testing::WaitFor;
-
-// The peak resident set of a process (VmHWM), in bytes; -1 if unknown.
-int64_t PeakRss(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    int64_t kib = 0;
-    std::string digits;
-    for (char c : line) {
-      if (c >= '0' && c <= '9') digits += c;
-    }
-    if (absl::SimpleAtoi(digits, &kib)) return kib * 1024;
-  }
-  return -1;
-}
 
 class HostilePeersTest : public ::testing::Test {
  protected:
@@ -147,7 +130,7 @@ TEST_F(HostilePeersTest, HugeEntriesFromAnOwnersRedisLoginBecomePoisonWhileAdmin
       std::chrono::seconds(60)))
       << "poison: " << Admin("SELECT count(*) FROM poison_events")
       << ", audit rows: " << Admin("SELECT count(*) FROM audit_logs");
-  const int64_t peak = PeakRss(mesh_->Pid(Service::kAdmin, 0));
+  const int64_t peak = testing::ProcessMemory(mesh_->Pid(Service::kAdmin, 0), "VmHWM");
   ASSERT_GT(peak, 0);
   EXPECT_LT(peak, int64_t{256} << 20) << "Admin's peak RSS";
   std::cout << "[hostile_peers] Admin peak RSS " << (peak >> 20) << " MiB\n";

@@ -128,4 +128,18 @@ bool PortOpen(int port) {
   return ok;
 }
 
+int64_t ProcessMemory(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::string digits;
+    for (char c : line) {
+      if (c >= '0' && c <= '9') digits += c;
+    }
+    return digits.empty() ? -1 : std::stoll(digits) * 1024;  // kB
+  }
+  return -1;
+}
+
 }  // namespace ulticode::testing

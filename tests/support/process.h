@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,9 @@ int FreePort();
 
 // True once something accepts TCP connections on 127.0.0.1:port.
 bool PortOpen(int port);
+
+// A memory figure of a process from /proc/<pid>/status, in bytes ("VmRSS":
+// resident now, "VmHWM": its peak); -1 when unknown.
+int64_t ProcessMemory(pid_t pid, const std::string& field);
 
 }  // namespace ulticode::testing

@@ -1,11 +1,21 @@
 // TLS on the gRPC server, against a real server and real certificates made
 // by scripts/lib/servers.sh (openssl): mutual TLS refuses a client without a
 // certificate; a certificate rotated on disk is served without a restart;
-// grpc.health.v1.Health stays reachable in plaintext on its own port.
+// grpc.health.v1.Health stays reachable in plaintext on its own port; the
+// test clients' channels wait out a slow handshake.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metrics.h"
@@ -14,6 +24,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/support/client_channel.h"
 #include "tests/support/process.h"
 #include "tests/support/test_env.h"
 
@@ -26,6 +37,73 @@ using grpc::health::v1::HealthCheckResponse;
 using testing::RunCommand;
 using testing::SourceDir;
 using testing::WaitFor;
+
+// A TCP relay to 127.0.0.1:`target` that holds each new connection for
+// `delay` before it forwards a byte: a server whose handshake is slow, as
+// on a loaded machine.
+class SlowRelay {
+ public:
+  SlowRelay(int target, std::chrono::milliseconds delay) : target_(target), delay_(delay) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), len);
+    listen(listen_fd_, 8);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~SlowRelay() {
+    stop_ = true;
+    shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    for (std::thread& t : pipes_) t.join();
+    close(listen_fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void Accept() {
+    for (;;) {
+      const int client = accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) return;
+      pipes_.emplace_back([this, client] { Pipe(client); });
+    }
+  }
+  void Pipe(int client) {
+    std::this_thread::sleep_for(delay_);
+    const int server = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(target_);
+    if (connect(server, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      char buf[16384];
+      while (!stop_ && poll(fds, 2, 100) >= 0) {
+        bool open = true;
+        for (int i = 0; i < 2 && open; ++i) {
+          if (fds[i].revents == 0) continue;
+          const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+          open = n > 0 && write(fds[1 - i].fd, buf, n) == n;
+        }
+        if (!open) break;
+      }
+    }
+    close(server);
+    close(client);
+  }
+
+  int target_;
+  std::chrono::milliseconds delay_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::vector<std::thread> pipes_;
+};
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);
@@ -69,8 +147,8 @@ class TlsTest : public ::testing::Test {
   }
 
   // One Health/Check on a fresh channel: OK, or the status.
-  grpc::Status Check(std::shared_ptr<grpc::ChannelCredentials> creds, int port) {
-    grpc::ChannelArguments args;
+  grpc::Status Check(std::shared_ptr<grpc::ChannelCredentials> creds, int port,
+                     grpc::ChannelArguments args = {}) {
     args.SetInt("grpc.use_local_subchannel_pool", 1);  // a new connection every time
     auto stub =
         Health::NewStub(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args));
@@ -126,6 +204,17 @@ TEST_F(TlsTest, ARotatedCertificateIsServedWithoutARestart) {
                       std::chrono::seconds(15)))
       << "the new certificate is served within the refresh interval";
   EXPECT_FALSE(Check(Tls(ca1, false), server_->port()).ok()) << "the old one is gone";
+}
+
+// The mesh tests' clients (tests/support/client_channel.h) reconnect fast yet
+// give a handshake gRPC's full connect timeout: a server that answers 500 ms
+// late is slow, not down.
+TEST_F(TlsTest, TestClientsWaitOutASlowHandshake) {
+  Start(/*mutual=*/false);
+  SlowRelay relay(server_->port(), std::chrono::milliseconds(500));
+  EXPECT_TRUE(
+      Check(Tls(dir_ + "/ca1/ca.pem", false), relay.port(), testing::ReconnectingChannelArguments())
+          .ok());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
+#include "tests/support/client_channel.h"
 #include "tests/support/tokens.h"
 #include "tools/bootstrap/bootstrap.h"
 
@@ -318,12 +319,7 @@ std::string Mesh::Output(Service service, int replica) {
 }
 
 std::shared_ptr<grpc::Channel> Mesh::Channel(Service service, int replica) {
-  // Replicas get killed and restarted: reconnect within a second, not after
-  // gRPC's default back-off of up to two minutes.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  grpc::ChannelArguments args = ReconnectingChannelArguments();
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (options_.tls) {
     grpc::SslCredentialsOptions ssl;

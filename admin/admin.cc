@@ -177,7 +177,9 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT UPDATE (resolved_at, resolution) ON poison_events TO {role}",
       // Retention, only through these (no DELETE on the tables).
       "GRANT EXECUTE ON FUNCTION inbox_retention(float8, integer),"
-      " poison_retention(float8, integer) TO {role}",
+      " poison_retention(float8, integer), idempotency_retention(float8, integer) TO {role}",
+      // Operator mutations' request ids (AIP-155): written once, never changed.
+      "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
       "GRANT SELECT, INSERT ON audit_logs TO {role}",
       // The log only grows: leaves, nodes, checkpoints and cosignatures are
       // appended, never changed or deleted.

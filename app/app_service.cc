@@ -23,7 +23,7 @@ using google::protobuf::util::TimeUtil;
 // Update mask paths of UpdateProblemRequest.
 constexpr char kPathTitle[] = "title";
 constexpr char kPathStatement[] = "statement";
-constexpr char kPathTimeLimit[] = "time_limit_ms";
+constexpr char kPathTimeLimit[] = "time_limit";
 constexpr char kPathMemoryLimit[] = "memory_limit_mb";
 constexpr char kPathDifficulty[] = "difficulty";
 
@@ -42,7 +42,7 @@ v1::Problem ProblemProto(const store::ProblemRow& row) {
   p.set_slug(row.slug);
   p.set_title(row.title);
   p.set_statement(row.statement);
-  p.set_time_limit_ms(row.time_limit_ms);
+  *p.mutable_time_limit() = TimeUtil::MillisecondsToDuration(row.time_limit_ms);
   p.set_memory_limit_mb(row.memory_limit_mb);
   p.set_difficulty(row.difficulty);
   p.set_version(row.version);
@@ -119,16 +119,20 @@ absl::Status LockProblemSet(pg::Transaction& tx, const std::string& contest_id,
 
 // Only masked fields whose value differs: they become the UPDATE's non-NULL
 // parameters and the event's old/new values.
-store::ProblemChanges ChangesOf(const v1::UpdateProblemRequest& req,
+store::ProblemChanges ChangesOf(const v1::UpdateProblemRequest& update,
                                 const store::ProblemRow& before) {
-  const std::set<std::string> mask(req.update_mask().begin(), req.update_mask().end());
+  const std::set<std::string> mask(update.update_mask().paths().begin(),
+                                   update.update_mask().paths().end());
+  const v1::Problem& req = update.problem();
   store::ProblemChanges c;
   if (mask.count(kPathTitle) && req.title() != before.title) c.title = req.title();
   if (mask.count(kPathStatement) && req.statement() != before.statement) {
     c.statement = req.statement();
   }
-  if (mask.count(kPathTimeLimit) && req.time_limit_ms() != before.time_limit_ms) {
-    c.time_limit_ms = req.time_limit_ms();
+  const int32_t time_limit_ms =
+      static_cast<int32_t>(TimeUtil::DurationToMilliseconds(req.time_limit()));
+  if (mask.count(kPathTimeLimit) && time_limit_ms != before.time_limit_ms) {
+    c.time_limit_ms = time_limit_ms;
   }
   if (mask.count(kPathMemoryLimit) && req.memory_limit_mb() != before.memory_limit_mb) {
     c.memory_limit_mb = req.memory_limit_mb();
@@ -159,9 +163,18 @@ absl::Status ValidateStatement(const std::string& statement) {
   return text::Check("statement", statement, kStatementRule);
 }
 
-absl::Status ValidateTimeLimit(int32_t v) {
-  if (v < 100 || v > 60000) return absl::InvalidArgumentError("time_limit_ms: must be 100..60000");
+absl::Status ValidateTimeLimit(const google::protobuf::Duration& v) {
+  if (v.nanos() % 1000000 != 0 || v.seconds() < 0 || v.seconds() > 60 ||
+      TimeUtil::DurationToMilliseconds(v) < 100 || TimeUtil::DurationToMilliseconds(v) > 60000) {
+    return absl::InvalidArgumentError("time_limit: whole milliseconds, 0.1s..60s");
+  }
   return absl::OkStatus();
+}
+
+// `status` with its message's field path under `prefix` ("problem.").
+absl::Status InField(absl::string_view prefix, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 absl::Status ValidateMemoryLimit(int32_t v) {
   if (v < 16 || v > 4096) return absl::InvalidArgumentError("memory_limit_mb: must be 16..4096");
@@ -220,32 +233,36 @@ absl::Status ValidateCreateProblem(const v1::CreateProblemRequest& req) {
   RETURN_IF_ERROR(ValidateSlug(req.slug()));
   RETURN_IF_ERROR(ValidateTitle(req.title()));
   RETURN_IF_ERROR(ValidateStatement(req.statement()));
-  RETURN_IF_ERROR(ValidateTimeLimit(req.time_limit_ms()));
+  RETURN_IF_ERROR(ValidateTimeLimit(req.time_limit()));
   RETURN_IF_ERROR(ValidateMemoryLimit(req.memory_limit_mb()));
   return ValidateDifficulty(req.difficulty());
 }
 
-absl::Status ValidateUpdateProblem(const v1::UpdateProblemRequest& req) {
-  RETURN_IF_ERROR(ValidateId("problem_id", req.problem_id()));
-  if (req.update_mask().empty()) {
+absl::Status ValidateUpdateProblem(const v1::UpdateProblemRequest& update) {
+  const v1::Problem& req = update.problem();
+  RETURN_IF_ERROR(InField("problem.", ValidateId("problem_id", req.problem_id())));
+  if (update.update_mask().paths().empty()) {
     return absl::InvalidArgumentError("update_mask: at least one path is required");
   }
   // A repeated path is harmless: the mask is a set.
-  for (const std::string& path : req.update_mask()) {
+  for (int i = 0; i < update.update_mask().paths_size(); ++i) {
+    const std::string& path = update.update_mask().paths(i);
+    absl::Status valid;
     if (path == kPathTitle) {
-      RETURN_IF_ERROR(ValidateTitle(req.title()));
+      valid = ValidateTitle(req.title());
     } else if (path == kPathStatement) {
-      RETURN_IF_ERROR(ValidateStatement(req.statement()));
+      valid = ValidateStatement(req.statement());
     } else if (path == kPathTimeLimit) {
-      RETURN_IF_ERROR(ValidateTimeLimit(req.time_limit_ms()));
+      valid = ValidateTimeLimit(req.time_limit());
     } else if (path == kPathMemoryLimit) {
-      RETURN_IF_ERROR(ValidateMemoryLimit(req.memory_limit_mb()));
+      valid = ValidateMemoryLimit(req.memory_limit_mb());
     } else if (path == kPathDifficulty) {
-      RETURN_IF_ERROR(ValidateDifficulty(req.difficulty()));
+      valid = ValidateDifficulty(req.difficulty());
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("update_mask: unknown path \"", absl::CEscape(path.substr(0, 64)), "\""));
+      return absl::InvalidArgumentError(absl::StrCat("update_mask.paths[", i, "]: unknown path \"",
+                                                     absl::CEscape(path.substr(0, 64)), "\""));
     }
+    RETURN_IF_ERROR(InField("problem.", valid));
   }
   return absl::OkStatus();
 }
@@ -288,7 +305,8 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
                                         .slug = req->slug(),
                                         .title = req->title(),
                                         .statement = req->statement(),
-                                        .time_limit_ms = req->time_limit_ms(),
+                                        .time_limit_ms = static_cast<int32_t>(
+                                            TimeUtil::DurationToMilliseconds(req->time_limit())),
                                         .memory_limit_mb = req->memory_limit_mb(),
                                         .difficulty = req->difficulty()};
         ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row, store::InsertProblem(tx, problem));
@@ -308,7 +326,7 @@ grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
 grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
                                            const v1::UpdateProblemRequest* req,
                                            v1::ProblemResponse* resp) {
-  const std::string& problem_id = req->problem_id();
+  const std::string& problem_id = req->problem().problem_id();
   return mutations_.Handle(
       *ctx, "UpdateProblem", *req, [&] { return ValidateUpdateProblem(*req); },
       [&](pg::Transaction& tx,

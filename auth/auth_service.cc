@@ -1,5 +1,7 @@
 #include "auth/auth_service.h"
 
+#include <algorithm>
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -41,17 +43,33 @@ v1::LoginPolicy PolicyProto(const store::PolicyRow& row) {
   p.set_min_password_length(row.settings.min_password_length);
   p.set_lockout_threshold(row.settings.lockout_threshold);
   p.set_mfa_required(row.settings.mfa_required);
-  p.set_session_lifetime_seconds(row.settings.session_lifetime_seconds);
+  p.mutable_session_lifetime()->set_seconds(row.settings.session_lifetime_seconds);
   p.set_version(row.version);
   *p.mutable_updated_at() = ToProto(row.updated_at);
   return p;
 }
 
-store::PolicySettings SettingsOf(const v1::LoginPolicy& p) {
-  return {.min_password_length = p.min_password_length(),
-          .lockout_threshold = p.lockout_threshold(),
-          .mfa_required = p.mfa_required(),
-          .session_lifetime_seconds = p.session_lifetime_seconds()};
+// The settable fields of a LoginPolicy: the paths of an update mask.
+constexpr std::array<absl::string_view, 4> kPolicyPaths = {
+    "min_password_length", "lockout_threshold", "mfa_required", "session_lifetime"};
+
+// The paths an update changes: its mask's, or every settable one without.
+std::vector<std::string> PolicyPaths(const v1::UpdateLoginPolicyRequest& req) {
+  if (req.update_mask().paths().empty()) return {kPolicyPaths.begin(), kPolicyPaths.end()};
+  return {req.update_mask().paths().begin(), req.update_mask().paths().end()};
+}
+
+// `before` with the fields of `p` named by `paths`.
+store::PolicySettings SettingsOf(store::PolicySettings before, const v1::LoginPolicy& p,
+                                 const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (path == "min_password_length") before.min_password_length = p.min_password_length();
+    if (path == "lockout_threshold") before.lockout_threshold = p.lockout_threshold();
+    if (path == "mfa_required") before.mfa_required = p.mfa_required();
+    if (path == "session_lifetime")
+      before.session_lifetime_seconds = p.session_lifetime().seconds();
+  }
+  return before;
 }
 
 absl::Status UserNotFound(const std::string& user_id) {
@@ -166,19 +184,35 @@ absl::Status ValidateRoleChange(const std::string& user_id, const std::string& r
 }
 
 absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req) {
-  if (!req.has_policy()) return absl::InvalidArgumentError("policy: required");
-  return ValidateLoginPolicy(req.policy());
+  if (!req.has_login_policy()) return absl::InvalidArgumentError("login_policy: required");
+  for (int i = 0; i < req.update_mask().paths_size(); ++i) {
+    const std::string& path = req.update_mask().paths(i);
+    if (std::find(kPolicyPaths.begin(), kPolicyPaths.end(), path) == kPolicyPaths.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "update_mask.paths[", i, "]: \"", text::TruncateUtf8(path, 64),
+          "\" is not a settable field (min_password_length, lockout_threshold, mfa_required, "
+          "session_lifetime)"));
+    }
+  }
+  return ValidateLoginPolicy(req.login_policy(), PolicyPaths(req));
 }
 
-absl::Status ValidateLoginPolicy(const v1::LoginPolicy& p) {
-  if (p.min_password_length() < 8 || p.min_password_length() > 128) {
-    return absl::InvalidArgumentError("policy.min_password_length: must be 8..128");
+absl::Status ValidateLoginPolicy(const v1::LoginPolicy& p, const std::vector<std::string>& paths) {
+  const auto changes = [&](absl::string_view field) {
+    return std::find(paths.begin(), paths.end(), field) != paths.end();
+  };
+  if (changes("min_password_length") &&
+      (p.min_password_length() < 8 || p.min_password_length() > 128)) {
+    return absl::InvalidArgumentError("login_policy.min_password_length: must be 8..128");
   }
-  if (p.lockout_threshold() < 1 || p.lockout_threshold() > 100) {
-    return absl::InvalidArgumentError("policy.lockout_threshold: must be 1..100");
+  if (changes("lockout_threshold") && (p.lockout_threshold() < 1 || p.lockout_threshold() > 100)) {
+    return absl::InvalidArgumentError("login_policy.lockout_threshold: must be 1..100");
   }
-  if (p.session_lifetime_seconds() < 60 || p.session_lifetime_seconds() > 2592000) {
-    return absl::InvalidArgumentError("policy.session_lifetime_seconds: must be 60..2592000");
+  const google::protobuf::Duration& lifetime = p.session_lifetime();
+  if (changes("session_lifetime") &&
+      (lifetime.nanos() != 0 || lifetime.seconds() < 60 || lifetime.seconds() > 2592000)) {
+    return absl::InvalidArgumentError(
+        "login_policy.session_lifetime: whole seconds, 60s..2592000s (30 days)");
   }
   return absl::OkStatus();
 }
@@ -261,14 +295,15 @@ grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
           -> absl::StatusOr<mutation::Outcome<v1::UpdateLoginPolicyResponse>> {
         ASSIGN_OR_RETURN(std::optional<store::PolicyRow> before, store::LockPolicy(tx));
         if (!before.has_value()) return absl::InternalError("login_policy row is missing");
-        const store::PolicySettings want = SettingsOf(req->policy());
+        const store::PolicySettings want =
+            SettingsOf(before->settings, req->login_policy(), PolicyPaths(*req));
         v1::UpdateLoginPolicyResponse out;
         if (before->settings == want) {
-          *out.mutable_policy() = PolicyProto(*before);
+          *out.mutable_login_policy() = PolicyProto(*before);
           return mutation::Unchanged(std::move(out));
         }
         ASSIGN_OR_RETURN(store::PolicyRow after, store::UpdatePolicy(tx, want, actor.principal));
-        *out.mutable_policy() = PolicyProto(after);
+        *out.mutable_login_policy() = PolicyProto(after);
         return mutation::Changed(events::LoginPolicyUpdated(actor, *before, after), std::move(out));
       },
       resp);
@@ -287,20 +322,20 @@ grpc::Status AuthServiceImpl::GetUser(grpc::ServerContext* ctx, const v1::GetUse
   return Reply(user(), resp, "GetUser");
 }
 
-grpc::Status AuthServiceImpl::ListUserRoles(grpc::ServerContext* ctx,
-                                            const v1::ListUserRolesRequest* req,
-                                            v1::ListUserRolesResponse* resp) {
-  auto roles = [&]() -> absl::StatusOr<v1::ListUserRolesResponse> {
-    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "ListUserRoles").status());
+grpc::Status AuthServiceImpl::GetUserRoles(grpc::ServerContext* ctx,
+                                           const v1::GetUserRolesRequest* req,
+                                           v1::UserRoles* resp) {
+  auto roles = [&]() -> absl::StatusOr<v1::UserRoles> {
+    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetUserRoles").status());
     RETURN_IF_ERROR(ValidateUserId(req->user_id()));
     ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
     ASSIGN_OR_RETURN(std::optional<store::UserRow> user, store::GetUser(*conn, req->user_id()));
     if (!user.has_value()) return UserNotFound(req->user_id());
     events::Authz authz{.version = user->authz_version};
     ASSIGN_OR_RETURN(authz.roles, store::ListRoles(*conn, req->user_id()));
-    return RolesResponse<v1::ListUserRolesResponse>(authz);
+    return RolesResponse<v1::UserRoles>(authz);
   };
-  return Reply(roles(), resp, "ListUserRoles");
+  return Reply(roles(), resp, "GetUserRoles");
 }
 
 grpc::Status AuthServiceImpl::GetLoginPolicy(grpc::ServerContext* ctx,
@@ -321,7 +356,7 @@ const server::AccessTable& AccessRules() {
       {"CreateUser", "auth.admin"},        {"DisableUser", "auth.admin"},
       {"AssignRole", "auth.admin"},        {"RevokeRole", "auth.admin"},
       {"UpdateLoginPolicy", "auth.admin"}, {"GetUser", "auth.reader"},
-      {"ListUserRoles", "auth.reader"},    {"GetLoginPolicy", "auth.reader"},
+      {"GetUserRoles", "auth.reader"},     {"GetLoginPolicy", "auth.reader"},
   };
   return *rules;
 }

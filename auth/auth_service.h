@@ -36,8 +36,8 @@ class AuthServiceImpl final : public v1::AuthService::Service {
                                  v1::UpdateLoginPolicyResponse* resp) override;
   grpc::Status GetUser(grpc::ServerContext* ctx, const v1::GetUserRequest* req,
                        v1::User* resp) override;
-  grpc::Status ListUserRoles(grpc::ServerContext* ctx, const v1::ListUserRolesRequest* req,
-                             v1::ListUserRolesResponse* resp) override;
+  grpc::Status GetUserRoles(grpc::ServerContext* ctx, const v1::GetUserRolesRequest* req,
+                            v1::UserRoles* resp) override;
   grpc::Status GetLoginPolicy(grpc::ServerContext* ctx, const v1::GetLoginPolicyRequest* req,
                               v1::LoginPolicy* resp) override;
 
@@ -49,7 +49,8 @@ class AuthServiceImpl final : public v1::AuthService::Service {
 
 // Request validation, exposed for unit tests. INVALID_ARGUMENT names the field.
 absl::Status ValidateCreateUser(const v1::CreateUserRequest& req);
-absl::Status ValidateLoginPolicy(const v1::LoginPolicy& policy);
+absl::Status ValidateLoginPolicy(const v1::LoginPolicy& policy,
+                                 const std::vector<std::string>& paths);
 absl::Status ValidateDisableUser(const v1::DisableUserRequest& req);
 absl::Status ValidateRoleChange(const std::string& user_id, const std::string& role);
 absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req);

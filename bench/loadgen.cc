@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
+#include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
@@ -190,7 +191,7 @@ class LoadGenerator {
       req->set_slug(absl::StrCat("b-", id.substr(id.size() > 40 ? id.size() - 40 : 0)));
       req->set_title("Bench problem");
       req->set_statement(std::string(200, 's'));
-      req->set_time_limit_ms(1000);
+      *req->mutable_time_limit() = google::protobuf::util::TimeUtil::MillisecondsToDuration(1000);
       req->set_memory_limit_mb(256);
       req->set_difficulty(3);
       req->set_request_id(id);

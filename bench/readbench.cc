@@ -109,7 +109,7 @@ absl::StatusOr<Call> QueryCall(v1::AdminService::Stub& stub, const Options& o, c
     fill = [](v1::QueryAuditLogsRequest&, std::mt19937_64&) {};
   } else if (f == "owner") {
     fill = [](v1::QueryAuditLogsRequest& r, std::mt19937_64&) {
-      r.set_owner(audit::v1::OWNER_AUTH);
+      r.mutable_filter()->set_owner(audit::v1::OWNER_AUTH);
     };
   } else if (f == "actor" || f == "action" || f == "entity_type" || f == "entity" ||
              f == "window") {
@@ -117,18 +117,18 @@ absl::StatusOr<Call> QueryCall(v1::AdminService::Stub& stub, const Options& o, c
       return absl::InvalidArgumentError("--filter=" + f + " needs --values-file");
     fill = [&in, f](v1::QueryAuditLogsRequest& r, std::mt19937_64& rng) {
       const std::string& v = Pick(in, rng);
-      if (f == "actor") r.set_actor(v);
-      if (f == "action") r.set_action(v);
-      if (f == "entity_type") r.set_entity_type(v);
+      if (f == "actor") r.mutable_filter()->set_actor(v);
+      if (f == "action") r.mutable_filter()->set_action(v);
+      if (f == "entity_type") r.mutable_filter()->set_entity_type(v);
       if (f == "entity") {
         std::pair<std::string, std::string> te = absl::StrSplit(v, absl::MaxSplits('/', 1));
-        r.set_entity_type(te.first);
-        r.set_entity_id(te.second);
+        r.mutable_filter()->set_entity_type(te.first);
+        r.mutable_filter()->set_entity_id(te.second);
       }
       int64_t from = 0;
       if (f == "window" && absl::SimpleAtoi(v, &from)) {
-        r.mutable_from()->set_seconds(from);
-        r.mutable_to()->set_seconds(from + 3600);
+        r.mutable_filter()->mutable_start_time()->set_seconds(from);
+        r.mutable_filter()->mutable_end_time()->set_seconds(from + 3600);
       }
     };
   } else {
@@ -161,7 +161,7 @@ absl::StatusOr<Call> MakeCall(v1::AuditLogService::Stub& log, v1::AdminService::
   if (o.call == "inclusion") {
     return Call([&log, size](const Context& context, std::mt19937_64& rng) {
       v1::GetInclusionProofRequest req;
-      req.set_index(rng() % size);
+      req.set_leaf_index(rng() % size);
       req.set_tree_size(size);
       v1::InclusionProof out;
       return Time(context,
@@ -181,8 +181,8 @@ absl::StatusOr<Call> MakeCall(v1::AuditLogService::Stub& log, v1::AdminService::
   if (o.call == "consistency") {
     return Call([&log, size](const Context& context, std::mt19937_64& rng) {
       v1::GetConsistencyProofRequest req;
-      req.set_first(1 + rng() % (size - 1));
-      req.set_second(size);
+      req.set_first_tree_size(1 + rng() % (size - 1));
+      req.set_second_tree_size(size);
       v1::ConsistencyProof out;
       return Time(context, [&](grpc::ClientContext* ctx) {
         return log.GetConsistencyProof(ctx, req, &out);
@@ -200,8 +200,8 @@ absl::StatusOr<Call> MakeCall(v1::AuditLogService::Stub& log, v1::AdminService::
   if (o.call == "entries") {
     return Call([&log, size](const Context& context, std::mt19937_64& rng) {
       v1::ListLogEntriesRequest req;
-      req.set_start(rng() % (size - std::min<uint64_t>(size - 1, 100)));
-      req.set_count(100);
+      req.set_start_index(rng() % (size - std::min<uint64_t>(size - 1, 100)));
+      req.set_page_size(100);
       v1::ListLogEntriesResponse out;
       return Time(context,
                   [&](grpc::ClientContext* ctx) { return log.ListLogEntries(ctx, req, &out); });

@@ -60,15 +60,15 @@ int Run(const Options& o, const std::string& token) {
     contexts[w]->AddMetadata("authorization", "Bearer " + token);
     threads.emplace_back([&, w] {
       v1::WatchAuditLogsRequest req;
-      if (o.idle) req.set_actor("nobody-is-this-actor");
+      if (o.idle) req.mutable_filter()->set_actor("nobody-is-this-actor");
       auto reader = stubs[w / o.per_connection]->WatchAuditLogs(contexts[w].get(), req);
       std::vector<int64_t> mine;
       v1::WatchAuditLogsResponse frame;
       while (reader->Read(&frame)) {
-        if (frame.has_log()) {
+        if (frame.has_audit_log()) {
           const absl::Time occurred =
               absl::FromUnixMicros(google::protobuf::util::TimeUtil::TimestampToMicroseconds(
-                  frame.log().log().occurred_at()));
+                  frame.audit_log().audit_log().occurred_at()));
           mine.push_back(absl::ToInt64Microseconds(absl::Now() - occurred));
         } else {
           ++progress;

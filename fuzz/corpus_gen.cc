@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "admin/query/list_token.h"
 #include "admin/query/page_token.h"
 #include "common/audit/receipt.h"
 #include "common/tlog/cosignature.h"
@@ -264,7 +265,7 @@ void PageToken() {
   admin::query::AuditFilters filters;
   filters.owner = "auth";
   filters.action = "create_user";
-  filters.from = absl::FromUnixSeconds(1700000000);
+  filters.start_time = absl::FromUnixSeconds(1700000000);
   const uint64_t fp = admin::query::FilterFingerprint(filters);
   auto token = [&](absl::Time at, const std::string& id, uint64_t fingerprint) {
     auto tok = admin::query::EncodePageToken({at, id}, fingerprint);
@@ -283,6 +284,9 @@ void PageToken() {
   Write(t, "mangled", mangled);
   Write(t, "truncated", good.substr(0, good.size() - 4));
   Write(t, "not_base64", "page~token!");
+  Write(t, "list_token", admin::query::EncodeListToken(admin::query::ListKind::kPoison, 42, 7));
+  Write(t, "list_token_other_list",
+        admin::query::EncodeListToken(admin::query::ListKind::kWatch, 42, 7));
 }
 
 std::string Bytes(const google::protobuf::MessageLite& m) { return m.SerializeAsString(); }
@@ -321,21 +325,24 @@ void RequestValidation() {
   }
   {
     auth::v1::UpdateLoginPolicyRequest r;
-    auto* p = r.mutable_policy();
+    auto* p = r.mutable_login_policy();
     p->set_min_password_length(12);
     p->set_lockout_threshold(5);
     p->set_mfa_required(true);
-    p->set_session_lifetime_seconds(86400);
+    p->mutable_session_lifetime()->set_seconds(86400);
     write("update_login_policy_valid", 4, Bytes(r));
-    p->set_session_lifetime_seconds(59);
+    p->mutable_session_lifetime()->set_seconds(59);
     write("update_login_policy_invalid", 4, Bytes(r));
+    r.mutable_update_mask()->add_paths("mfa_required");
+    r.mutable_update_mask()->add_paths("version");
+    write("update_login_policy_bad_mask", 4, Bytes(r));
   }
   {
     app::v1::CreateProblemRequest r;
     r.set_slug("a-plus-b");
     r.set_title("A + B");
     r.set_statement("Add two numbers.\n\tInput: a b");
-    r.set_time_limit_ms(1000);
+    r.mutable_time_limit()->set_seconds(1);
     r.set_memory_limit_mb(256);
     r.set_difficulty(1);
     write("create_problem_valid", 5, Bytes(r));
@@ -344,13 +351,13 @@ void RequestValidation() {
   }
   {
     app::v1::UpdateProblemRequest r;
-    r.set_problem_id(kId1);
-    r.add_update_mask("title");
-    r.add_update_mask("difficulty");
-    r.set_title("A + B (easy)");
-    r.set_difficulty(2);
+    r.mutable_problem()->set_problem_id(kId1);
+    r.mutable_update_mask()->add_paths("title");
+    r.mutable_update_mask()->add_paths("difficulty");
+    r.mutable_problem()->set_title("A + B (easy)");
+    r.mutable_problem()->set_difficulty(2);
     write("update_problem_valid", 6, Bytes(r));
-    r.add_update_mask("slug");
+    r.mutable_update_mask()->add_paths("slug");
     write("update_problem_unknown_path", 6, Bytes(r));
   }
   {

@@ -5,16 +5,21 @@
 // proto (ParseFromArray; unparseable bytes are skipped) or, for the text
 // mode, raw bytes. Every validator runs on the request, and
 // mutation::ValidateRequestId on its request_id. Invariants: validators fail
-// only with INVALID_ARGUMENT; text::Check accepts only valid UTF-8 within
+// only with INVALID_ARGUMENT, and the google.rpc.BadRequest a client gets
+// for it (server::ToGrpcStatus) names a field path of the request, so a
+// client can always tell which field to fix; text::Check accepts only valid UTF-8 within
 // its rule's length, without forbidden controls; TruncateUtf8 keeps valid
 // UTF-8 valid.
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
 #include "common/mutation/mutation.h"
+#include "common/server/error_details.h"
+#include "common/server/grpc_status.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace ::ulticode;  // NOLINT
@@ -23,6 +28,33 @@ namespace {
 
 void Expect(const absl::Status& s) {
   FUZZ_CHECK(s.ok() || s.code() == absl::StatusCode::kInvalidArgument, s.ToString());
+}
+
+// Whether `path` ("login_policy.session_lifetime", "update_mask.paths[2]")
+// names a field of `type`.
+bool IsFieldPath(const google::protobuf::Descriptor* type, absl::string_view path) {
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (type == nullptr) return false;
+    const size_t bracket = part.find('[');
+    const google::protobuf::FieldDescriptor* field =
+        type->FindFieldByName(std::string(part.substr(0, bracket)));
+    if (field == nullptr || (bracket != absl::string_view::npos && !field->is_repeated())) {
+      return false;
+    }
+    type = field->message_type();
+  }
+  return true;
+}
+
+// A validator's verdict on `req`: OK, or INVALID_ARGUMENT whose BadRequest
+// names a field of the request.
+void Expect(const absl::Status& s, const google::protobuf::Message& req) {
+  Expect(s);
+  if (s.ok()) return;
+  const std::string field = server::ErrorDetails::Of(server::ToGrpcStatus(s, "fuzz")).BadField();
+  FUZZ_CHECK(IsFieldPath(req.GetDescriptor(), field), "BadRequest names no field of " +
+                                                          req.GetDescriptor()->name() + ": \"" +
+                                                          field + "\" (" + s.ToString() + ")");
 }
 
 template <typename Request>
@@ -75,79 +107,78 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       auth::v1::CreateUserRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(auth::ValidateCreateUser(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(auth::ValidateCreateUser(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 1: {
       auth::v1::DisableUserRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(auth::ValidateDisableUser(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(auth::ValidateDisableUser(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 2: {
       auth::v1::AssignRoleRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(auth::ValidateRoleChange(req.user_id(), req.role()));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(auth::ValidateRoleChange(req.user_id(), req.role()), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 3: {
       auth::v1::RevokeRoleRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(auth::ValidateRoleChange(req.user_id(), req.role()));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(auth::ValidateRoleChange(req.user_id(), req.role()), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 4: {
       auth::v1::UpdateLoginPolicyRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(auth::ValidateUpdateLoginPolicy(req));
-      Expect(auth::ValidateLoginPolicy(req.policy()));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(auth::ValidateUpdateLoginPolicy(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 5: {
       app::v1::CreateProblemRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(app::ValidateCreateProblem(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(app::ValidateCreateProblem(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 6: {
       app::v1::UpdateProblemRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(app::ValidateUpdateProblem(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(app::ValidateUpdateProblem(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 7: {
       app::v1::CreateContestRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(app::ValidateCreateContest(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(app::ValidateCreateContest(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 8: {
       app::v1::AddProblemToContestRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(app::ValidateAddProblemToContest(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(app::ValidateAddProblemToContest(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 9: {
       app::v1::RemoveProblemFromContestRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(app::ValidateRemoveProblemFromContest(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(app::ValidateRemoveProblemFromContest(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     case 10: {
       app::v1::PublishContestRequest req;
       if (!Parse(rest, &req)) return 0;
-      Expect(app::ValidatePublishContest(req));
-      Expect(mutation::ValidateRequestId(req.request_id()));
+      Expect(app::ValidatePublishContest(req), req);
+      Expect(mutation::ValidateRequestId(req.request_id()), req);
       break;
     }
     default: {

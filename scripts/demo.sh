@@ -61,23 +61,25 @@ echo "${r}"
 r=$(call "${auth}" ulticode.auth.v1.AuthService/RevokeRole "{\"userId\":\"${user_id}\",\"role\":\"judge\"}")
 echo "${r}"; remember "${r}" revoke_role user_role
 
-step "Auth: update the login policy"
+step "Auth: update the login policy (only the fields the update mask names)"
 current=$(call "${auth}" ulticode.auth.v1.AuthService/GetLoginPolicy '{}')
 len=$(( $(field "${current}" minPasswordLength) == 14 ? 15 : 14 ))
 r=$(call "${auth}" ulticode.auth.v1.AuthService/UpdateLoginPolicy \
-  "{\"policy\":{\"minPasswordLength\":${len},\"lockoutThreshold\":5,\"mfaRequired\":true,\"sessionLifetimeSeconds\":3600}}")
+  "{\"loginPolicy\":{\"minPasswordLength\":${len},\"sessionLifetime\":\"3600s\"},\"updateMask\":\"minPasswordLength,sessionLifetime\"}")
 echo "${r}"; remember "${r}" update_login_policy login_policy
 
-step "Auth: a bad request is rejected with INVALID_ARGUMENT"
+step "Auth: a bad request is rejected with INVALID_ARGUMENT and a BadRequest naming the field"
 if out=$(call "${auth}" ulticode.auth.v1.AuthService/CreateUser '{"username":"x","email":"bad"}' 2>&1); then
   echo "expected an error"; exit 1
 fi
 echo "${out}" | grep -q '"invalid_argument"' || { echo "${out}"; exit 1; }
+# buf curl prints the google.rpc details by type (their values in base64).
+echo "${out}" | grep -q '"google.rpc.BadRequest"' || { echo "${out}"; echo "no BadRequest detail"; exit 1; }
 echo "${out}"
 
 step "App: create problem, create contest, add problem"
 r=$(call "${app}" ulticode.app.v1.AppService/CreateProblem \
-  "{\"slug\":\"${run_id}-sum\",\"title\":\"A + B\",\"statement\":\"Add two numbers.\",\"timeLimitMs\":1000,\"memoryLimitMb\":256,\"difficulty\":1}")
+  "{\"slug\":\"${run_id}-sum\",\"title\":\"A + B\",\"statement\":\"Add two numbers.\",\"timeLimit\":\"1s\",\"memoryLimitMb\":256,\"difficulty\":1}")
 echo "${r}"; remember "${r}" create_problem problem; problem_id=$(field "${r}" problem.problemId)
 r=$(call "${app}" ulticode.app.v1.AppService/CreateContest \
   "{\"slug\":\"${run_id}-cup\",\"title\":\"Demo Cup\",\"startsAt\":\"2027-01-01T10:00:00Z\",\"endsAt\":\"2027-01-01T13:00:00Z\"}")
@@ -129,10 +131,10 @@ ms = int(sys.argv[1].replace("-", "")[:12], 16)  # UUIDv7: the first 48 bits are
 print(datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 PY
 )
-page=$(admin_call QueryAuditLogs "{\"actor\":\"demo-admin\",\"from\":\"${since}\",\"pageSize\":100}")
+page=$(admin_call QueryAuditLogs "{\"filter\":{\"actor\":\"demo-admin\",\"startTime\":\"${since}\"},\"pageSize\":100}")
 /usr/bin/python3 - "${page}" "${events[@]}" <<'PY'
 import json, sys
-logs = json.loads(sys.argv[1]).get("logs", [])
+logs = json.loads(sys.argv[1]).get("auditLogs", [])
 got, want = [l["eventId"] for l in logs], set(sys.argv[2:])
 for l in logs:
     print(f"  {l['occurredAt']}  {l['eventType']:<28} {l['eventId']}")

@@ -19,6 +19,10 @@ constexpr pg::Statement kDeleteProcessed{
     "inbox.retention", "SELECT inbox_retention($1::float8, $2::integer)", absl::Seconds(30)};
 constexpr pg::Statement kDeletePoison{
     "poison.retention", "SELECT poison_retention($1::float8, $2::integer)", absl::Seconds(30)};
+// Migration 0018.
+constexpr pg::Statement kDeleteKeys{"idempotency.retention",
+                                    "SELECT idempotency_retention($1::float8, $2::integer)",
+                                    absl::Seconds(30)};
 
 // Partial indexes and capped scans only. Oldest PENDING and oldest retry are
 // looked for among the first 10,000 PENDING rows in due order.
@@ -55,6 +59,10 @@ void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* o
   flags.Duration("poison-retention", &options->poison_retention,
                  "poison entries are deleted this long after they arrived", absl::Hours(1),
                  absl::Hours(24 * 3650));
+  flags.Duration("idempotency-retention", &options->idempotency_retention,
+                 "operator request ids are forgotten this long after the request (a retry after "
+                 "that is a new request)",
+                 absl::Minutes(1), absl::Hours(24 * 3650));
   flags.Duration("stream-trim-interval", &options->stream_trim_interval,
                  "how often the owner streams are trimmed up to what every group acknowledged",
                  absl::Seconds(1), absl::Hours(1));
@@ -87,7 +95,8 @@ absl::Status CheckRetention(const AdminHousekeepingOptions& options) {
 
 std::vector<retention::Table> RetentionTables(const AdminHousekeepingOptions& options) {
   return {{"consumer_inbox", kDeleteProcessed, options.inbox_retention},
-          {"poison_events", kDeletePoison, options.poison_retention}};
+          {"poison_events", kDeletePoison, options.poison_retention},
+          {"idempotency_keys", kDeleteKeys, options.idempotency_retention}};
 }
 
 InboxGauges::InboxGauges(std::string consumer, prometheus::Registry& registry)

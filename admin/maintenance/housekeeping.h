@@ -1,6 +1,7 @@
 // Admin's periodic housekeeping (worker::Periodic jobs):
 //  - retention: PROCESSED inbox rows after `--inbox-retention` (30 d) and
-//    poison entries after `--poison-retention` (90 d). PENDING, PROCESSING
+//    poison entries after `--poison-retention` (90 d), operator request ids
+//    after `--idempotency-retention` (24 h). PENDING, PROCESSING
 //    and DEAD inbox rows are never deleted, and audit_logs never is.
 //  - stream trimming (stream_trimmer.h) every `--stream-trim-interval`, and
 //    every owner-writable stream held to its share of Redis's memory
@@ -42,6 +43,7 @@ inline constexpr absl::Duration kMinInboxRetention = absl::Hours(48);
 struct AdminHousekeepingOptions {
   absl::Duration inbox_retention = absl::Hours(24 * 30);
   absl::Duration poison_retention = absl::Hours(24 * 90);
+  absl::Duration idempotency_retention = absl::Hours(24);
   absl::Duration retention_interval = absl::Minutes(1);
   absl::Duration stream_trim_interval = absl::Minutes(1);
   // Each owner stream's share of Redis's memory, and how often it is held
@@ -54,7 +56,7 @@ struct AdminHousekeepingOptions {
   absl::Duration sequence_gap_grace = absl::Minutes(15);
 };
 
-// --inbox-retention, --poison-retention, --stream-trim-interval,
+// --inbox-retention, --poison-retention, --idempotency-retention, --stream-trim-interval,
 // --owner-stream-max-bytes, --stream-guard-interval, --sequence-gap-grace, --retention-interval and
 // --metrics-sample-interval, with CheckRetention.
 void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* options);

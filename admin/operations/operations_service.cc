@@ -9,8 +9,11 @@
 #include "admin/audit_logs/writer.h"
 #include "admin/inbox/batch.h"
 #include "admin/inbox/inbox_store.h"
+#include "admin/query/list_token.h"
+#include "admin/query/page_token.h"
 #include "common/base/status_macros.h"
 #include "common/mutation/actor.h"
+#include "common/mutation/idempotency.h"
 #include "common/server/grpc_server.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
@@ -92,17 +95,41 @@ constexpr pg::Statement kLockPoison{
 
 int PageSize(int32_t requested) { return requested <= 0 ? 100 : std::min(requested, 500); }
 
-absl::Status ValidateIds(int count, bool all, absl::string_view reason, bool allow_all = true) {
-  RETURN_IF_ERROR(text::Check("reason", reason, kReasonRule));
-  if (!allow_all && all) return absl::InvalidArgumentError("all: this call takes ids only");
-  if ((count > 0) == all) {
-    return absl::InvalidArgumentError(allow_all ? "give either ids or all: true (an empty filter "
-                                                  "never means every row)"
-                                                : "ids: give 1.. ids");
+// The position after the previous page (0 for the first).
+absl::StatusOr<int64_t> After(const std::string& token, query::ListKind kind,
+                              uint64_t fingerprint) {
+  if (token.empty()) return 0;
+  ASSIGN_OR_RETURN(const uint64_t after,
+                   query::DecodeListToken("page_token", token, kind, fingerprint));
+  if (after > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError("page_token: malformed");
   }
-  if (count > kMaxIds) {
-    return absl::InvalidArgumentError(absl::StrCat("ids: ", count, " ids, at most ", kMaxIds));
+  return static_cast<int64_t>(after);
+}
+
+// Rows named by id: 1..kMaxIds of them.
+absl::Status ValidateIds(const v1::RowIds& ids) {
+  if (ids.ids().empty()) return absl::InvalidArgumentError("ids.ids: give 1.. ids");
+  if (ids.ids_size() > kMaxIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ids.ids: ", ids.ids_size(), " ids, at most ", kMaxIds));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReason(absl::string_view reason) {
+  return text::Check("reason", reason, kReasonRule);
+}
+
+// The selection of a request that takes ids or every row: one is required.
+// An empty request never means every row.
+template <typename Request>
+absl::Status ValidateSelection(const Request& req) {
+  RETURN_IF_ERROR(ValidateReason(req.reason()));
+  if (req.selection_case() == Request::SELECTION_NOT_SET) {
+    return absl::InvalidArgumentError("ids: give ids, or ask for every row");
+  }
+  if (req.has_ids()) RETURN_IF_ERROR(ValidateIds(req.ids()));
   return absl::OkStatus();
 }
 
@@ -177,9 +204,34 @@ const server::AccessTable& AccessRules() {
 }
 
 absl::StatusOr<audit::Actor> AdminOperationsService::Admit(const grpc::ServerContext& ctx,
-                                                           absl::string_view method) {
+                                                           absl::string_view method,
+                                                           absl::string_view request_id) {
   ASSIGN_OR_RETURN(server::Principal principal, authorizer_.Admit(ctx, method));
-  return mutation::ActorFromCall(principal, ctx, "");
+  return mutation::ActorFromCall(principal, ctx, std::string(request_id));
+}
+
+grpc::Status AdminOperationsService::Mutate(
+    grpc::ServerContext* ctx, const char* method, const google::protobuf::Message& req,
+    const std::string& request_id, google::protobuf::Message* resp, const absl::Status& valid,
+    const std::function<absl::Status(pg::Transaction&, const audit::Actor&)>& change) {
+  auto actor = Admit(*ctx, method, request_id);
+  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
+  absl::Status done = valid.ok() ? mutation::ValidateRequestId(request_id) : valid;
+  if (done.ok()) {
+    done = [&]() -> absl::Status {
+      const mutation::IdempotencyKey key(method, req, actor->principal, request_id);
+      ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+      ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
+      ASSIGN_OR_RETURN(const bool seen, key.Replay(tx, *resp));
+      if (!seen) {
+        RETURN_IF_ERROR(change(tx, *actor));
+        key.Save(tx, *resp);
+      }
+      return tx.Commit();
+    }();
+  }
+  if (!done.ok()) resp->Clear();
+  return server::ToGrpcStatus(done, method);
 }
 
 absl::StatusOr<std::string> AdminOperationsService::Record(
@@ -205,19 +257,21 @@ grpc::Status AdminOperationsService::ListDeadInbox(grpc::ServerContext* ctx,
                                                    const v1::ListDeadInboxRequest* req,
                                                    v1::ListDeadInboxResponse* resp) {
   const char* method = "ListDeadInbox";
-  if (auto actor = Admit(*ctx, method); !actor.ok())
+  if (auto actor = Admit(*ctx, method, ""); !actor.ok())
     return server::ToGrpcStatus(actor.status(), method);
+  auto after = After(req->page_token(), query::ListKind::kDeadInbox, 0);
+  if (!after.ok()) return server::ToGrpcStatus(after.status(), method);
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
   const int size = PageSize(req->page_size());
-  auto r = (*conn)->Execute(kListDead,
-                            {pg::Text(options_.consumer), pg::Int(req->after_id()), pg::Int(size)});
+  auto r =
+      (*conn)->Execute(kListDead, {pg::Text(options_.consumer), pg::Int(*after), pg::Int(size)});
   if (!r.ok()) return server::ToGrpcStatus(r.status(), method);
   for (int i = 0; i < r->rows(); ++i) {
-    v1::DeadInboxRow* row = resp->add_rows();
+    v1::DeadInboxRow* row = resp->add_dead_inbox_rows();
     row->set_id(r->GetInt64(i, 0));
     row->set_event_id(r->GetString(i, 1));
-    row->set_owner(r->GetString(i, 2));
+    row->set_owner(audit::OwnerFromName(r->GetString(i, 2)));
     row->set_event_type(r->GetString(i, 3));
     row->set_attempts(static_cast<int32_t>(r->GetInt64(i, 4)));
     row->set_last_error(r->GetString(i, 5));
@@ -228,73 +282,79 @@ grpc::Status AdminOperationsService::ListDeadInbox(grpc::ServerContext* ctx,
           TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(r->GetTime(i, 7)));
     }
   }
-  if (r->rows() == size) resp->set_next_after_id(resp->rows(size - 1).id());
+  if (r->rows() == size) {
+    resp->set_next_page_token(query::EncodeListToken(query::ListKind::kDeadInbox,
+                                                     resp->dead_inbox_rows(size - 1).id(), 0));
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status AdminOperationsService::RequeueDeadInbox(grpc::ServerContext* ctx,
                                                       const v1::RequeueDeadInboxRequest* req,
                                                       v1::RequeueDeadInboxResponse* resp) {
-  const char* method = "RequeueDeadInbox";
-  auto actor = Admit(*ctx, method);
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
-  absl::Status valid = ValidateIds(req->ids_size(), req->all(), req->reason());
-  if (valid.ok() && !req->owner().empty() &&
-      (!req->all() || (req->owner() != "auth" && req->owner() != "app"))) {
-    valid = absl::InvalidArgumentError("owner: \"auth\" or \"app\", and only with all: true");
+  absl::Status valid = ValidateSelection(*req);
+  const audit::v1::Owner owner = req->all_of_owner();
+  if (valid.ok() && req->has_all_of_owner() && owner != audit::v1::OWNER_UNSPECIFIED &&
+      owner != audit::v1::OWNER_AUTH && owner != audit::v1::OWNER_APP) {
+    valid = absl::InvalidArgumentError(
+        "all_of_owner: OWNER_AUTH, OWNER_APP, or OWNER_UNSPECIFIED for every owner");
   }
-  if (!valid.ok()) return server::ToGrpcStatus(valid, method);
-  const std::vector<std::string> ids = Unique(req->ids());
-  absl::Status done = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
-    const pg::Param id_array = req->all() ? pg::Null() : pg::TextArray(ids);
-    if (!req->all()) {
-      ASSIGN_OR_RETURN(pg::Result bad,
-                       tx.Execute(kNotDead, {pg::Text(options_.consumer), pg::TextArray(ids)}));
-      if (bad.rows() > 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ids: ", bad.GetInt64(0, 0), " is not a DEAD inbox row"));
-      }
-    }
-    ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kRequeue, {pg::Text(options_.consumer), id_array,
-                                                         pg::Text(req->owner())}));
-    if (!req->all() && r.rows() != static_cast<int>(ids.size())) {
-      return absl::AbortedError("some rows changed concurrently; nothing was requeued");
-    }
-    resp->set_requeued(r.rows());
-    if (r.rows() == 0) return tx.Commit();
-    std::vector<std::string> events;
-    for (int i = 0; i < r.rows(); ++i) events.push_back(r.GetString(i, 0));
-    ASSIGN_OR_RETURN(
-        std::string event_id,
-        Record(tx, *actor, "admin.inbox.requeued", "requeue_dead_inbox", "consumer_inbox",
-               Values(events, r.rows(), req->all() ? "all DEAD rows" : "ids", req->reason())));
-    RETURN_IF_ERROR(tx.Execute(kWakeConsumers, {}).status());
-    RETURN_IF_ERROR(tx.Commit());
-    resp->set_event_id(event_id);
-    return absl::OkStatus();
-  }();
-  return server::ToGrpcStatus(done, method);
+  const bool all = req->has_all_of_owner();
+  const std::vector<std::string> ids = Unique(req->ids().ids());
+  return Mutate(
+      ctx, "RequeueDeadInbox", *req, req->request_id(), resp, valid,
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::Status {
+        if (!all) {
+          ASSIGN_OR_RETURN(pg::Result bad,
+                           tx.Execute(kNotDead, {pg::Text(options_.consumer), pg::TextArray(ids)}));
+          if (bad.rows() > 0) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("ids.ids: ", bad.GetInt64(0, 0), " is not a DEAD inbox row"));
+          }
+        }
+        const std::string owner_name =
+            all && owner != audit::v1::OWNER_UNSPECIFIED ? audit::OwnerName(owner) : "";
+        ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kRequeue, {pg::Text(options_.consumer),
+                                                             all ? pg::Null() : pg::TextArray(ids),
+                                                             pg::Text(owner_name)}));
+        if (!all && r.rows() != static_cast<int>(ids.size())) {
+          return absl::AbortedError("some rows changed concurrently; nothing was requeued");
+        }
+        resp->set_requeued(r.rows());
+        if (r.rows() == 0) return absl::OkStatus();
+        std::vector<std::string> events;
+        for (int i = 0; i < r.rows(); ++i) events.push_back(r.GetString(i, 0));
+        ASSIGN_OR_RETURN(
+            std::string event_id,
+            Record(tx, actor, "admin.inbox.requeued", "requeue_dead_inbox", "consumer_inbox",
+                   Values(events, r.rows(), all ? "all DEAD rows" : "ids", req->reason())));
+        RETURN_IF_ERROR(tx.Execute(kWakeConsumers, {}).status());
+        resp->set_event_id(event_id);
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status AdminOperationsService::ListPoison(grpc::ServerContext* ctx,
                                                 const v1::ListPoisonRequest* req,
                                                 v1::ListPoisonResponse* resp) {
   const char* method = "ListPoison";
-  if (auto actor = Admit(*ctx, method); !actor.ok())
+  if (auto actor = Admit(*ctx, method, ""); !actor.ok())
     return server::ToGrpcStatus(actor.status(), method);
+  const uint64_t fingerprint = query::Fnv1a64(req->poison_reason());
+  auto after = After(req->page_token(), query::ListKind::kPoison, fingerprint);
+  if (!after.ok()) return server::ToGrpcStatus(after.status(), method);
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
   const int size = PageSize(req->page_size());
   auto r = (*conn)->Execute(
-      kListPoison, {pg::Text(options_.consumer), pg::Int(req->after_id()),
-                    pg::Text(req->poison_reason()), pg::Int(size), pg::Int(server::kMaxPageBytes)});
+      kListPoison, {pg::Text(options_.consumer), pg::Int(*after), pg::Text(req->poison_reason()),
+                    pg::Int(size), pg::Int(server::kMaxPageBytes)});
   if (!r.ok()) return server::ToGrpcStatus(r.status(), method);
-  for (int i = 0; i < r->rows(); ++i) *resp->add_entries() = PoisonFrom(*r, i);
+  for (int i = 0; i < r->rows(); ++i) *resp->add_poison_entries() = PoisonFrom(*r, i);
   const int n = r->rows();
   if (n > 0 && (n == size || r->GetBool(n - 1, 8))) {
-    resp->set_next_after_id(resp->entries(n - 1).id());
+    resp->set_next_page_token(query::EncodeListToken(
+        query::ListKind::kPoison, resp->poison_entries(n - 1).id(), fingerprint));
   }
   return grpc::Status::OK;
 }
@@ -302,46 +362,38 @@ grpc::Status AdminOperationsService::ListPoison(grpc::ServerContext* ctx,
 grpc::Status AdminOperationsService::DiscardPoison(grpc::ServerContext* ctx,
                                                    const v1::DiscardPoisonRequest* req,
                                                    v1::DiscardPoisonResponse* resp) {
-  const char* method = "DiscardPoison";
-  auto actor = Admit(*ctx, method);
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
-  absl::Status valid = ValidateIds(req->ids_size(), req->all(), req->reason());
-  if (valid.ok() && !req->poison_reason().empty() && !req->all()) {
-    valid = absl::InvalidArgumentError("poison_reason: only with all: true");
-  }
-  if (!valid.ok()) return server::ToGrpcStatus(valid, method);
-  const std::vector<std::string> ids = Unique(req->ids());
-  absl::Status done = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
-    if (!req->all()) {
-      ASSIGN_OR_RETURN(pg::Result bad, tx.Execute(kNotUnresolved, {pg::Text(options_.consumer),
-                                                                   pg::TextArray(ids)}));
-      if (bad.rows() > 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ids: ", bad.GetInt64(0, 0), " is not an unresolved poison entry"));
-      }
-    }
-    ASSIGN_OR_RETURN(pg::Result r,
-                     tx.Execute(kResolve, {pg::Text(options_.consumer),
-                                           req->all() ? pg::Null() : pg::TextArray(ids),
-                                           pg::Text(req->poison_reason()), pg::Text("discarded")}));
-    if (!req->all() && r.rows() != static_cast<int>(ids.size())) {
-      return absl::AbortedError("some entries changed concurrently; nothing was discarded");
-    }
-    resp->set_discarded(r.rows());
-    if (r.rows() == 0) return tx.Commit();
-    std::vector<std::string> resolved;
-    for (int i = 0; i < r.rows(); ++i) resolved.push_back(r.GetString(i, 0));
-    ASSIGN_OR_RETURN(std::string event_id,
-                     Record(tx, *actor, "admin.poison.discarded", "discard_poison", "poison_events",
-                            Values(resolved, r.rows(),
-                                   req->all() ? "all unresolved entries" : "ids", req->reason())));
-    RETURN_IF_ERROR(tx.Commit());
-    resp->set_event_id(event_id);
-    return absl::OkStatus();
-  }();
-  return server::ToGrpcStatus(done, method);
+  const bool all = req->has_all();
+  const std::vector<std::string> ids = Unique(req->ids().ids());
+  return Mutate(
+      ctx, "DiscardPoison", *req, req->request_id(), resp, ValidateSelection(*req),
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::Status {
+        if (!all) {
+          ASSIGN_OR_RETURN(pg::Result bad, tx.Execute(kNotUnresolved, {pg::Text(options_.consumer),
+                                                                       pg::TextArray(ids)}));
+          if (bad.rows() > 0) {
+            return absl::InvalidArgumentError(absl::StrCat("ids.ids: ", bad.GetInt64(0, 0),
+                                                           " is not an unresolved poison entry"));
+          }
+        }
+        ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kResolve, {pg::Text(options_.consumer),
+                                                             all ? pg::Null() : pg::TextArray(ids),
+                                                             pg::Text(req->all().poison_reason()),
+                                                             pg::Text("discarded")}));
+        if (!all && r.rows() != static_cast<int>(ids.size())) {
+          return absl::AbortedError("some entries changed concurrently; nothing was discarded");
+        }
+        resp->set_discarded(r.rows());
+        if (r.rows() == 0) return absl::OkStatus();
+        std::vector<std::string> resolved;
+        for (int i = 0; i < r.rows(); ++i) resolved.push_back(r.GetString(i, 0));
+        ASSIGN_OR_RETURN(
+            std::string event_id,
+            Record(
+                tx, actor, "admin.poison.discarded", "discard_poison", "poison_events",
+                Values(resolved, r.rows(), all ? "all unresolved entries" : "ids", req->reason())));
+        resp->set_event_id(event_id);
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<AdminOperationsService::Replayed> AdminOperationsService::ReplayEntries(
@@ -389,40 +441,34 @@ absl::StatusOr<AdminOperationsService::Replayed> AdminOperationsService::ReplayE
 grpc::Status AdminOperationsService::ReplayPoison(grpc::ServerContext* ctx,
                                                   const v1::ReplayPoisonRequest* req,
                                                   v1::ReplayPoisonResponse* resp) {
-  const char* method = "ReplayPoison";
-  auto actor = Admit(*ctx, method);
-  if (!actor.ok()) return server::ToGrpcStatus(actor.status(), method);
-  if (absl::Status s = ValidateIds(req->ids_size(), false, req->reason(), false); !s.ok()) {
-    return server::ToGrpcStatus(s, method);
-  }
-  const std::vector<std::string> ids = Unique(req->ids());
-  absl::Status done = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
-    ASSIGN_OR_RETURN(pg::Result rows,
-                     tx.Execute(kLockPoison, {pg::Text(options_.consumer), pg::TextArray(ids)}));
-    if (rows.rows() != static_cast<int>(ids.size())) {
-      return absl::InvalidArgumentError("ids: not every id is an unresolved poison entry");
-    }
-    std::vector<v1::PoisonEntry> chosen;
-    for (int i = 0; i < rows.rows(); ++i) chosen.push_back(PoisonFrom(rows, i));
-    ASSIGN_OR_RETURN(const Replayed replayed, ReplayEntries(tx, std::move(chosen), resp));
-    resp->set_accepted(static_cast<int64_t>(replayed.poison_ids.size()));
-    if (replayed.poison_ids.empty()) return tx.Commit();
-    RETURN_IF_ERROR(
-        tx.Execute(kResolve, {pg::Text(options_.consumer), pg::TextArray(replayed.poison_ids),
-                              pg::Text(""), pg::Text("replayed")})
-            .status());
-    ASSIGN_OR_RETURN(
-        std::string event_id,
-        Record(tx, *actor, "admin.poison.replayed", "replay_poison", "poison_events",
-               Values(replayed.event_ids, static_cast<int64_t>(replayed.poison_ids.size()), "ids",
-                      req->reason())));
-    RETURN_IF_ERROR(tx.Commit());
-    resp->set_event_id(event_id);
-    return absl::OkStatus();
-  }();
-  return server::ToGrpcStatus(done, method);
+  absl::Status valid = ValidateReason(req->reason());
+  if (valid.ok()) valid = ValidateIds(req->ids());
+  const std::vector<std::string> ids = Unique(req->ids().ids());
+  return Mutate(
+      ctx, "ReplayPoison", *req, req->request_id(), resp, valid,
+      [&](pg::Transaction& tx, const audit::Actor& actor) -> absl::Status {
+        ASSIGN_OR_RETURN(pg::Result rows, tx.Execute(kLockPoison, {pg::Text(options_.consumer),
+                                                                   pg::TextArray(ids)}));
+        if (rows.rows() != static_cast<int>(ids.size())) {
+          return absl::InvalidArgumentError("ids.ids: not every id is an unresolved poison entry");
+        }
+        std::vector<v1::PoisonEntry> chosen;
+        for (int i = 0; i < rows.rows(); ++i) chosen.push_back(PoisonFrom(rows, i));
+        ASSIGN_OR_RETURN(const Replayed replayed, ReplayEntries(tx, std::move(chosen), resp));
+        resp->set_accepted(static_cast<int64_t>(replayed.poison_ids.size()));
+        if (replayed.poison_ids.empty()) return absl::OkStatus();
+        RETURN_IF_ERROR(
+            tx.Execute(kResolve, {pg::Text(options_.consumer), pg::TextArray(replayed.poison_ids),
+                                  pg::Text(""), pg::Text("replayed")})
+                .status());
+        ASSIGN_OR_RETURN(
+            std::string event_id,
+            Record(tx, actor, "admin.poison.replayed", "replay_poison", "poison_events",
+                   Values(replayed.event_ids, static_cast<int64_t>(replayed.poison_ids.size()),
+                          "ids", req->reason())));
+        resp->set_event_id(event_id);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace ulticode::admin::operations

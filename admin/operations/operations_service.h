@@ -7,6 +7,7 @@
 // repaired. Lists are reads and leave no record.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,7 +55,15 @@ class AdminOperationsService final : public admin::v1::AdminOperations::Service 
 
  private:
   // Admits the caller and returns its actor (for the audit record).
-  absl::StatusOr<audit::Actor> Admit(const grpc::ServerContext& ctx, absl::string_view method);
+  absl::StatusOr<audit::Actor> Admit(const grpc::ServerContext& ctx, absl::string_view method,
+                                     absl::string_view request_id);
+  // A mutation: admits the caller and, when `valid` and the request id are,
+  // runs `change` in one transaction with the request's idempotency key
+  // (a repeat answers with the first `resp`), then commits.
+  grpc::Status Mutate(
+      grpc::ServerContext* ctx, const char* method, const google::protobuf::Message& req,
+      const std::string& request_id, google::protobuf::Message* resp, const absl::Status& valid,
+      const std::function<absl::Status(pg::Transaction&, const audit::Actor&)>& change);
   // Inserts Admin's own audit record of an action inside `tx`; returns its id.
   absl::StatusOr<std::string> Record(pg::Transaction& tx, const audit::Actor& actor,
                                      const char* event_type, const char* action,

@@ -16,6 +16,7 @@
 #include "common/redis/reply.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
+#include "google/protobuf/util/time_util.h"
 
 namespace ulticode::admin::query {
 namespace {
@@ -62,6 +63,16 @@ constexpr pg::Statement kInboxStatus{
     "FROM consumer_inbox WHERE consumer = $1",
     kQueryTimeout};
 
+bool Proven(const v1::QueryAuditLogsRequest& req) {
+  return req.view() == v1::AUDIT_LOG_VIEW_PROVEN;
+}
+
+// Seconds as a Duration, to the microsecond.
+google::protobuf::Duration AgeOf(double seconds) {
+  return google::protobuf::util::TimeUtil::MicrosecondsToDuration(
+      static_cast<int64_t>(seconds * 1e6));
+}
+
 // A request, validated.
 struct AuditQuery {
   AuditFilters filters;
@@ -79,8 +90,8 @@ struct AuditQuery {
 // that walk matches them; the other filters are checked row by row.
 AuditFilters Leading(const AuditFilters& f) {
   AuditFilters l;
-  l.from = f.from;
-  l.to = f.to;
+  l.start_time = f.start_time;
+  l.end_time = f.end_time;
   if (!f.entity_id.empty()) {
     l.entity_type = f.entity_type;
     l.entity_id = f.entity_id;
@@ -104,7 +115,7 @@ bool SameFilters(const AuditFilters& a, const AuditFilters& b) {
 absl::StatusOr<AuditQuery> ParseRequest(const v1::QueryAuditLogsRequest& req,
                                         const QueryServiceOptions& options) {
   AuditQuery q;
-  ASSIGN_OR_RETURN(q.filters, FiltersOf(req));
+  ASSIGN_OR_RETURN(q.filters, FiltersOf(req.filter()));
   if (req.page_size() < 0 || req.page_size() > options.max_page_size) {
     return absl::InvalidArgumentError(absl::StrCat("page_size: must be 0..", options.max_page_size,
                                                    " (0 means ", options.default_page_size, ")"));
@@ -215,8 +226,8 @@ absl::Status AddProofs(pg::Connection& conn, const std::vector<std::string>& lea
   *resp.mutable_checkpoint() = transparency::ToProto(*checkpoint);
   std::vector<uint64_t> indexes;
   std::vector<v1::AuditLog*> proved;
-  for (int i = 0; i < resp.logs_size(); ++i) {
-    v1::AuditLog* log = resp.mutable_logs(i);
+  for (int i = 0; i < resp.audit_logs_size(); ++i) {
+    v1::AuditLog* log = resp.mutable_audit_logs(i);
     if (!log->has_log_index() || log->log_index() >= checkpoint->size) continue;
     indexes.push_back(log->log_index());
     proved.push_back(log);
@@ -234,7 +245,6 @@ v1::StreamStatus UnknownStream(audit::Owner owner, const std::string& stream) {
   v1::StreamStatus s;
   s.set_stream(stream);
   s.set_owner(owner);
-  s.set_group_lag(-1);
   s.set_group_exists(false);
   return s;
 }
@@ -297,12 +307,12 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   ASSIGN_OR_RETURN(const double cost, PlannedCost(*conn, sql));
   if (cost > options_.max_cost) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "filters ", Filters(req),
+        "filter: ", text::TruncateUtf8(req.filter().ShortDebugString(), 512),
         ": no index serves this combination at the log's current size "
         "(planned cost ",
         static_cast<int64_t>(cost), " > --query-max-cost ", static_cast<int64_t>(options_.max_cost),
         "); filter by actor, by entity_type with entity_id, by action, by owner, or narrow "
-        "from/to"));
+        "start_time/end_time"));
   }
   ASSIGN_OR_RETURN(
       pg::Result r,
@@ -316,13 +326,13 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   std::vector<std::string> leaves;
   for (; n < fetched; ++n) {
     ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, n));
-    bytes += row.log.ByteSizeLong() + 8;                        // the row, its tag and length
-    if (req.with_proofs()) bytes += row.leaf.size() + 32 * 40;  // the leaf, a proof
+    bytes += row.log.ByteSizeLong() + 8;                  // the row, its tag and length
+    if (Proven(req)) bytes += row.leaf.size() + 32 * 40;  // the leaf, a proof
     if (n > 0 && bytes > static_cast<size_t>(options_.max_page_bytes)) break;
-    *resp.add_logs() = std::move(row.log);
+    *resp.add_audit_logs() = std::move(row.log);
     leaves.push_back(std::move(row.leaf));
   }
-  if (req.with_proofs()) RETURN_IF_ERROR(AddProofs(*conn, leaves, resp));
+  if (Proven(req)) RETURN_IF_ERROR(AddProofs(*conn, leaves, resp));
   const bool more =
       r.rows() > q.page_size || n < fetched || (n > 0 && r.GetBool(n - 1, kPageFullColumn));
   if (more && n > 0) {
@@ -375,7 +385,7 @@ std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {
         for (const redis::GroupInfo& g : *groups) {
           if (g.name != options_.group) continue;
           s.set_group_exists(true);
-          s.set_group_lag(g.lag.value_or(-1));
+          if (g.lag) s.set_group_lag(*g.lag);
           s.set_pending(g.pending);
           s.set_last_delivered_id(g.last_delivered_id);
         }
@@ -419,9 +429,9 @@ absl::StatusOr<v1::PipelineStatus> AuditQueryService::Pipeline() {
     inbox->set_processing(r.GetInt64(0, 1));
     inbox->set_processed(r.GetInt64(0, 2));
     inbox->set_dead(r.GetInt64(0, 3));
-    inbox->set_oldest_pending_age_seconds(r.GetDouble(0, 4));
-    inbox->set_oldest_lease_age_seconds(r.GetDouble(0, 5));
-    inbox->set_oldest_retry_age_seconds(r.GetDouble(0, 6));
+    *inbox->mutable_oldest_pending_age() = AgeOf(r.GetDouble(0, 4));
+    *inbox->mutable_oldest_lease_age() = AgeOf(r.GetDouble(0, 5));
+    *inbox->mutable_oldest_retry_age() = AgeOf(r.GetDouble(0, 6));
     status.set_poison_count(r.GetInt64(0, 7));
     *status.mutable_observed_at() = ToProto(r.GetTime(0, 8));
   }  // the connection goes back before Redis is asked

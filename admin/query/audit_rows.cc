@@ -127,7 +127,7 @@ absl::Status ValidateFilterString(const char* field, const std::string& value) {
 }
 
 // A valid Timestamp as absl::Time, rounded UP to whole microseconds (the
-// column's precision): ">= from" and "< to" then select exactly the rows the
+// column's precision): ">= start_time" and "< end_time" then select exactly the rows the
 // nanosecond bound would.
 absl::StatusOr<absl::Time> BoundFromProto(const char* field,
                                           const google::protobuf::Timestamp& ts) {
@@ -173,42 +173,40 @@ absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
   return out;
 }
 
-absl::StatusOr<AuditFilters> ParseFilters(int owner, const std::string& actor,
-                                          const std::string& action, const std::string& entity_type,
-                                          const std::string& entity_id,
-                                          const google::protobuf::Timestamp* from,
-                                          const google::protobuf::Timestamp* to) {
+absl::StatusOr<AuditFilters> FiltersOf(const v1::AuditLogFilter& filter) {
   AuditFilters f;
-  if (owner != audit::v1::OWNER_UNSPECIFIED) {
-    if (!audit::v1::Owner_IsValid(owner)) {
+  if (filter.owner() != audit::v1::OWNER_UNSPECIFIED) {
+    if (!audit::v1::Owner_IsValid(filter.owner())) {
       return absl::InvalidArgumentError(
-          absl::StrCat("owner: unknown value ", static_cast<int>(owner)));
+          absl::StrCat("filter.owner: unknown value ", static_cast<int>(filter.owner())));
     }
-    f.owner = audit::OwnerName(static_cast<audit::v1::Owner>(owner));
+    f.owner = audit::OwnerName(filter.owner());
   }
-  RETURN_IF_ERROR(ValidateFilterString("actor", actor));
-  RETURN_IF_ERROR(ValidateFilterString("action", action));
-  RETURN_IF_ERROR(ValidateFilterString("entity_type", entity_type));
-  RETURN_IF_ERROR(ValidateFilterString("entity_id", entity_id));
+  RETURN_IF_ERROR(ValidateFilterString("filter.actor", filter.actor()));
+  RETURN_IF_ERROR(ValidateFilterString("filter.action", filter.action()));
+  RETURN_IF_ERROR(ValidateFilterString("filter.entity_type", filter.entity_type()));
+  RETURN_IF_ERROR(ValidateFilterString("filter.entity_id", filter.entity_id()));
   // Entity ids are only unique within their type (the index leads with it).
-  if (!entity_id.empty() && entity_type.empty()) {
-    return absl::InvalidArgumentError("entity_id: requires entity_type");
+  if (!filter.entity_id().empty() && filter.entity_type().empty()) {
+    return absl::InvalidArgumentError("filter.entity_id: requires filter.entity_type");
   }
-  f.actor = actor;
-  f.action = action;
-  f.entity_type = entity_type;
-  f.entity_id = entity_id;
-  if (from) {
-    ASSIGN_OR_RETURN(f.from, BoundFromProto("from", *from));
+  f.actor = filter.actor();
+  f.action = filter.action();
+  f.entity_type = filter.entity_type();
+  f.entity_id = filter.entity_id();
+  if (filter.has_start_time()) {
+    ASSIGN_OR_RETURN(f.start_time, BoundFromProto("filter.start_time", filter.start_time()));
   }
-  if (to) {
-    ASSIGN_OR_RETURN(f.to, BoundFromProto("to", *to));
+  if (filter.has_end_time()) {
+    ASSIGN_OR_RETURN(f.end_time, BoundFromProto("filter.end_time", filter.end_time()));
   }
   // Compared as sent: a range inside one microsecond is valid (and empty).
-  if (from && to &&
-      (from->seconds() > to->seconds() ||
-       (from->seconds() == to->seconds() && from->nanos() >= to->nanos()))) {
-    return absl::InvalidArgumentError("from: must be before to");
+  const auto& from = filter.start_time();
+  const auto& to = filter.end_time();
+  if (filter.has_start_time() && filter.has_end_time() &&
+      (from.seconds() > to.seconds() ||
+       (from.seconds() == to.seconds() && from.nanos() >= to.nanos()))) {
+    return absl::InvalidArgumentError("filter.start_time: must be before filter.end_time");
   }
   return f;
 }
@@ -226,11 +224,12 @@ std::vector<std::string> FilterConditions(const AuditFilters& filters,
   if (!f.entity_id.empty()) {
     where.push_back(absl::StrCat("entity_id = ", param(pg::Text(f.entity_id))));
   }
-  if (f.from) {
-    where.push_back(absl::StrCat("occurred_at >= ", param(pg::Time(*f.from)), "::timestamptz"));
+  if (f.start_time) {
+    where.push_back(
+        absl::StrCat("occurred_at >= ", param(pg::Time(*f.start_time)), "::timestamptz"));
   }
-  if (f.to) {
-    where.push_back(absl::StrCat("occurred_at < ", param(pg::Time(*f.to)), "::timestamptz"));
+  if (f.end_time) {
+    where.push_back(absl::StrCat("occurred_at < ", param(pg::Time(*f.end_time)), "::timestamptz"));
   }
   return where;
 }
@@ -241,11 +240,11 @@ bool Matches(const AuditFilters& f, const v1::AuditLog& log) {
   if (!f.action.empty() && log.action() != f.action) return false;
   if (!f.entity_type.empty() && log.entity_type() != f.entity_type) return false;
   if (!f.entity_id.empty() && log.entity_id() != f.entity_id) return false;
-  if (f.from || f.to) {
+  if (f.start_time || f.end_time) {
     const absl::Time at =
         absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(log.occurred_at()));
-    if (f.from && at < *f.from) return false;
-    if (f.to && at >= *f.to) return false;
+    if (f.start_time && at < *f.start_time) return false;
+    if (f.end_time && at >= *f.end_time) return false;
   }
   return true;
 }

@@ -27,8 +27,8 @@ struct AuditFilters {
   std::string action;
   std::string entity_type;
   std::string entity_id;
-  std::optional<absl::Time> from;  // inclusive
-  std::optional<absl::Time> to;    // exclusive
+  std::optional<absl::Time> start_time;  // inclusive
+  std::optional<absl::Time> end_time;    // exclusive
 };
 
 // The columns every audit log read returns, in AuditRowFromResult's order,
@@ -46,20 +46,10 @@ inline constexpr int kAuditLogColumns = 21;
 inline constexpr int kOccurredAtColumn = 14;
 inline constexpr int kLogIndexColumn = 16;
 
-// The filter fields of a request (QueryAuditLogsRequest and
-// WatchAuditLogsRequest share them), validated: INVALID_ARGUMENT names the
-// field and the rule.
-absl::StatusOr<AuditFilters> ParseFilters(int owner, const std::string& actor,
-                                          const std::string& action, const std::string& entity_type,
-                                          const std::string& entity_id,
-                                          const google::protobuf::Timestamp* from,
-                                          const google::protobuf::Timestamp* to);
-
-template <typename Request>
-absl::StatusOr<AuditFilters> FiltersOf(const Request& req) {
-  return ParseFilters(req.owner(), req.actor(), req.action(), req.entity_type(), req.entity_id(),
-                      req.has_from() ? &req.from() : nullptr, req.has_to() ? &req.to() : nullptr);
-}
+// The request's `filter` (QueryAuditLogsRequest and WatchAuditLogsRequest
+// share AuditLogFilter), validated: INVALID_ARGUMENT names the field
+// ("filter.<name>") and the rule.
+absl::StatusOr<AuditFilters> FiltersOf(const v1::AuditLogFilter& filter);
 
 // The SQL conditions of `filters` on audit_logs' columns (unqualified),
 // each value a parameter numbered by `param`.

@@ -20,7 +20,7 @@ constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 constexpr int64_t kMinMicros = -62135596800LL * 1000000;
 constexpr int64_t kMaxMicros = 253402300799LL * 1000000 + 999999;
 
-absl::Status Malformed() { return absl::InvalidArgumentError("page_token is malformed"); }
+absl::Status Malformed() { return absl::InvalidArgumentError("page_token: malformed"); }
 
 void PutU64(std::string* out, uint64_t v) {
   for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
@@ -79,8 +79,8 @@ uint64_t FilterFingerprint(const AuditFilters& f) {
   PutField(&canonical, 'a', f.action);
   PutField(&canonical, 't', f.entity_type);
   PutField(&canonical, 'i', f.entity_id);
-  PutTime(&canonical, 'f', f.from);
-  PutTime(&canonical, 'e', f.to);
+  PutTime(&canonical, 'f', f.start_time);
+  PutTime(&canonical, 'e', f.end_time);
   return Fnv1a64(canonical);
 }
 
@@ -125,7 +125,7 @@ absl::StatusOr<PageCursor> DecodePageToken(absl::string_view token, uint64_t fin
   const int64_t micros = static_cast<int64_t>(GetU64(p.substr(1)));
   if (micros < kMinMicros || micros > kMaxMicros) return Malformed();
   if (GetU64(p.substr(1 + 8 + kUuidBytes)) != fingerprint) {
-    return absl::InvalidArgumentError("page_token was issued for different filters");
+    return absl::InvalidArgumentError("page_token: issued for a different filter");
   }
   static constexpr char kHex[] = "0123456789abcdef";
   PageCursor cursor;

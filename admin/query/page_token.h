@@ -49,10 +49,10 @@ uint64_t Fnv1a64(absl::string_view bytes);
 // cursor's event id is not a UUID (a bug in the caller: ids come from rows).
 absl::StatusOr<std::string> EncodePageToken(const PageCursor& cursor, uint64_t fingerprint);
 
-// Decodes a token from a request. InvalidArgument "page_token is malformed"
+// Decodes a token from a request. InvalidArgument "page_token: malformed"
 // for anything that is not a token this code issued (bad base64, wrong length,
 // unknown version, checksum mismatch, out-of-range time), and "page_token was
-// issued for different filters" when its fingerprint is not `fingerprint`.
+// issued for a different filter" when its fingerprint is not `fingerprint`.
 absl::StatusOr<PageCursor> DecodePageToken(absl::string_view token, uint64_t fingerprint);
 
 }  // namespace ulticode::admin::query

@@ -4,10 +4,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "admin/query/list_token.h"
 #include "admin/transparency/log_reader.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/log/log.h"
+#include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
 #include "common/server/grpc_status.h"
 #include "common/tlog/stored.h"
@@ -19,6 +21,29 @@ namespace {
 constexpr int kMaxPage = 1000;
 constexpr int kDefaultPage = 100;
 
+constexpr pg::Statement kLogSize{"log.read.size",
+                                 "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"};
+
+// A leaf not inside the signed tree yet is, after the next checkpoint.
+absl::Status NotInsideYet(std::string message) {
+  return server::WithRetryDelay(absl::FailedPreconditionError(std::move(message)),
+                                absl::Seconds(1));
+}
+
+absl::StatusOr<int> PageSize(int32_t requested) {
+  if (requested < 0 || requested > kMaxPage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be 0..", kMaxPage, " (0 means ", kDefaultPage, ")"));
+  }
+  return requested == 0 ? kDefaultPage : requested;
+}
+
+// Where a list starts: `first` for a first page, else the token's position.
+absl::StatusOr<uint64_t> PageStart(const std::string& token, query::ListKind kind, uint64_t first) {
+  if (token.empty()) return first;
+  return query::DecodeListToken("page_token", token, kind, first);
+}
+
 // The size of the latest signed tree; FAILED_PRECONDITION before the first.
 absl::StatusOr<uint64_t> SignedSize(pg::Connection& conn) {
   ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> latest, LatestCheckpoint(conn));
@@ -26,14 +51,15 @@ absl::StatusOr<uint64_t> SignedSize(pg::Connection& conn) {
   return latest->size;
 }
 
-// `requested` (0: the latest signed size), refused beyond it.
-absl::StatusOr<uint64_t> TreeSize(pg::Connection& conn, uint64_t requested, const char* field) {
+// `requested` (absent: the latest signed size), refused beyond it.
+absl::StatusOr<uint64_t> TreeSize(pg::Connection& conn, std::optional<uint64_t> requested,
+                                  const char* field) {
   ASSIGN_OR_RETURN(const uint64_t signed_size, SignedSize(conn));
-  if (requested > signed_size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, ": ", requested, " is beyond the latest checkpoint's tree size ", signed_size));
+  if (requested && *requested > signed_size) {
+    return NotInsideYet(absl::StrCat(field, ": ", *requested,
+                                     " is beyond the latest checkpoint's tree size ", signed_size));
   }
-  return requested == 0 ? signed_size : requested;
+  return requested.value_or(signed_size);
 }
 
 void AddHashes(const std::vector<tlog::Hash>& hashes,
@@ -52,36 +78,34 @@ absl::Status InRange(const char* field, uint64_t value) {
 absl::StatusOr<v1::SignedCheckpoint> Checkpoint(pg::Connection& conn,
                                                 const v1::GetCheckpointRequest& req) {
   RETURN_IF_ERROR(InRange("tree_size", req.tree_size()));
-  if (req.witnessed() && req.tree_size() != 0) {
-    return absl::InvalidArgumentError("witnessed: only with tree_size 0");
-  }
-  ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> c,
-                   req.tree_size() != 0 ? CheckpointAt(conn, req.tree_size())
-                   : req.witnessed()    ? LatestWitnessedCheckpoint(conn)
-                                        : LatestCheckpoint(conn));
+  const bool sized = req.has_tree_size();
+  ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> c, sized ? CheckpointAt(conn, req.tree_size())
+                                                      : req.has_newest_witnessed()
+                                                          ? LatestWitnessedCheckpoint(conn)
+                                                          : LatestCheckpoint(conn));
   if (!c) {
-    return absl::NotFoundError(req.tree_size() == 0
-                                   ? std::string("the log has no checkpoint yet")
-                                   : absl::StrCat("no checkpoint of tree size ", req.tree_size()));
+    return absl::NotFoundError(sized ? absl::StrCat("no checkpoint of tree size ", req.tree_size())
+                                     : std::string("the log has no checkpoint yet"));
   }
   return ToProto(*c);
 }
 
 absl::StatusOr<v1::ListCheckpointsResponse> Checkpoints(pg::Connection& conn,
                                                         const v1::ListCheckpointsRequest& req) {
-  if (req.page_size() < 0 || req.page_size() > kMaxPage) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size: must be 0..", kMaxPage, " (0 means ", kDefaultPage, ")"));
-  }
-  RETURN_IF_ERROR(InRange("first_size", req.first_size()));
-  const int page = req.page_size() == 0 ? kDefaultPage : req.page_size();
-  ASSIGN_OR_RETURN(std::vector<StoredCheckpoint> rows,
-                   CheckpointsFrom(conn, req.first_size(), page + 1));
+  ASSIGN_OR_RETURN(const int page, PageSize(req.page_size()));
+  RETURN_IF_ERROR(InRange("min_tree_size", req.min_tree_size()));
+  ASSIGN_OR_RETURN(const uint64_t first,
+                   PageStart(req.page_token(), query::ListKind::kCheckpoints, req.min_tree_size()));
+  RETURN_IF_ERROR(InRange("page_token", first));
+  ASSIGN_OR_RETURN(std::vector<StoredCheckpoint> rows, CheckpointsFrom(conn, first, page + 1));
   v1::ListCheckpointsResponse resp;
   for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
     *resp.add_checkpoints() = ToProto(rows[i]);
   }
-  if (static_cast<int>(rows.size()) > page) resp.set_next_first_size(rows[page].size);
+  if (static_cast<int>(rows.size()) > page) {
+    resp.set_next_page_token(query::EncodeListToken(query::ListKind::kCheckpoints, rows[page].size,
+                                                    req.min_tree_size()));
+  }
   return resp;
 }
 
@@ -95,23 +119,28 @@ absl::StatusOr<v1::InclusionProof> Inclusion(pg::Connection& conn,
       }
       ASSIGN_OR_RETURN(std::optional<uint64_t> found, IndexOf(conn, req.event_id()));
       if (!found) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("audit log ", req.event_id(), " has no log index yet"));
+        return NotInsideYet(absl::StrCat("audit log ", req.event_id(), " has no log index yet"));
       }
       index = *found;
       break;
     }
-    case v1::GetInclusionProofRequest::kIndex:
-      RETURN_IF_ERROR(InRange("index", req.index()));
-      index = req.index();
+    case v1::GetInclusionProofRequest::kLeafIndex:
+      RETURN_IF_ERROR(InRange("leaf_index", req.leaf_index()));
+      index = req.leaf_index();
       break;
     default:
-      return absl::InvalidArgumentError("event_id or index: one is required");
+      return absl::InvalidArgumentError("event_id: event_id or leaf_index is required");
   }
   RETURN_IF_ERROR(InRange("tree_size", req.tree_size()));
-  ASSIGN_OR_RETURN(const uint64_t size, TreeSize(conn, req.tree_size(), "tree_size"));
+  if (req.has_tree_size() && req.tree_size() == 0) {
+    return absl::InvalidArgumentError("tree_size: the empty tree holds no leaf");
+  }
+  ASSIGN_OR_RETURN(
+      const uint64_t size,
+      TreeSize(conn, req.has_tree_size() ? std::optional<uint64_t>(req.tree_size()) : std::nullopt,
+               "tree_size"));
   if (index >= size) {
-    return absl::FailedPreconditionError(
+    return NotInsideYet(
         absl::StrCat("leaf ", index, " is not inside the tree of size ", size, " yet"));
   }
   ASSIGN_OR_RETURN(std::vector<tlog::Hash> proof,
@@ -127,14 +156,18 @@ absl::StatusOr<v1::InclusionProof> Inclusion(pg::Connection& conn,
 
 absl::StatusOr<v1::ConsistencyProof> Consistency(pg::Connection& conn,
                                                  const v1::GetConsistencyProofRequest& req) {
-  RETURN_IF_ERROR(InRange("second", req.second()));
-  if (req.first() == 0 || req.first() > req.second()) {
-    return absl::InvalidArgumentError("first: must be 1..second");
+  RETURN_IF_ERROR(InRange("second_tree_size", req.second_tree_size()));
+  if (req.second_tree_size() == 0) {
+    return absl::InvalidArgumentError("second_tree_size: required (at least 1)");
   }
-  ASSIGN_OR_RETURN(const uint64_t second, TreeSize(conn, req.second(), "second"));
+  if (req.first_tree_size() == 0 || req.first_tree_size() > req.second_tree_size()) {
+    return absl::InvalidArgumentError("first_tree_size: must be 1..second_tree_size");
+  }
+  ASSIGN_OR_RETURN(const uint64_t second,
+                   TreeSize(conn, req.second_tree_size(), "second_tree_size"));
   ASSIGN_OR_RETURN(std::vector<tlog::Hash> proof,
                    WithNodesOf(conn, [&](const tlog::NodeReader& read) {
-                     return tlog::StoredConsistencyProof(req.first(), second, read);
+                     return tlog::StoredConsistencyProof(req.first_tree_size(), second, read);
                    }));
   v1::ConsistencyProof resp;
   AddHashes(proof, resp.mutable_hashes());
@@ -143,17 +176,26 @@ absl::StatusOr<v1::ConsistencyProof> Consistency(pg::Connection& conn,
 
 absl::StatusOr<v1::ListLogEntriesResponse> Entries(pg::Connection& conn,
                                                    const v1::ListLogEntriesRequest& req) {
-  if (req.count() < 1 || req.count() > kMaxPage) {
-    return absl::InvalidArgumentError(absl::StrCat("count: must be 1..", kMaxPage));
-  }
-  RETURN_IF_ERROR(InRange("start", req.start()));
+  ASSIGN_OR_RETURN(const int page, PageSize(req.page_size()));
+  RETURN_IF_ERROR(InRange("start_index", req.start_index()));
+  ASSIGN_OR_RETURN(const uint64_t start,
+                   PageStart(req.page_token(), query::ListKind::kLogEntries, req.start_index()));
+  RETURN_IF_ERROR(InRange("page_token", start));
   ASSIGN_OR_RETURN(std::vector<StoredLeaf> leaves,
-                   LeavesFrom(conn, req.start(), req.count(), server::kMaxPageBytes));
+                   LeavesFrom(conn, start, page, server::kMaxPageBytes));
   v1::ListLogEntriesResponse resp;
+  if (leaves.empty()) return resp;
+  const uint64_t next = leaves.back().index + 1;
   for (StoredLeaf& leaf : leaves) {
-    v1::LogEntry* entry = resp.add_entries();
-    entry->set_index(leaf.index);
+    v1::LogEntry* entry = resp.add_log_entries();
+    entry->set_leaf_index(leaf.index);
     entry->set_leaf(std::move(leaf.leaf));
+  }
+  // The log is dense: another page follows while it has a leaf at `next`.
+  ASSIGN_OR_RETURN(pg::Result size, conn.Execute(kLogSize));
+  if (next < static_cast<uint64_t>(size.GetInt64(0, 0))) {
+    resp.set_next_page_token(
+        query::EncodeListToken(query::ListKind::kLogEntries, next, req.start_index()));
   }
   return resp;
 }
@@ -233,8 +275,9 @@ grpc::Status AuditLogService::ListLogEntries(grpc::ServerContext* ctx,
                  // Who read what: the trail of the trail.
                  log::Info("audit_read", "ListLogEntries",
                            {{"principal", principal.id},
-                            {"start", absl::StrCat(req->start())},
-                            {"count", absl::StrCat(req->count())}});
+                            {"start_index", absl::StrCat(req->start_index())},
+                            {"page_size", absl::StrCat(req->page_size())},
+                            {"page_token", req->page_token()}});
                  return Entries(c, *req);
                });
 }

@@ -1,22 +1,44 @@
 #include "admin/watch/watch_hub.h"
 
+#include <map>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "admin/query/audit_rows.h"
+#include "admin/query/list_token.h"
 #include "admin/transparency/log_reader.h"
 #include "common/backoff/backoff.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/pg/params.h"
+#include "common/server/error_details.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
 #include "common/tlog/leaf.h"
 #include "common/worker/loop.h"
 
 namespace ulticode::admin::watch {
+
+std::string ResumeToken(uint64_t next) {
+  return query::EncodeListToken(query::ListKind::kWatch, next, 0);
+}
+
+absl::StatusOr<uint64_t> DecodeResumeToken(absl::string_view token) {
+  return query::DecodeListToken("resume_token", token, query::ListKind::kWatch, 0);
+}
+
+std::shared_ptr<const v1::WatchAuditLogsResponse> RowFrame(query::AuditRow row, uint64_t index) {
+  auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
+  v1::WatchedAuditLog* watched = frame->mutable_audit_log();
+  *watched->mutable_audit_log() = std::move(row.log);
+  watched->set_leaf(std::move(row.leaf));
+  watched->set_resume_token(ResumeToken(index + 1));
+  return frame;
+}
+
 namespace {
 
 constexpr char kComponent[] = "admin.watch";
@@ -62,10 +84,7 @@ absl::StatusOr<Fetched> ReadRows(pg::Connection& conn, const std::string& sql,
           absl::StrCat("log leaf ", index, " (event ", r.GetString(i, 0), ") has no audit row"));
     }
     ASSIGN_OR_RETURN(query::AuditRow row, query::AuditRowFromResult(r, i));
-    auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
-    *frame->mutable_log()->mutable_log() = std::move(row.log);
-    frame->mutable_log()->set_leaf(std::move(row.leaf));
-    out.frames.push_back(std::move(frame));
+    out.frames.push_back(RowFrame(std::move(row), index));
     if (i + 1 == limit) out.next = index + 1;
   }
   return out;
@@ -73,6 +92,24 @@ absl::StatusOr<Fetched> ReadRows(pg::Connection& conn, const std::string& sql,
 
 std::string Filters(const v1::WatchAuditLogsRequest& req) {
   return std::string(text::TruncateUtf8(req.ShortDebugString(), 512));
+}
+
+// The status a watch ends with: `status`, where to resume (ErrorInfo
+// metadata "resume_token": the leaf after the frames written) and, when
+// trying again can succeed, a RetryInfo.
+// A watch at the head that ended before it started has no position yet
+// (`next` nullopt): its caller starts again as it did.
+absl::Status Resumable(absl::Status status, const std::string& reason,
+                       std::optional<uint64_t> next) {
+  const absl::StatusCode code = status.code();
+  std::map<std::string, std::string> metadata;
+  if (next) metadata["resume_token"] = ResumeToken(*next);
+  status =
+      server::WithErrorInfo(std::move(status), absl::AsciiStrToUpper("WATCH_" + reason), metadata);
+  if (code == absl::StatusCode::kResourceExhausted || code == absl::StatusCode::kUnavailable) {
+    status = server::WithRetryDelay(std::move(status), absl::Seconds(1));
+  }
+  return status;
 }
 
 // The stream of a watch refused at its start: only its status.
@@ -89,16 +126,18 @@ class Refusal final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse
 // decides under the lock and acts after it.
 class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> {
  public:
-  enum class Start { kAfter, kBeginning, kHead };
+  enum class Start { kAt, kHead };
 
+  // A watch from leaf `at` (Start::kAt) or from the log's size when it
+  // starts (Start::kHead).
   Watch(WatchHub& hub, grpc::CallbackServerContext* ctx, std::string principal,
-        std::string filters_text, query::AuditFilters filters, Start start, uint64_t after)
+        std::string filters_text, query::AuditFilters filters, Start start, uint64_t at)
       : hub_(hub),
         ctx_(ctx),
         principal_(std::move(principal)),
         filters_text_(std::move(filters_text)),
         start_(start),
-        after_(after),
+        at_(at),
         filters_(std::move(filters)) {
     std::vector<std::string> where = query::FilterConditions(filters_, [this](pg::Param p) {
       params_.push_back(std::move(p));
@@ -110,8 +149,8 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
     }
     absl::StrAppend(&sql_, kOrderSql);
     last_frame_ = absl::Now();
-    // A cursor given is the resume point until the watch has moved on.
-    if (start_ == Start::kAfter) next_ = written_next_ = after_ + 1;
+    // A position given is the resume point until the watch has moved on.
+    if (start_ == Start::kAt) next_ = written_next_ = at_;
   }
 
   void Attach(std::shared_ptr<Watch> self) { self_ = std::move(self); }
@@ -124,8 +163,8 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   // The tail's visit: more rows, a progress frame, or the end of a stalled
   // caller.
   void Tick(const WatchHub::Tail& tail, absl::Time now);
-  // Ends the watch with `status` (its message gets the resume index).
-  void End(grpc::StatusCode code, const std::string& why);
+  // Ends the watch with `status` (Resumable adds where to resume).
+  void End(absl::Status status);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -138,8 +177,6 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   void Queue(std::vector<Frame> frames, uint64_t next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the next write or the Finish that is due, if any.
   void Pump();
-  // The after_index a caller resumes with after the frames written so far.
-  std::string ResumeText() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WantRowsIfBehind(uint64_t tail_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A read that failed: a passing trouble (the database away) is tried
   // again after a back-off; anything else ends the watch, naming where to
@@ -153,7 +190,7 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   const std::string principal_;
   const std::string filters_text_;
   const Start start_;
-  const uint64_t after_;
+  const uint64_t at_;
   const query::AuditFilters filters_;
   std::string sql_;
   pg::Params params_;            // the filters' values, $4 on
@@ -173,7 +210,7 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   bool issuing_ ABSL_GUARDED_BY(mu_) = false;  // a write chosen, StartWrite not yet called
   absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   absl::Time last_frame_ ABSL_GUARDED_BY(mu_);
-  std::optional<grpc::Status> ending_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> ending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_reason_ ABSL_GUARDED_BY(mu_) = "cancelled";
   int64_t rows_sent_ ABSL_GUARDED_BY(mu_) = 0;
@@ -190,14 +227,14 @@ Frame Watch::ProgressFrame(uint64_t size,
   auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
   v1::WatchProgress* p = frame->mutable_progress();
   p->set_log_size(size);
-  if (next_ > 0) p->set_resume_after_index(next_ - 1);
+  p->set_resume_token(ResumeToken(next_));
   if (checkpoint) *p->mutable_checkpoint() = *checkpoint;
   return frame;
 }
 
 void Watch::Queue(std::vector<Frame> frames, uint64_t next) {
   for (Frame& frame : frames) {
-    const uint64_t index = frame->log().log().log_index();
+    const uint64_t index = frame->audit_log().audit_log().log_index();
     queue_.push_back(std::move(frame));
     queue_next_.push_back(index + 1);
   }
@@ -226,19 +263,18 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
     }
     const uint64_t now = static_cast<uint64_t>(size->GetInt64(0, 0));
     absl::MutexLock lock(&mu_);
-    if (start_ == Start::kAfter && after_ >= now) {
-      ending_ = grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
-                             absl::StrCat("after_index ", after_, ": the log has ", now,
-                                          " leaves (indexes below ", now, ")"));
+    if (start_ == Start::kAt && at_ > now) {
+      ending_ = absl::OutOfRangeError(
+          absl::StrCat("resume_token: resumes at leaf ", at_, "; the log has ", now, " leaves"));
       end_reason_ = "out_of_range";
     } else {
-      next_ = start_ == Start::kAfter ? after_ + 1 : start_ == Start::kBeginning ? 0 : now;
+      next_ = start_ == Start::kAt ? at_ : now;
       written_next_ = next_;
       started_ = true;
       from = next_;
       tail_size = std::max(tail_size, now);
       // The first frame says where the watch stands, rows or not: a caller
-      // at the head has a resume index from the start.
+      // at the head has a resume token from the start.
       queue_.push_back(ProgressFrame(now, hub_.tail().checkpoint));
       queue_next_.push_back(next_);
     }
@@ -264,9 +300,7 @@ bool Watch::Fetch(pg::Connection& conn, uint64_t tail_size) {
   {
     absl::MutexLock lock(&mu_);
     if (!fetched.ok() && fetched.status().code() == absl::StatusCode::kDataLoss) {
-      ending_ = grpc::Status(
-          grpc::StatusCode::DATA_LOSS,
-          absl::StrCat(fetched.status().message(), "; resume with after_index=", ResumeText()));
+      ending_ = fetched.status();
       end_reason_ = "data_loss";
       log::Error(kComponent, "a log leaf cannot be served as the log proves it: the watch is ended",
                  {{"principal", principal_}, {"error", fetched.status().ToString()}});
@@ -297,10 +331,9 @@ void Watch::Tick(const WatchHub::Tail& tail, absl::Time now) {
     if (finished_ || ending_) return;
     if (writing_) {
       if (now - write_started_ > stall) {
-        ending_ = grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat("WatchAuditLogs: the caller read nothing for ",
-                         absl::FormatDuration(stall), "; resume with after_index=", ResumeText()));
+        ending_ = absl::ResourceExhaustedError(absl::StrCat(
+            "WatchAuditLogs: the caller read nothing for ", absl::FormatDuration(stall),
+            "; resume with the resume_token of the error's ErrorInfo"));
         end_reason_ = "stalled";
       }
     } else if (queue_.empty() && !fetching_) {
@@ -331,16 +364,11 @@ void Watch::WantRowsIfBehind(uint64_t tail_size) {
   hub_.WantRows(self_);
 }
 
-std::string Watch::ResumeText() const {
-  return written_next_ == 0 ? "none yet (start again as this watch started)"
-                            : absl::StrCat(written_next_ - 1);
-}
-
-void Watch::End(grpc::StatusCode code, const std::string& why) {
+void Watch::End(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
     if (finished_ || ending_) return;
-    ending_ = grpc::Status(code, absl::StrCat(why, "; resume with after_index=", ResumeText()));
+    ending_ = std::move(status);
     end_reason_ = "shutdown";
   }
   Pump();
@@ -349,7 +377,6 @@ void Watch::End(grpc::StatusCode code, const std::string& why) {
 void Watch::Pump() {
   enum { kNone, kWrite, kFinish } action = kNone;
   grpc::Status status;
-  std::string resume;
   {
     absl::MutexLock lock(&mu_);
     // A write chosen by another thread is not issued yet: that thread
@@ -357,8 +384,13 @@ void Watch::Pump() {
     if (finished_ || issuing_) return;
     if (ending_) {
       finished_ = true;
-      status = *ending_;
-      if (written_next_ > 0) resume = absl::StrCat(written_next_ - 1);
+      status = ending_->code() == absl::StatusCode::kCancelled
+                   ? server::ToGrpcStatus(*ending_, "WatchAuditLogs")
+                   : server::ToGrpcStatus(Resumable(*ending_, end_reason_,
+                                                    started_ || start_ == Start::kAt
+                                                        ? std::optional<uint64_t>(written_next_)
+                                                        : std::nullopt),
+                                          "WatchAuditLogs");
       action = kFinish;
     } else if (!writing_ && !queue_.empty()) {
       current_ = std::move(queue_.front());
@@ -367,13 +399,13 @@ void Watch::Pump() {
       queue_next_.pop_front();
       writing_ = true;
       write_started_ = last_frame_ = absl::Now();
-      if (current_->has_log()) ++rows_sent_;
+      if (current_->has_audit_log()) ++rows_sent_;
       issuing_ = true;
       action = kWrite;
     }
   }
   if (action == kWrite) {
-    (current_->has_log() ? hub_.rows_ : hub_.progress_).Increment();
+    (current_->has_audit_log() ? hub_.rows_ : hub_.progress_).Increment();
     StartWrite(current_.get());
     {
       absl::MutexLock lock(&mu_);
@@ -381,7 +413,6 @@ void Watch::Pump() {
     }
     Pump();  // an end that came meanwhile, or the next frame
   } else if (action == kFinish) {
-    if (!resume.empty()) ctx_->AddTrailingMetadata(kResumeAfterTrailer, resume);
     Finish(status);
   }
 }
@@ -391,7 +422,7 @@ void Watch::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok && !ending_) {
-      ending_ = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke");
+      ending_ = absl::CancelledError("the stream broke");
       end_reason_ = "broken";
     }
     if (queue_.empty() && !ending_) WantRowsIfBehind(hub_.tail().size);
@@ -402,7 +433,7 @@ void Watch::OnWriteDone(bool ok) {
 void Watch::OnCancel() {
   {
     absl::MutexLock lock(&mu_);
-    if (!ending_) ending_ = grpc::Status::CANCELLED;
+    if (!ending_) ending_ = absl::CancelledError("cancelled");
   }
   Pump();
 }
@@ -421,9 +452,9 @@ void Watch::Failed(const absl::Status& status) {
     default:
       break;
   }
+  // What the client may see of it (a database's text never), resumable.
   const grpc::Status g = server::ToGrpcStatus(status, "WatchAuditLogs");
-  ending_ = grpc::Status(
-      g.error_code(), absl::StrCat(g.error_message(), "; resume with after_index=", ResumeText()));
+  ending_ = absl::Status(static_cast<absl::StatusCode>(g.error_code()), g.error_message());
   end_reason_ = "error";
 }
 
@@ -462,11 +493,11 @@ void RegisterWatchFlags(config::Flags& flags, WatchOptions* options) {
                  absl::Milliseconds(10), absl::Seconds(10));
   flags.Duration("watch-progress-interval", &options->progress_interval,
                  "A watcher that was sent nothing for this long gets a progress frame (log size, "
-                 "newest checkpoint, resume index)",
+                 "newest checkpoint, resume token)",
                  absl::Milliseconds(100), absl::Minutes(10));
   flags.Duration("watch-stall-timeout", &options->stall_timeout,
                  "A watcher that has not read a frame for this long is ended with "
-                 "RESOURCE_EXHAUSTED naming the index to resume after",
+                 "RESOURCE_EXHAUSTED and a resume token",
                  absl::Seconds(1), absl::Hours(1));
   flags.Int("watch-max-watchers", &options->max_watchers,
             "Open WatchAuditLogs streams on this replica, at most", 0, 100000);
@@ -522,7 +553,8 @@ void WatchHub::EndAll() {
     for (const auto& [raw, watch] : watches_) all.push_back(watch);
   }
   for (const auto& watch : all) {
-    watch->End(grpc::StatusCode::UNAVAILABLE, "Admin is shutting down");
+    watch->End(absl::UnavailableError(
+        "Admin is shutting down; resume with the resume_token of the error's ErrorInfo"));
   }
 }
 
@@ -568,7 +600,7 @@ bool WatchHub::FromCache(uint64_t next, const query::AuditFilters& filters,
   uint64_t i = next;
   for (; i < end && frames->size() < static_cast<size_t>(kFetchRows); ++i) {
     const auto& frame = cache_[i - cache_first_];
-    if (query::Matches(filters, frame->log().log())) frames->push_back(frame);
+    if (query::Matches(filters, frame->audit_log().audit_log())) frames->push_back(frame);
   }
   *after = i;
   return true;
@@ -693,34 +725,39 @@ grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* WatchHub::Refuse(const grp
 grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* WatchHub::Open(
     grpc::CallbackServerContext* ctx, const v1::WatchAuditLogsRequest& req,
     const server::Principal& principal) {
-  absl::StatusOr<query::AuditFilters> filters = query::FiltersOf(req);
-  if (filters.ok() && req.has_after_index() && req.from_beginning()) {
-    filters = absl::InvalidArgumentError("from_beginning: not with after_index");
-  }
+  absl::StatusOr<query::AuditFilters> filters = query::FiltersOf(req.filter());
+  absl::StatusOr<uint64_t> at = uint64_t{0};
+  if (req.has_resume_token()) at = DecodeResumeToken(req.resume_token());
+  if (filters.ok() && !at.ok()) filters = at.status();
   if (!filters.ok()) return new Refusal(server::ToGrpcStatus(filters.status(), "WatchAuditLogs"));
-  const Watch::Start start = req.has_after_index()  ? Watch::Start::kAfter
-                             : req.from_beginning() ? Watch::Start::kBeginning
-                                                    : Watch::Start::kHead;
+  const Watch::Start start = req.start_case() == v1::WatchAuditLogsRequest::START_NOT_SET
+                                 ? Watch::Start::kHead
+                                 : Watch::Start::kAt;
+  // A refused watch may start again as it asked, after a while.
+  const auto refuse = [&](absl::Status status, const std::string& reason) {
+    return Refuse(server::ToGrpcStatus(
+        Resumable(std::move(status), reason,
+                  start == Watch::Start::kAt ? std::optional<uint64_t>(*at) : std::nullopt),
+        "WatchAuditLogs"));
+  };
   auto watch = std::make_shared<Watch>(*this, ctx, principal.id, Filters(req), *std::move(filters),
-                                       start, req.after_index());
+                                       start, *at);
   {
     absl::MutexLock lock(&mu_);
-    if (ending_) {
-      return new Refusal(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Admin is shutting down"));
-    }
+    if (ending_) return refuse(absl::UnavailableError("Admin is shutting down"), "shutdown");
     if (static_cast<int>(watches_.size()) >= options_.max_watchers) {
-      return new Refusal(
-          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                       absl::StrCat("WatchAuditLogs: this replica has ", watches_.size(),
-                                    " watchers, its limit (--watch-max-watchers); retry later")));
+      return refuse(absl::ResourceExhaustedError(
+                        absl::StrCat("WatchAuditLogs: this replica has ", watches_.size(),
+                                     " watchers, its limit (--watch-max-watchers); retry later")),
+                    "limited");
     }
     const auto mine = per_principal_.find(principal.id);
     const int held = mine == per_principal_.end() ? 0 : mine->second;
     if (held >= options_.max_per_principal) {
-      return new Refusal(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("WatchAuditLogs: ", principal.id, " has ", held,
-                       " watchers, the limit per principal (--watch-max-per-principal)")));
+      return refuse(absl::ResourceExhaustedError(absl::StrCat(
+                        "WatchAuditLogs: ", principal.id, " has ", held,
+                        " watchers, the limit per principal (--watch-max-per-principal)")),
+                    "limited");
     }
     ++per_principal_[principal.id];
     watches_[watch.get()] = watch;

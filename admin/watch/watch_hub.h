@@ -18,13 +18,14 @@
 // The source of every row is the database (log_leaves joined to audit_logs),
 // read by index: history and live rows are the same query, so there is no
 // switch to get wrong, and a watch that resumes after an index, on any
-// replica, after any restart, gets exactly the rows after it.
+// replica, after any restart, gets exactly the rows after it. Frames and
+// endings carry opaque resume tokens (ResumeToken).
 //
 // Limits: --watch-max-watchers in all and --watch-max-per-principal per
 // principal (RESOURCE_EXHAUSTED beyond them; a watch counts until its stream
 // is gone). A caller that has not read a frame for --watch-stall-timeout is
-// ended with RESOURCE_EXHAUSTED naming the index to resume after; Stop()
-// ends every watch with UNAVAILABLE naming it too. Thread-safe.
+// ended with RESOURCE_EXHAUSTED; Stop() ends every watch with UNAVAILABLE.
+// Both carry a RetryInfo and an ErrorInfo with the resume token. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +60,15 @@ namespace v1 = ::ulticode::admin::v1;
 inline constexpr int kFetchRows = 32;
 inline constexpr int64_t kFetchLeaves = 10000;
 
-// The trailer naming the after_index to resume with.
-inline constexpr char kResumeAfterTrailer[] = "ulticode-resume-after";
+// The opaque resume token of a watch that goes on at leaf `next` (the
+// first leaf it has not considered), and the position a token holds
+// (INVALID_ARGUMENT "resume_token: ..." for anything else). A token is a
+// position in the log, so any filter may resume with it.
+std::string ResumeToken(uint64_t next);
+absl::StatusOr<uint64_t> DecodeResumeToken(absl::string_view token);
+
+// A frame of one row; its resume token goes on right after it.
+std::shared_ptr<const v1::WatchAuditLogsResponse> RowFrame(query::AuditRow row, uint64_t index);
 
 struct WatchOptions {
   pg::ConnectOptions pg;
@@ -89,7 +97,7 @@ class WatchHub {
 
   // Starts the tail and the fetchers.
   void Start();
-  // Ends every watch (UNAVAILABLE, with its resume index) and refuses new
+  // Ends every watch (UNAVAILABLE, with its resume token) and refuses new
   // ones: call before gRPC drains, so watches do not hold the drain.
   void EndAll();
   // EndAll(), then stops the threads (after gRPC has drained).

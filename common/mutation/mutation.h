@@ -29,6 +29,7 @@
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
 #include "common/mutation/actor.h"
+#include "common/mutation/idempotency.h"
 #include "common/outbox/outbox_store.h"
 #include "common/pg/pool.h"
 #include "common/server/grpc_status.h"
@@ -43,9 +44,6 @@ namespace ulticode::mutation {
 struct MutationHooks {
   std::function<absl::Status(absl::string_view method)> before_commit;
 };
-
-// Validates a client-supplied request id: empty, or 1..128 printable ASCII.
-absl::Status ValidateRequestId(absl::string_view request_id);
 
 namespace internal {
 // Type-erased core: `body` fills `response`.

@@ -78,18 +78,22 @@ const server::AccessTable& AccessRules() {
 absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
   RETURN_IF_ERROR(text::Check("reason", req.reason(), kReasonRule));
   RETURN_IF_ERROR(mutation::ValidateRequestId(req.request_id()));
-  if (req.all() == (req.event_ids_size() > 0)) {
-    return absl::InvalidArgumentError(
-        "give either event_ids or all: true (an empty filter never means every row)");
+  // One selection is required: an empty request never means every row.
+  if (req.selection_case() == v1::RedriveDeadOutboxRequest::SELECTION_NOT_SET) {
+    return absl::InvalidArgumentError("ids: give event ids, or ask for every DEAD row");
   }
-  if (req.event_ids_size() > kMaxRedriveIds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("event_ids: ", req.event_ids_size(), " ids, at most ", kMaxRedriveIds));
+  const auto& ids = req.ids().event_ids();
+  if (req.has_ids() && ids.empty()) {
+    return absl::InvalidArgumentError("ids.event_ids: give 1.. ids");
   }
-  for (int i = 0; i < req.event_ids_size(); ++i) {
-    if (!ids::IsValidUuid(req.event_ids(i))) {
+  if (ids.size() > kMaxRedriveIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ids.event_ids: ", ids.size(), " ids, at most ", kMaxRedriveIds));
+  }
+  for (int i = 0; i < ids.size(); ++i) {
+    if (!ids::IsValidUuid(ids[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "event_ids[", i, "] \"", req.event_ids(i).substr(0, 64), "\" is not a lowercase UUID"));
+          "ids.event_ids[", i, "]: \"", ids[i].substr(0, 64), "\" is not a lowercase UUID"));
     }
   }
   return absl::OkStatus();
@@ -98,18 +102,19 @@ absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
 absl::Status ValidateReplay(const v1::ReplayRequest& req) {
   RETURN_IF_ERROR(text::Check("reason", req.reason(), kReasonRule));
   RETURN_IF_ERROR(mutation::ValidateRequestId(req.request_id()));
-  if (!req.has_from() || !req.has_to()) {
-    return absl::InvalidArgumentError("from and to are required (an empty range is not \"all\")");
-  }
-  for (const auto* t : {&req.from(), &req.to()}) {
+  // Both are required: an empty range is not "all".
+  if (!req.has_start_time()) return absl::InvalidArgumentError("start_time: required");
+  if (!req.has_end_time()) return absl::InvalidArgumentError("end_time: required");
+  for (const auto& [field, t] :
+       {std::pair{"start_time", &req.start_time()}, std::pair{"end_time", &req.end_time()}}) {
     // timestamptz's range and a valid nanos field.
     if (t->seconds() < -210866803200 || t->seconds() > 253402300799 || t->nanos() < 0 ||
         t->nanos() > 999999999) {
-      return absl::InvalidArgumentError("from or to is not a valid timestamp");
+      return absl::InvalidArgumentError(absl::StrCat(field, ": not a valid timestamp"));
     }
   }
-  if (ToTime(req.from()) >= ToTime(req.to())) {
-    return absl::InvalidArgumentError("from must be before to");
+  if (ToTime(req.start_time()) >= ToTime(req.end_time())) {
+    return absl::InvalidArgumentError("start_time: must be before end_time");
   }
   return absl::OkStatus();
 }
@@ -124,23 +129,23 @@ grpc::Status OutboxOperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx
           const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<Resp>> {
         std::vector<std::string> wanted;
         absl::flat_hash_set<std::string> seen;
-        for (const auto& id : req->event_ids()) {
+        const bool all = req->has_all();
+        for (const auto& id : req->ids().event_ids()) {
           if (seen.insert(id).second) wanted.push_back(id);
         }
-        if (!req->all()) {
+        if (!all) {
           ASSIGN_OR_RETURN(pg::Result bad, tx.Execute(kNotDead, {pg::TextArray(wanted)}));
           if (bad.rows() > 0) {
-            return absl::InvalidArgumentError(absl::StrCat("event_ids: ", bad.GetString(0, 0),
+            return absl::InvalidArgumentError(absl::StrCat("ids.event_ids: ", bad.GetString(0, 0),
                                                            " is not a DEAD row of this outbox"));
           }
         }
-        ASSIGN_OR_RETURN(pg::Result r, req->all()
-                                           ? tx.Execute(kRedriveAll, {})
+        ASSIGN_OR_RETURN(pg::Result r, all ? tx.Execute(kRedriveAll, {})
                                            : tx.Execute(kRedriveIds, {pg::TextArray(wanted)}));
         Resp out;
         out.set_redriven(r.rows());
         if (r.rows() == 0) return mutation::Unchanged(std::move(out));
-        if (!req->all() && r.rows() != static_cast<int>(wanted.size())) {
+        if (!all && r.rows() != static_cast<int>(wanted.size())) {
           // Another operator redrove some of them meanwhile: do all or nothing.
           return absl::AbortedError("some rows changed concurrently; nothing was redriven");
         }
@@ -151,7 +156,7 @@ grpc::Status OutboxOperationsService::RedriveDeadOutbox(grpc::ServerContext* ctx
         mutation::Values values;
         values.Set("redriven", static_cast<int64_t>(r.rows()))
             .Set("event_ids", listed)
-            .Set("filter", req->all() ? "all DEAD rows" : "event_ids")
+            .Set("filter", all ? "all DEAD rows" : "event_ids")
             .Set("reason", req->reason());
         return mutation::Changed(
             mutation::BuildEvent(
@@ -170,7 +175,7 @@ grpc::Status OutboxOperationsService::Replay(grpc::ServerContext* ctx, const v1:
       *ctx, "Replay", *req, [&] { return ValidateReplay(*req); },
       [&](pg::Transaction& tx,
           const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<Resp>> {
-        const absl::Time from = ToTime(req->from()), to = ToTime(req->to());
+        const absl::Time from = ToTime(req->start_time()), to = ToTime(req->end_time());
         ASSIGN_OR_RETURN(pg::Result count, tx.Execute(kCountRange, {pg::Time(from), pg::Time(to),
                                                                     pg::Int(kMaxReplayRows + 1)}));
         if (count.GetInt64(0, 0) > kMaxReplayRows) {

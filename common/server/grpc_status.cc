@@ -4,16 +4,15 @@
 
 #include "common/log/log.h"
 #include "common/pg/errors.h"
+#include "common/server/error_details.h"
 
 namespace ulticode::server {
+namespace {
 
-grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) {
-  if (status.ok()) return grpc::Status::OK;
-  const auto code = static_cast<grpc::StatusCode>(status.code());
-  // Errors raised by PostgreSQL carry its message and DETAIL (row contents):
-  // never forward those, whatever their code.
-  const bool from_database = status.GetPayload(pg::kSqlStatePayload).has_value();
-  switch (from_database ? absl::StatusCode::kInternal : status.code()) {
+// Codes whose messages are written for the client: they name the bad
+// field or the missing thing, never a database's text.
+bool ForwardsMessage(absl::StatusCode code) {
+  switch (code) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kAlreadyExists:
@@ -26,9 +25,24 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
     case absl::StatusCode::kCancelled:
     // Ours name an event and what of it disagrees with the log, never values.
     case absl::StatusCode::kDataLoss:
-      return grpc::Status(code, std::string(status.message()));
+      return true;
     default:
-      break;
+      return false;
+  }
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) {
+  if (status.ok()) return grpc::Status::OK;
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  // Errors raised by PostgreSQL carry its message and DETAIL (row contents):
+  // never forward those, whatever their code. An error that names its
+  // reason (WithErrorInfo) was written for the client, whatever its code.
+  const bool from_database = status.GetPayload(pg::kSqlStatePayload).has_value();
+  if (!from_database && (ForwardsMessage(status.code()) || HasErrorInfo(status))) {
+    return grpc::Status(code, std::string(status.message()),
+                        internal::SerializedDetails(status, status.message(), true));
   }
   log::Warn("grpc", "call failed",
             {{"method", std::string(method)},
@@ -56,7 +70,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
     default:
       break;
   }
-  return grpc::Status(code, message);
+  return grpc::Status(code, message, internal::SerializedDetails(status, message, false));
 }
 
 }  // namespace ulticode::server

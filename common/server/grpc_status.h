@@ -6,6 +6,10 @@
 // client gets a generic message and the detail is logged with the method.
 // Any error that came from PostgreSQL (it carries a SQLSTATE) is treated the
 // same way, whatever its code: its text may quote row contents.
+// Every error carries google.rpc details (error_details.h): an ErrorInfo, a
+// BadRequest on INVALID_ARGUMENT, a RetryInfo when a retry can succeed. An
+// error with an ErrorInfo of its own (WithErrorInfo) was written for the
+// client: its message goes as it is, whatever its code.
 #pragma once
 
 #include "absl/status/status.h"

@@ -34,6 +34,9 @@ ULTICODE_DEB_PACKAGES=(
   nodejs
   clang-14 libclang-rt-14-dev
   golang-go golang-golang-x-mod-dev
+  # Google's API protos (google.rpc error details, google.api.field_behavior)
+  # for proto/: Debian ships them only inside these two packages.
+  golang-github-gogo-googleapis-dev libgoogle-common-protos-java
 )
 
 # Where a machine image may bring a command by another route, the dependency

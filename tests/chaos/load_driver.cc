@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/util/time_util.h"
 #include "tests/support/tokens.h"
 
 namespace ulticode::chaos {
@@ -164,7 +165,7 @@ void LoadDriver::Client(int c, std::atomic<bool>& stop) {
       req.set_slug(absl::StrCat("p", c, "x", n, "s", seed_ % 100000));
       req.set_title(absl::StrCat("Problem ", n));
       req.set_statement("Compute.");
-      req.set_time_limit_ms(1000);
+      *req.mutable_time_limit() = google::protobuf::util::TimeUtil::MillisecondsToDuration(1000);
       req.set_memory_limit_mb(256);
       req.set_difficulty(1 + n % 5);
       req.set_request_id(request_id);
@@ -216,9 +217,9 @@ void LoadDriver::Client(int c, std::atomic<bool>& stop) {
       }
     } else {
       appv1::UpdateProblemRequest req;
-      req.set_problem_id(problems[rng() % problems.size()]);
-      req.add_update_mask("title");
-      req.set_title(absl::StrCat("Title ", request_id));
+      req.mutable_problem()->set_problem_id(problems[rng() % problems.size()]);
+      req.mutable_update_mask()->add_paths("title");
+      req.mutable_problem()->set_title(absl::StrCat("Title ", request_id));
       req.set_request_id(request_id);
       appv1::ProblemResponse resp;
       s = WithRetries(rng, [&](int r) {
@@ -228,7 +229,7 @@ void LoadDriver::Client(int c, std::atomic<bool>& stop) {
       });
       if (s.ok()) {
         Record({audit::v1::OWNER_APP, resp.changed() ? resp.event_id() : "", "UpdateProblem",
-                principal, request_id, req.problem_id(), "title", req.title()});
+                principal, request_id, req.problem().problem_id(), "title", req.problem().title()});
       }
     }
     if (!s.ok()) {

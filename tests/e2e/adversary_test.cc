@@ -606,7 +606,7 @@ std::vector<Action> Catalogue() {
                testing::Authorize(&ctx, "mallory", {"audit.reader"});
                admin::v1::QueryAuditLogsRequest req;
                req.set_page_size(1000);  // the largest page, with its proofs
-               req.set_with_proofs(true);
+               req.set_view(admin::v1::AUDIT_LOG_VIEW_PROVEN);
                admin::v1::QueryAuditLogsResponse resp;
                if (stub->QueryAuditLogs(&ctx, req, &resp).error_code() ==
                    grpc::StatusCode::RESOURCE_EXHAUSTED) {

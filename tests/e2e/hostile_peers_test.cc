@@ -192,8 +192,8 @@ TEST_F(HostilePeersTest, AnEventKeptFromAdminByTheOwnersDatabaseLoginIsReportedM
   grpc::ClientContext c;
   As(&c, "olga", "audit.operator");
   outbox::v1::ReplayRequest replay;
-  replay.mutable_from()->set_seconds(absl::ToUnixSeconds(absl::Now() - absl::Hours(1)));
-  replay.mutable_to()->set_seconds(absl::ToUnixSeconds(absl::Now() + absl::Minutes(1)));
+  replay.mutable_start_time()->set_seconds(absl::ToUnixSeconds(absl::Now() - absl::Hours(1)));
+  replay.mutable_end_time()->set_seconds(absl::ToUnixSeconds(absl::Now() + absl::Minutes(1)));
   replay.set_reason("event numbers missing at Admin");
   outbox::v1::ReplayResponse replayed;
   const grpc::Status s = outbox::v1::OutboxOperations::NewStub(mesh_->Channel(Service::kAuth, 0))

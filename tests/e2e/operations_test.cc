@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/pg/connection.h"
+#include "common/server/error_details.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
 #include "tests/support/keys.h"
@@ -139,8 +140,8 @@ TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnc
   for (Service s : {Service::kAuth, Service::kApp}) {
     auto ops = opsv1::OutboxOperations::NewStub(mesh_->Channel(s, 0));
     opsv1::ReplayRequest req;
-    *req.mutable_from() = from;
-    *req.mutable_to() = to;
+    *req.mutable_start_time() = from;
+    *req.mutable_end_time() = to;
     req.set_reason("Admin database restored from an empty backup");
     req.set_request_id("rebuild-1");
     {
@@ -219,22 +220,24 @@ TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadReque
     req.set_reason("fixed");
     grpc::Status st = call(req, &resp);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_NE(st.error_message().find("all: true"), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find("every DEAD row"), std::string::npos) << st.error_message();
+    EXPECT_EQ(server::ErrorDetails::Of(st).BadField(), "ids") << st.error_message();
   }
   {
     opsv1::RedriveDeadOutboxRequest req;  // one id is not DEAD: nothing changes
-    req.add_event_ids(dead);
-    req.add_event_ids(ids[2]);
+    req.mutable_ids()->add_event_ids(dead);
+    req.mutable_ids()->add_event_ids(ids[2]);
     req.set_reason("fixed");
     grpc::Status st = call(req, &resp);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(st.error_message().find(ids[2] + " is not a DEAD row"), std::string::npos)
         << st.error_message();
+    EXPECT_EQ(server::ErrorDetails::Of(st).BadField(), "ids.event_ids") << st.error_message();
     EXPECT_EQ(
         QueryInt(Db(Service::kAuth), "SELECT count(*) FROM audit_outbox WHERE state = 'DEAD'"), 1);
   }
   opsv1::RedriveDeadOutboxRequest req;
-  req.add_event_ids(dead);
+  req.mutable_ids()->add_event_ids(dead);
   req.set_reason("Redis ACL fixed");
   grpc::Status st = call(req, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
@@ -287,9 +290,9 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
     ctx(&c);
     ASSERT_TRUE(ops->ListDeadInbox(&c, {}, &listed).ok());
   }
-  ASSERT_EQ(listed.rows_size(), 1);
-  EXPECT_EQ(listed.rows(0).event_id(), dead);
-  EXPECT_EQ(listed.rows(0).last_error(), "x");
+  ASSERT_EQ(listed.dead_inbox_rows_size(), 1);
+  EXPECT_EQ(listed.dead_inbox_rows(0).event_id(), dead);
+  EXPECT_EQ(listed.dead_inbox_rows(0).last_error(), "x");
   {
     adminv1::RequeueDeadInboxRequest req;  // no ids, no all
     req.set_reason("fixed");
@@ -298,16 +301,17 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
     ctx(&c);
     EXPECT_EQ(ops->RequeueDeadInbox(&c, req, &resp).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
-    req.add_ids(listed.rows(0).id() + 1000);
+    req.mutable_ids()->add_ids(listed.dead_inbox_rows(0).id() + 1000);
     grpc::ClientContext c2;
     ctx(&c2);
     grpc::Status st = ops->RequeueDeadInbox(&c2, req, &resp);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(st.error_message().find("is not a DEAD inbox row"), std::string::npos)
         << st.error_message();
+    EXPECT_EQ(server::ErrorDetails::Of(st).BadField(), "ids.ids") << st.error_message();
   }
   adminv1::RequeueDeadInboxRequest requeue;
-  requeue.add_ids(listed.rows(0).id());
+  requeue.mutable_ids()->add_ids(listed.dead_inbox_rows(0).id());
   requeue.set_reason("constraint fixed");
   adminv1::RequeueDeadInboxResponse requeued;
   {
@@ -319,6 +323,43 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
   EXPECT_EQ(requeued.requeued(), 1);
   EXPECT_EQ(record(requeued.event_id(), "admin.inbox.requeued"), 1)
       << "committed with the change, before the RPC returned";
+  {
+    // AIP-155: a row DEAD again, requeued with a request id. The repeat (a
+    // client that lost the reply) gets the first call's result and changes
+    // nothing more.
+    ASSERT_TRUE(Db(Service::kAdmin)
+                    .Execute(pg::Statement{"",
+                                           "UPDATE consumer_inbox SET status = 'DEAD'"
+                                           " WHERE event_id = $1::uuid"},
+                             {pg::Text(ids[1])})
+                    .ok());
+    adminv1::RequeueDeadInboxRequest keyed;
+    keyed.mutable_ids()->add_ids(QueryInt(
+        Db(Service::kAdmin), "SELECT id FROM consumer_inbox WHERE event_id = '" + ids[1] + "'"));
+    keyed.set_reason("requeued with a request id");
+    keyed.set_request_id("requeue-7f3c");
+    adminv1::RequeueDeadInboxResponse first, repeat;
+    for (auto* resp : {&first, &repeat}) {
+      grpc::ClientContext c;
+      ctx(&c);
+      grpc::Status st = ops->RequeueDeadInbox(&c, keyed, resp);
+      ASSERT_TRUE(st.ok()) << st.error_message();
+    }
+    EXPECT_EQ(first.requeued(), 1);
+    EXPECT_EQ(repeat.SerializeAsString(), first.SerializeAsString())
+        << "the repeat answers with the first result";
+    EXPECT_EQ(Admin("SELECT count(*) FROM audit_logs WHERE event_type = 'admin.inbox.requeued'"), 2)
+        << "and writes no second record";
+    EXPECT_EQ(record(first.event_id(), "admin.inbox.requeued"), 1);
+    // The same id for another request is refused, naming request_id.
+    keyed.set_reason("another reason");
+    grpc::ClientContext c;
+    ctx(&c);
+    adminv1::RequeueDeadInboxResponse other;
+    grpc::Status st = ops->RequeueDeadInbox(&c, keyed, &other);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(server::ErrorDetails::Of(st).BadField(), "request_id") << st.error_message();
+  }
   EXPECT_TRUE(WaitFor(
       [&] { return Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + dead + "'") == 1; },
       std::chrono::seconds(30)))
@@ -342,15 +383,15 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
         grpc::ClientContext c;
         ctx(&c);
         poison.Clear();
-        return ops->ListPoison(&c, {}, &poison).ok() && poison.entries_size() == 2;
+        return ops->ListPoison(&c, {}, &poison).ok() && poison.poison_entries_size() == 2;
       },
       std::chrono::seconds(30)));
-  const adminv1::PoisonEntry& unknown = poison.entries(0);
+  const adminv1::PoisonEntry& unknown = poison.poison_entries(0);
   EXPECT_EQ(unknown.reason(), "unknown_key");
-  EXPECT_EQ(poison.entries(1).reason(), "missing_signature");
+  EXPECT_EQ(poison.poison_entries(1).reason(), "missing_signature");
 
   adminv1::ReplayPoisonRequest replay;
-  replay.add_ids(unknown.id());
+  replay.mutable_ids()->add_ids(unknown.id());
   replay.set_reason("auth rotated its key; directory updated");
   adminv1::ReplayPoisonResponse replayed;
   {
@@ -381,7 +422,7 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
 
   // --- discard what cannot be fixed; the entry stays as evidence ---
   adminv1::DiscardPoisonRequest discard;
-  discard.set_all(true);
+  discard.mutable_all();  // every unresolved entry, of any poison reason
   adminv1::DiscardPoisonResponse discarded;
   {
     grpc::ClientContext c;
@@ -404,7 +445,7 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
     ctx(&c);
     poison.Clear();
     ASSERT_TRUE(ops->ListPoison(&c, {}, &poison).ok());
-    EXPECT_EQ(poison.entries_size(), 0);
+    EXPECT_EQ(poison.poison_entries_size(), 0);
   }
 }
 
@@ -431,9 +472,9 @@ TEST_F(OperationsTest, ListPoisonPagesStopAtTheirByteBudget) {
     const grpc::Status s = ops->ListPoison(&c, req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
     EXPECT_LT(resp.ByteSizeLong(), 4u << 20);
-    for (const auto& e : resp.entries()) ids.insert(e.id());
-    if (resp.next_after_id() == 0) break;
-    req.set_after_id(resp.next_after_id());
+    for (const auto& e : resp.poison_entries()) ids.insert(e.id());
+    if (resp.next_page_token().empty()) break;
+    req.set_page_token(resp.next_page_token());
   }
   EXPECT_GE(pages, 1);  // 30 x ~200 KB = ~6 MB: two pages at least
   EXPECT_EQ(ids.size(), 30u);

@@ -115,10 +115,11 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     grpc::ClientContext ctx;
     As(&ctx, "root");
     authv1::UpdateLoginPolicyRequest req;
-    req.mutable_policy()->set_min_password_length(14);
-    req.mutable_policy()->set_lockout_threshold(5);
-    req.mutable_policy()->set_mfa_required(true);
-    req.mutable_policy()->set_session_lifetime_seconds(3600);
+    req.mutable_login_policy()->set_min_password_length(14);
+    req.mutable_login_policy()->set_lockout_threshold(5);
+    req.mutable_login_policy()->set_mfa_required(true);
+    *req.mutable_login_policy()->mutable_session_lifetime() =
+        google::protobuf::util::TimeUtil::SecondsToDuration(3600);
     authv1::UpdateLoginPolicyResponse resp;
     ASSERT_TRUE(auth_->UpdateLoginPolicy(&ctx, req, &resp).ok());
     expected.push_back({resp.event_id(), audit::v1::OWNER_AUTH, "auth.login_policy.updated", "root",
@@ -134,7 +135,7 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     req.set_slug("two-sum");
     req.set_title("Two Sum");
     req.set_statement("Add two numbers.");
-    req.set_time_limit_ms(1000);
+    *req.mutable_time_limit() = google::protobuf::util::TimeUtil::MillisecondsToDuration(1000);
     req.set_memory_limit_mb(256);
     req.set_difficulty(1);
     ASSERT_TRUE(app_->CreateProblem(&ctx, req, &problem).ok());
@@ -282,10 +283,10 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     ASSERT_TRUE(admin_->QueryAuditLogs(&ctx, req, &all).ok());
   }
   std::set<std::string> got, want;
-  for (const auto& l : all.logs()) got.insert(l.event_id());
+  for (const auto& l : all.audit_logs()) got.insert(l.event_id());
   for (const auto& e : expected) want.insert(e.event_id);
   EXPECT_EQ(got, want);
-  EXPECT_EQ(all.logs_size(), static_cast<int>(expected.size())) << "no duplicates";
+  EXPECT_EQ(all.audit_logs_size(), static_cast<int>(expected.size())) << "no duplicates";
 
   // --- The pipeline is quiet and healthy ---
   adminv1::PipelineStatus status;
@@ -309,6 +310,7 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
   ASSERT_EQ(status.streams_size(), 2);
   for (const auto& s : status.streams()) {
     EXPECT_TRUE(s.group_exists()) << s.stream();
+    EXPECT_TRUE(s.has_group_lag()) << s.stream();  // known, not merely unset
     EXPECT_EQ(s.group_lag(), 0) << s.stream();
   }
   EXPECT_EQ(status.streams(0).length(), 4);  // auth events

@@ -11,6 +11,7 @@
 // own key, which only a checkpoint held from before exposes: the auditor's,
 // and live the owners', who witness the log: both cosign its checkpoints,
 // and both refuse the shorter history as a rollback.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,6 +22,7 @@
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/pg/params.h"
+#include "common/server/error_details.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
@@ -283,7 +285,7 @@ TEST_F(TransparencyLogTest, BothOwnersCosignTheLatestCheckpoint) {
   grpc::ClientContext wctx;
   As(&wctx, "audit.reader");
   v1::GetCheckpointRequest witnessed;
-  witnessed.set_witnessed(true);
+  witnessed.mutable_newest_witnessed();
   v1::SignedCheckpoint w;
   ASSERT_TRUE(Log()->GetCheckpoint(&wctx, witnessed, &w).ok());
   EXPECT_EQ(w.tree_size(), latest.tree_size());
@@ -322,32 +324,38 @@ TEST_F(TransparencyLogTest, ProofsFromTheRpcsVerifyAgainstTheSignedCheckpoint) {
   // Every leaf: its entry, and its inclusion proof by index and by event id.
   const std::string event_id =
       QueryText(*db_, "SELECT event_id::text FROM log_leaves WHERE log_index = 5");
-  grpc::ClientContext lc;
-  As(&lc, "audit.reader");
   v1::ListLogEntriesRequest lreq;
-  lreq.set_count(1000);
-  v1::ListLogEntriesResponse entries;
-  ASSERT_TRUE(Log()->ListLogEntries(&lc, lreq, &entries).ok());
-  ASSERT_EQ(entries.entries_size(), static_cast<int>(checkpoint->size));
-  for (const v1::LogEntry& e : entries.entries()) {
+  lreq.set_page_size(1000);
+  std::vector<v1::LogEntry> entries;
+  for (int pages = 0; pages < 100; ++pages) {
+    grpc::ClientContext lc;
+    As(&lc, "audit.reader");
+    v1::ListLogEntriesResponse page;
+    ASSERT_TRUE(Log()->ListLogEntries(&lc, lreq, &page).ok());
+    entries.insert(entries.end(), page.log_entries().begin(), page.log_entries().end());
+    if (page.next_page_token().empty()) break;
+    lreq.set_page_token(page.next_page_token());
+  }
+  ASSERT_EQ(entries.size(), checkpoint->size);
+  for (const v1::LogEntry& e : entries) {
     grpc::ClientContext ctx;
     As(&ctx, "audit.reader");
     v1::GetInclusionProofRequest req;
-    if (e.index() == 5) {
+    if (e.leaf_index() == 5) {
       req.set_event_id(event_id);
     } else {
-      req.set_index(e.index());
+      req.set_leaf_index(e.leaf_index());
     }
     v1::InclusionProof proof;
     ASSERT_TRUE(Log()->GetInclusionProof(&ctx, req, &proof).ok());
-    EXPECT_EQ(proof.leaf_index(), e.index());
+    EXPECT_EQ(proof.leaf_index(), e.leaf_index());
     std::vector<tlog::Hash> hashes;
     for (const std::string& h : proof.hashes()) hashes.push_back(tlog::FromBytes(h).value());
-    EXPECT_TRUE(tlog::VerifyInclusion(e.index(), proof.tree_size(), tlog::LeafHash(e.leaf()),
+    EXPECT_TRUE(tlog::VerifyInclusion(e.leaf_index(), proof.tree_size(), tlog::LeafHash(e.leaf()),
                                       hashes, checkpoint->root)
                     .ok())
-        << e.index();
-    if (e.index() == 5) {
+        << e.leaf_index();
+    if (e.leaf_index() == 5) {
       EXPECT_EQ(tlog::DecodeLeaf(e.leaf())->event_id, event_id);
     }
   }
@@ -363,8 +371,8 @@ TEST_F(TransparencyLogTest, ProofsFromTheRpcsVerifyAgainstTheSignedCheckpoint) {
   grpc::ClientContext cc;
   As(&cc, "audit.reader");
   v1::GetConsistencyProofRequest creq;
-  creq.set_first(first->size);
-  creq.set_second(checkpoint->size);
+  creq.set_first_tree_size(first->size);
+  creq.set_second_tree_size(checkpoint->size);
   v1::ConsistencyProof cproof;
   ASSERT_TRUE(Log()->GetConsistencyProof(&cc, creq, &cproof).ok());
   std::vector<tlog::Hash> hashes;
@@ -394,7 +402,7 @@ TEST_F(TransparencyLogTest, RequestsOutsideTheSignedLogAreRefusedByName) {
     return fn(&ctx);
   };
   v1::GetInclusionProofRequest beyond;
-  beyond.set_index(0);
+  beyond.set_leaf_index(0);
   beyond.set_tree_size(size + 1);
   v1::InclusionProof proof;
   grpc::Status s = call([&](auto* ctx) { return Log()->GetInclusionProof(ctx, beyond, &proof); });
@@ -404,14 +412,18 @@ TEST_F(TransparencyLogTest, RequestsOutsideTheSignedLogAreRefusedByName) {
   unknown.set_event_id("00000000-0000-7000-8000-000000000000");
   s = call([&](auto* ctx) { return Log()->GetInclusionProof(ctx, unknown, &proof); });
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  // A page size of 0 now means the default (AIP-158): a negative one is
+  // what the list refuses by name.
   v1::ListLogEntriesRequest none;
+  none.set_page_size(-1);
   v1::ListLogEntriesResponse entries;
   s = call([&](auto* ctx) { return Log()->ListLogEntries(ctx, none, &entries); });
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("count"));
+  EXPECT_THAT(s.error_message(), HasSubstr("page_size"));
+  EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), "page_size") << s.error_message();
   v1::GetConsistencyProofRequest backwards;
-  backwards.set_first(3);
-  backwards.set_second(2);
+  backwards.set_first_tree_size(3);
+  backwards.set_second_tree_size(2);
   v1::ConsistencyProof cproof;
   s = call([&](auto* ctx) { return Log()->GetConsistencyProof(ctx, backwards, &cproof); });
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -658,14 +670,20 @@ TEST_F(TransparencyLogTest, ZTruncationResignedWithTheLogKeyIsCaughtByAHeldCheck
   std::ofstream(dir_ + "/held.checkpoint") << held.checkpoint();
   const int64_t keep = static_cast<int64_t>(held.tree_size()) - 5;
   // The root of the first `keep` leaves, as the attacker computes it.
-  grpc::ClientContext lc;
-  As(&lc, "audit.reader");
   v1::ListLogEntriesRequest lreq;
-  lreq.set_count(static_cast<int>(keep));
-  v1::ListLogEntriesResponse entries;
-  ASSERT_TRUE(Log()->ListLogEntries(&lc, lreq, &entries).ok());
   std::vector<tlog::Hash> leaves;
-  for (const v1::LogEntry& e : entries.entries()) leaves.push_back(tlog::LeafHash(e.leaf()));
+  for (int pages = 0; pages < 100 && static_cast<int64_t>(leaves.size()) < keep; ++pages) {
+    grpc::ClientContext lc;
+    As(&lc, "audit.reader");
+    lreq.set_page_size(
+        static_cast<int>(std::min<int64_t>(1000, keep - static_cast<int64_t>(leaves.size()))));
+    v1::ListLogEntriesResponse entries;
+    ASSERT_TRUE(Log()->ListLogEntries(&lc, lreq, &entries).ok());
+    for (const v1::LogEntry& e : entries.log_entries()) leaves.push_back(tlog::LeafHash(e.leaf()));
+    if (entries.next_page_token().empty()) break;
+    lreq.set_page_token(entries.next_page_token());
+  }
+  ASSERT_EQ(static_cast<int64_t>(leaves.size()), keep);
   const tlog::Checkpoint shorter{
       testing::TestKeys::kLogOrigin, static_cast<uint64_t>(keep), tlog::RootOf(leaves), {}};
   auto signer = tlog::NoteSigner::Create(testing::TestKeys::kLogOrigin, mesh_->keys().log());

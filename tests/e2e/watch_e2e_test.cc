@@ -167,7 +167,8 @@ TEST(WatchE2eTest, AFollowerFromIndexZeroPrintsEveryEventOnceInLogOrderThroughRe
   for (const std::string& id : committed) EXPECT_TRUE(seen.count(id)) << id << " never printed";
   // The follower did reconnect, more than once.
   int reconnects = 0;
-  for (size_t at = 0; (at = printed.find("resuming after index", at)) != std::string::npos; ++at) {
+  for (size_t at = 0; (at = printed.find("resuming where it stopped", at)) != std::string::npos;
+       ++at) {
     ++reconnects;
   }
   EXPECT_GE(reconnects, 2) << printed;

@@ -18,6 +18,7 @@
 #include "common/migrations/migrations.h"
 #include "common/redis/redis_client.h"
 #include "common/server/bearer_resolver.h"
+#include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
 #include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
@@ -57,6 +58,11 @@ struct Row {
 
 google::protobuf::Timestamp Ts(absl::Time t) {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+// A Duration in (fractional) seconds.
+double Seconds(const google::protobuf::Duration& d) {
+  return static_cast<double>(TimeUtil::DurationToNanoseconds(d)) / 1e9;
 }
 
 google::protobuf::Struct StructFromJson(const std::string& json) {
@@ -192,17 +198,19 @@ class AdminQueryTest : public ::testing::Test {
       grpc::Status s = Query(req, &resp);
       EXPECT_TRUE(s.ok()) << s.error_message();
       if (!s.ok()) break;
-      for (const auto& log : resp.logs()) ids.push_back(log.event_id());
+      for (const auto& log : resp.audit_logs()) ids.push_back(log.event_id());
       if (pages != nullptr) *pages = page;
       if (resp.next_page_token().empty()) break;
-      EXPECT_EQ(resp.logs_size(), req.page_size() == 0 ? 100 : req.page_size());
+      EXPECT_EQ(resp.audit_logs_size(), req.page_size() == 0 ? 100 : req.page_size());
       req.set_page_token(resp.next_page_token());
     }
     return ids;
   }
 
-  // Expects INVALID_ARGUMENT whose message mentions every one of `words`.
-  void ExpectInvalid(const v1::QueryAuditLogsRequest& req, std::vector<std::string> words) {
+  // Expects INVALID_ARGUMENT whose message mentions every one of `words`
+  // and whose BadRequest names `field` (a field path of the request).
+  void ExpectInvalid(const v1::QueryAuditLogsRequest& req, const std::string& field,
+                     std::vector<std::string> words) {
     v1::QueryAuditLogsResponse resp;
     grpc::Status s = Query(req, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
@@ -211,6 +219,8 @@ class AdminQueryTest : public ::testing::Test {
       EXPECT_NE(s.error_message().find(w), std::string::npos)
           << "\"" << s.error_message() << "\" does not mention " << w;
     }
+    EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), field)
+        << req.ShortDebugString() << " -> " << s.error_message();
   }
 
   // A varied data set: two owners, three actors, several entities, ties on
@@ -252,12 +262,12 @@ TEST_F(AdminQueryTest, NoFilterReturnsEverythingNewestFirstWithTiesByEventId) {
   v1::QueryAuditLogsResponse resp;
   ASSERT_TRUE(Query(req, &resp).ok());
   std::vector<std::string> got;
-  for (const auto& log : resp.logs()) got.push_back(log.event_id());
+  for (const auto& log : resp.audit_logs()) got.push_back(log.event_id());
   EXPECT_EQ(got, Expected([](const Row&) { return true; }));
   EXPECT_TRUE(resp.next_page_token().empty());
-  for (int i = 1; i < resp.logs_size(); ++i) {
-    EXPECT_GE(TimeUtil::TimestampToMicroseconds(resp.logs(i - 1).occurred_at()),
-              TimeUtil::TimestampToMicroseconds(resp.logs(i).occurred_at()));
+  for (int i = 1; i < resp.audit_logs_size(); ++i) {
+    EXPECT_GE(TimeUtil::TimestampToMicroseconds(resp.audit_logs(i - 1).occurred_at()),
+              TimeUtil::TimestampToMicroseconds(resp.audit_logs(i).occurred_at()));
   }
 }
 
@@ -271,50 +281,50 @@ TEST_F(AdminQueryTest, EachFilterAloneAndCombined) {
   const absl::Time from = kT0 - absl::Seconds(20);
   const absl::Time to = kT0 - absl::Seconds(5);
   const std::vector<Case> cases = {
-      {"owner", [](auto* r) { r->set_owner(audit::v1::OWNER_APP); },
+      {"owner", [](auto* r) { r->mutable_filter()->set_owner(audit::v1::OWNER_APP); },
        [](const Row& r) { return r.owner == "app"; }},
-      {"actor", [](auto* r) { r->set_actor("bob"); },
+      {"actor", [](auto* r) { r->mutable_filter()->set_actor("bob"); },
        [](const Row& r) { return r.actor == "bob"; }},
-      {"action", [](auto* r) { r->set_action("assign_role"); },
+      {"action", [](auto* r) { r->mutable_filter()->set_action("assign_role"); },
        [](const Row& r) { return r.action == "assign_role"; }},
-      {"entity_type", [](auto* r) { r->set_entity_type("problem"); },
+      {"entity_type", [](auto* r) { r->mutable_filter()->set_entity_type("problem"); },
        [](const Row& r) { return r.entity_type == "problem"; }},
       {"entity",
        [](auto* r) {
-         r->set_entity_type("user");
-         r->set_entity_id("e2");
+         r->mutable_filter()->set_entity_type("user");
+         r->mutable_filter()->set_entity_id("e2");
        },
        [](const Row& r) { return r.entity_type == "user" && r.entity_id == "e2"; }},
-      {"from", [&](auto* r) { *r->mutable_from() = Ts(from); },
+      {"start_time", [&](auto* r) { *r->mutable_filter()->mutable_start_time() = Ts(from); },
        [&](const Row& r) { return r.occurred_at >= from; }},
-      {"to", [&](auto* r) { *r->mutable_to() = Ts(to); },
+      {"end_time", [&](auto* r) { *r->mutable_filter()->mutable_end_time() = Ts(to); },
        [&](const Row& r) { return r.occurred_at < to; }},
-      {"from+to",
+      {"start_time+end_time",
        [&](auto* r) {
-         *r->mutable_from() = Ts(from);
-         *r->mutable_to() = Ts(to);
+         *r->mutable_filter()->mutable_start_time() = Ts(from);
+         *r->mutable_filter()->mutable_end_time() = Ts(to);
        },
        [&](const Row& r) { return r.occurred_at >= from && r.occurred_at < to; }},
       {"owner+actor",
        [](auto* r) {
-         r->set_owner(audit::v1::OWNER_AUTH);
-         r->set_actor("alice");
+         r->mutable_filter()->set_owner(audit::v1::OWNER_AUTH);
+         r->mutable_filter()->set_actor("alice");
        },
        [](const Row& r) { return r.owner == "auth" && r.actor == "alice"; }},
       {"all",
        [&](auto* r) {
-         r->set_owner(audit::v1::OWNER_AUTH);
-         r->set_actor("carol");
-         r->set_action("update_problem");
-         r->set_entity_type("problem");
-         *r->mutable_from() = Ts(from);
-         *r->mutable_to() = Ts(kT0);
+         r->mutable_filter()->set_owner(audit::v1::OWNER_AUTH);
+         r->mutable_filter()->set_actor("carol");
+         r->mutable_filter()->set_action("update_problem");
+         r->mutable_filter()->set_entity_type("problem");
+         *r->mutable_filter()->mutable_start_time() = Ts(from);
+         *r->mutable_filter()->mutable_end_time() = Ts(kT0);
        },
        [&](const Row& r) {
          return r.owner == "auth" && r.actor == "carol" && r.action == "update_problem" &&
                 r.entity_type == "problem" && r.occurred_at >= from && r.occurred_at < kT0;
        }},
-      {"nothing matches", [](auto* r) { r->set_actor("nobody"); },
+      {"nothing matches", [](auto* r) { r->mutable_filter()->set_actor("nobody"); },
        [](const Row&) { return false; }},
   };
   for (const Case& c : cases) {
@@ -343,11 +353,11 @@ TEST_F(AdminQueryTest, TimeBoundsAreExactToTheMicrosecond) {
   Add("auth", "alice", "create_user", "user", "u3", kT0 + absl::Microseconds(1));
   auto ids = [&](absl::Time from, absl::Time to) {
     v1::QueryAuditLogsRequest req;
-    *req.mutable_from() = Ts(from);
-    *req.mutable_to() = Ts(to);
+    *req.mutable_filter()->mutable_start_time() = Ts(from);
+    *req.mutable_filter()->mutable_end_time() = Ts(to);
     return AllPages(req);
   };
-  // from inclusive, to exclusive.
+  // start_time inclusive, end_time exclusive.
   EXPECT_EQ(ids(kT0, kT0 + absl::Microseconds(1)), std::vector<std::string>{at});
   // Sub-microsecond bounds select what the nanosecond bound says.
   EXPECT_EQ(ids(kT0 - absl::Nanoseconds(1), kT0 + absl::Nanoseconds(1)),
@@ -372,7 +382,7 @@ TEST_F(AdminQueryTest, PaginationCollectsEveryRowExactlyOnce) {
   req.set_page_size(23);
   v1::QueryAuditLogsResponse resp;
   ASSERT_TRUE(Query(req, &resp).ok());
-  EXPECT_EQ(resp.logs_size(), 23);
+  EXPECT_EQ(resp.audit_logs_size(), 23);
   EXPECT_TRUE(resp.next_page_token().empty());
   req.set_page_size(22);
   ASSERT_TRUE(Query(req, &resp).ok());
@@ -384,8 +394,8 @@ TEST_F(AdminQueryTest, PaginationCollectsEveryRowExactlyOnce) {
   next.set_page_token(resp.next_page_token());
   v1::QueryAuditLogsResponse last;
   ASSERT_TRUE(Query(next, &last).ok());
-  ASSERT_EQ(last.logs_size(), 1);
-  EXPECT_EQ(last.logs(0).event_id(), got.back());
+  ASSERT_EQ(last.audit_logs_size(), 1);
+  EXPECT_EQ(last.audit_logs(0).event_id(), got.back());
 }
 
 // A page stops at its byte budget (3 MiB), whatever page_size asks: 40 rows
@@ -412,7 +422,7 @@ TEST_F(AdminQueryTest, PagesStopAtTheirByteBudget) {
     grpc::Status s = stub_->QueryAuditLogs(ctx.get(), req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
     EXPECT_LE(resp.ByteSizeLong(), 4u << 20) << "page " << pages;  // what clients accept
-    for (const auto& log : resp.logs()) {
+    for (const auto& log : resp.audit_logs()) {
       EXPECT_EQ(log.new_value().fields().at("statement").string_value().size(), big.size() + 1);
       got.push_back(log.event_id());
     }
@@ -445,11 +455,11 @@ TEST_F(AdminQueryTest, FiltersNoIndexServesAtThisSizeAreRefusedBeforeTheyRun) {
   Serve(options);
 
   v1::QueryAuditLogsRequest served;
-  served.set_entity_type("type3");
-  served.set_entity_id("entity3");
-  served.set_action("no-such-action");
+  served.mutable_filter()->set_entity_type("type3");
+  served.mutable_filter()->set_entity_id("entity3");
+  served.mutable_filter()->set_action("no-such-action");
   v1::QueryAuditLogsRequest unserved;
-  unserved.set_action("no-such-action");
+  unserved.mutable_filter()->set_action("no-such-action");
   v1::QueryAuditLogsResponse resp;
   grpc::Status s = stub_->QueryAuditLogs(Ctx().get(), served, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
@@ -458,6 +468,7 @@ TEST_F(AdminQueryTest, FiltersNoIndexServesAtThisSizeAreRefusedBeforeTheyRun) {
   EXPECT_NE(s.error_message().find("no index serves this combination"), std::string::npos)
       << s.error_message();
   EXPECT_NE(s.error_message().find("--query-max-cost 100"), std::string::npos) << s.error_message();
+  EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), "filter") << s.error_message();
 }
 
 // Filters that combine rare values (an actor's rows, almost none with this
@@ -480,8 +491,8 @@ TEST_F(AdminQueryTest, CombinedFiltersWalkABoundedStretchAPageAndStillFindEveryR
   Serve(options);
 
   v1::QueryAuditLogsRequest req;
-  req.set_actor("walker");
-  req.set_action("rare");
+  req.mutable_filter()->set_actor("walker");
+  req.mutable_filter()->set_action("rare");
   req.set_page_size(10);
   std::vector<std::string> got;
   int pages = 0;
@@ -489,8 +500,8 @@ TEST_F(AdminQueryTest, CombinedFiltersWalkABoundedStretchAPageAndStillFindEveryR
     v1::QueryAuditLogsResponse resp;
     grpc::Status s = stub_->QueryAuditLogs(Ctx().get(), req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
-    EXPECT_LE(resp.logs_size(), 2) << "page " << pages << " read past its stretch";
-    for (const auto& log : resp.logs()) got.push_back(log.event_id());
+    EXPECT_LE(resp.audit_logs_size(), 2) << "page " << pages << " read past its stretch";
+    for (const auto& log : resp.audit_logs()) got.push_back(log.event_id());
     if (resp.next_page_token().empty()) break;
     req.set_page_token(resp.next_page_token());
   }
@@ -500,11 +511,11 @@ TEST_F(AdminQueryTest, CombinedFiltersWalkABoundedStretchAPageAndStillFindEveryR
 
   // One filter alone walks only matching rows: no stretch, full pages.
   v1::QueryAuditLogsRequest one;
-  one.set_actor("walker");
+  one.mutable_filter()->set_actor("walker");
   one.set_page_size(200);
   v1::QueryAuditLogsResponse resp;
   ASSERT_TRUE(stub_->QueryAuditLogs(Ctx().get(), one, &resp).ok());
-  EXPECT_EQ(resp.logs_size(), 200);
+  EXPECT_EQ(resp.audit_logs_size(), 200);
 }
 
 TEST_F(AdminQueryTest, PaginationWhileNewRowsArriveNeverRepeatsOrSkipsExistingRows) {
@@ -522,11 +533,11 @@ TEST_F(AdminQueryTest, PaginationWhileNewRowsArriveNeverRepeatsOrSkipsExistingRo
     v1::QueryAuditLogsResponse resp;
     grpc::Status s = Query(req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
-    for (const auto& log : resp.logs()) got.push_back(log.event_id());
+    for (const auto& log : resp.audit_logs()) got.push_back(log.event_id());
     if (resp.next_page_token().empty()) break;
     req.set_page_token(resp.next_page_token());
-    const absl::Time cursor_at = absl::FromUnixMicros(
-        TimeUtil::TimestampToMicroseconds(resp.logs(resp.logs_size() - 1).occurred_at()));
+    const absl::Time cursor_at = absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(
+        resp.audit_logs(resp.audit_logs_size() - 1).occurred_at()));
     // Between pages: a newer row, an older one, and two at the cursor's own
     // time, one with a larger id (before the cursor) and one with a smaller.
     newer.insert(
@@ -558,7 +569,7 @@ TEST_F(AdminQueryTest, PageTokensAreBoundToTheirFilters) {
     Add("auth", "alice", "create_user", "user", "u", kT0 - absl::Seconds(i));
   }
   v1::QueryAuditLogsRequest req;
-  req.set_actor("alice");
+  req.mutable_filter()->set_actor("alice");
   req.set_page_size(2);
   v1::QueryAuditLogsResponse resp;
   ASSERT_TRUE(Query(req, &resp).ok());
@@ -566,75 +577,75 @@ TEST_F(AdminQueryTest, PageTokensAreBoundToTheirFilters) {
 
   v1::QueryAuditLogsRequest other = req;
   other.set_page_token(resp.next_page_token());
-  other.set_actor("bob");
-  ExpectInvalid(other, {"page_token", "different filters"});
-  other.set_actor("alice");
-  other.set_owner(audit::v1::OWNER_AUTH);
-  ExpectInvalid(other, {"page_token", "different filters"});
-  other.clear_owner();
-  *other.mutable_from() = Ts(kT0 - absl::Hours(1));
-  ExpectInvalid(other, {"page_token", "different filters"});
+  other.mutable_filter()->set_actor("bob");
+  ExpectInvalid(other, "page_token", {"page_token", "different filter"});
+  other.mutable_filter()->set_actor("alice");
+  other.mutable_filter()->set_owner(audit::v1::OWNER_AUTH);
+  ExpectInvalid(other, "page_token", {"page_token", "different filter"});
+  other.mutable_filter()->clear_owner();
+  *other.mutable_filter()->mutable_start_time() = Ts(kT0 - absl::Hours(1));
+  ExpectInvalid(other, "page_token", {"page_token", "different filter"});
 
   other = req;
   other.set_page_token("definitely-not-a-token");
-  ExpectInvalid(other, {"page_token", "malformed"});
+  ExpectInvalid(other, "page_token", {"page_token", "malformed"});
   std::string tampered = resp.next_page_token();
   tampered[tampered.size() / 2] = tampered[tampered.size() / 2] == 'A' ? 'B' : 'A';
   other.set_page_token(tampered);
-  ExpectInvalid(other, {"page_token", "malformed"});
+  ExpectInvalid(other, "page_token", {"page_token", "malformed"});
   other.set_page_token(resp.next_page_token().substr(0, 10));
-  ExpectInvalid(other, {"page_token", "malformed"});
+  ExpectInvalid(other, "page_token", {"page_token", "malformed"});
 }
 
 TEST_F(AdminQueryTest, InvalidRequestsNameTheField) {
   v1::QueryAuditLogsRequest req;
   req.set_page_size(-1);
-  ExpectInvalid(req, {"page_size", "1000"});
+  ExpectInvalid(req, "page_size", {"page_size", "1000"});
   req.set_page_size(1001);
-  ExpectInvalid(req, {"page_size", "1000"});
+  ExpectInvalid(req, "page_size", {"page_size", "1000"});
 
   req = {};
-  req.set_owner(static_cast<audit::v1::Owner>(7));
-  ExpectInvalid(req, {"owner"});
+  req.mutable_filter()->set_owner(static_cast<audit::v1::Owner>(7));
+  ExpectInvalid(req, "filter.owner", {"filter.owner"});
 
   req = {};
-  req.set_entity_id("u1");
-  ExpectInvalid(req, {"entity_id", "entity_type"});
+  req.mutable_filter()->set_entity_id("u1");
+  ExpectInvalid(req, "filter.entity_id", {"filter.entity_id", "filter.entity_type"});
 
   req = {};
-  *req.mutable_from() = Ts(kT0);
-  *req.mutable_to() = Ts(kT0);
-  ExpectInvalid(req, {"from", "to"});
-  *req.mutable_to() = Ts(kT0 - absl::Seconds(1));
-  ExpectInvalid(req, {"from", "to"});
+  *req.mutable_filter()->mutable_start_time() = Ts(kT0);
+  *req.mutable_filter()->mutable_end_time() = Ts(kT0);
+  ExpectInvalid(req, "filter.start_time", {"filter.start_time", "end_time"});
+  *req.mutable_filter()->mutable_end_time() = Ts(kT0 - absl::Seconds(1));
+  ExpectInvalid(req, "filter.start_time", {"filter.start_time", "end_time"});
 
   req = {};
-  req.mutable_from()->set_nanos(-1);
-  ExpectInvalid(req, {"from"});
+  req.mutable_filter()->mutable_start_time()->set_nanos(-1);
+  ExpectInvalid(req, "filter.start_time", {"filter.start_time"});
   req = {};
-  req.mutable_to()->set_seconds(400'000'000'000);
-  ExpectInvalid(req, {"to"});
+  req.mutable_filter()->mutable_end_time()->set_seconds(400'000'000'000);
+  ExpectInvalid(req, "filter.end_time", {"filter.end_time"});
 
   for (const char* field : {"actor", "action", "entity_type"}) {
     req = {};
     const std::string long_value(257, 'x');
-    if (std::string(field) == "actor") req.set_actor(long_value);
-    if (std::string(field) == "action") req.set_action(long_value);
-    if (std::string(field) == "entity_type") req.set_entity_type(long_value);
-    ExpectInvalid(req, {field, "256"});
+    if (std::string(field) == "actor") req.mutable_filter()->set_actor(long_value);
+    if (std::string(field) == "action") req.mutable_filter()->set_action(long_value);
+    if (std::string(field) == "entity_type") req.mutable_filter()->set_entity_type(long_value);
+    ExpectInvalid(req, absl::StrCat("filter.", field), {absl::StrCat("filter.", field), "256"});
   }
   req = {};
-  req.set_entity_type("user");
-  req.set_entity_id(std::string(257, 'x'));
-  ExpectInvalid(req, {"entity_id", "256"});
+  req.mutable_filter()->set_entity_type("user");
+  req.mutable_filter()->set_entity_id(std::string(257, 'x'));
+  ExpectInvalid(req, "filter.entity_id", {"filter.entity_id", "256"});
   req = {};
-  req.set_actor(std::string("a\0b", 3));
-  ExpectInvalid(req, {"actor"});
+  req.mutable_filter()->set_actor(std::string("a\0b", 3));
+  ExpectInvalid(req, "filter.actor", {"filter.actor"});
 
   // Limits are accepted.
   req = {};
   req.set_page_size(1000);
-  req.set_actor(std::string(256, 'x'));
+  req.mutable_filter()->set_actor(std::string(256, 'x'));
   v1::QueryAuditLogsResponse resp;
   EXPECT_TRUE(Query(req, &resp).ok());
 }
@@ -702,12 +713,13 @@ TEST_F(AdminQueryTest, GetAuditLogMapsEveryFieldAndStructuredValues) {
       Add("app", "bob", "create_problem", "problem", "p1", kT0 - absl::Hours(1));
   v1::QueryAuditLogsResponse resp;
   ASSERT_TRUE(Query(v1::QueryAuditLogsRequest(), &resp).ok());
-  ASSERT_EQ(resp.logs_size(), 2);
-  EXPECT_TRUE(MessageDifferencer::Equals(resp.logs(0), log)) << resp.logs(0).ShortDebugString();
-  EXPECT_EQ(resp.logs(1).event_id(), bare);
-  EXPECT_EQ(resp.logs(1).owner(), audit::v1::OWNER_APP);
-  EXPECT_FALSE(resp.logs(1).has_old_value());
-  EXPECT_FALSE(resp.logs(1).has_new_value());
+  ASSERT_EQ(resp.audit_logs_size(), 2);
+  EXPECT_TRUE(MessageDifferencer::Equals(resp.audit_logs(0), log))
+      << resp.audit_logs(0).ShortDebugString();
+  EXPECT_EQ(resp.audit_logs(1).event_id(), bare);
+  EXPECT_EQ(resp.audit_logs(1).owner(), audit::v1::OWNER_APP);
+  EXPECT_FALSE(resp.audit_logs(1).has_old_value());
+  EXPECT_FALSE(resp.audit_logs(1).has_new_value());
 }
 
 // Reads serve the owner's signed envelope, bound to the log: a row changed in
@@ -739,13 +751,13 @@ TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
     EXPECT_NE(st.error_message().find(id), std::string::npos) << st.error_message();
     for (const std::string& actor : {std::string(), filter_actor}) {
       v1::QueryAuditLogsRequest req;
-      req.set_actor(actor);
+      req.mutable_filter()->set_actor(actor);
       v1::QueryAuditLogsResponse resp;
       st = Query(req, &resp);
       EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS)
           << what << " (actor filter '" << actor << "'): " << st.error_message();
       EXPECT_NE(st.error_message().find(id), std::string::npos) << st.error_message();
-      EXPECT_EQ(resp.logs_size(), 0);
+      EXPECT_EQ(resp.audit_logs_size(), 0);
     }
   };
   expect_served(v1::AuditLog::LOG_STATUS_PENDING);
@@ -801,7 +813,7 @@ TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
   expect_refused("a re-signed envelope", "mallory");
 }
 
-// with_proofs: one checkpoint, and each row inside it with its log entry and
+// The PROVEN view: one checkpoint, and each row inside it with its log entry and
 // inclusion proof, which a client checks with public keys only; a row not
 // yet inside the checkpoint carries none.
 TEST_F(AdminQueryTest, WithProofsRowsInsideTheCheckpointCarryWhatBindsThemToIt) {
@@ -815,19 +827,19 @@ TEST_F(AdminQueryTest, WithProofsRowsInsideTheCheckpointCarryWhatBindsThemToIt) 
   Add("app", "bob", "create_problem", "problem", "p1", kT0 + absl::Seconds(1));  // pending
 
   v1::QueryAuditLogsRequest req;
-  req.set_with_proofs(true);
+  req.set_view(v1::AUDIT_LOG_VIEW_PROVEN);
   v1::QueryAuditLogsResponse resp;
   ASSERT_TRUE(Query(req, &resp).ok());
-  ASSERT_EQ(resp.logs_size(), 6);
+  ASSERT_EQ(resp.audit_logs_size(), 6);
   verify::CheckpointPolicy policy;
   policy.log.push_back(*tlog::NoteVerifier::Parse(keys.LogVerifierKey()));
   auto checkpoint = verify::OpenWitnessed(resp.checkpoint(), policy);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   EXPECT_EQ(checkpoint->size, 5u);
-  EXPECT_FALSE(resp.logs(0).has_proof()) << "the newest row is not sequenced yet";
-  EXPECT_EQ(resp.logs(0).log_status(), v1::AuditLog::LOG_STATUS_PENDING);
+  EXPECT_FALSE(resp.audit_logs(0).has_proof()) << "the newest row is not sequenced yet";
+  EXPECT_EQ(resp.audit_logs(0).log_status(), v1::AuditLog::LOG_STATUS_PENDING);
   for (int i = 1; i < 6; ++i) {
-    const v1::AuditLog& log = resp.logs(i);
+    const v1::AuditLog& log = resp.audit_logs(i);
     ASSERT_TRUE(log.has_proof()) << i;
     EXPECT_TRUE(verify::CheckRowIsLeaf(log, log.proof().leaf(), &keys.directory()).ok()) << i;
     EXPECT_TRUE(verify::CheckInclusion(log.log_index(), log.proof().leaf(), log.proof().hashes(),
@@ -844,10 +856,10 @@ TEST_F(AdminQueryTest, WithProofsRowsInsideTheCheckpointCarryWhatBindsThemToIt) 
                      .ok())
         << i;
   }
-  // Without with_proofs, nothing extra.
+  // In the default (BASIC) view, nothing extra.
   ASSERT_TRUE(Query(v1::QueryAuditLogsRequest(), &resp).ok());
   EXPECT_FALSE(resp.has_checkpoint());
-  EXPECT_FALSE(resp.logs(1).has_proof());
+  EXPECT_FALSE(resp.audit_logs(1).has_proof());
 }
 
 TEST_F(AdminQueryTest, GetAuditLogNotFoundAndBadId) {
@@ -866,6 +878,7 @@ TEST_F(AdminQueryTest, GetAuditLogNotFoundAndBadId) {
     s = stub_->GetAuditLog(ctx.get(), req, &log);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
     EXPECT_NE(s.error_message().find("event_id"), std::string::npos) << s.error_message();
+    EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), "event_id") << s.error_message();
   }
 }
 
@@ -927,6 +940,7 @@ TEST_F(AdminQueryTest, PipelineStatusReportsStreamsGroupsInboxAndPoison) {
   EXPECT_TRUE(auth.group_exists());
   EXPECT_EQ(auth.length(), 5);
   EXPECT_EQ(auth.pending(), 1);
+  ASSERT_TRUE(auth.has_group_lag());
   EXPECT_EQ(auth.group_lag(), 4);
   EXPECT_EQ(auth.last_delivered_id(), (*added)[0]);
 
@@ -951,12 +965,12 @@ TEST_F(AdminQueryTest, PipelineStatusReportsStreamsGroupsInboxAndPoison) {
   EXPECT_EQ(in.processed(), 3);
   EXPECT_EQ(in.dead(), 1);
   // Database-clock ages; generous upper bounds for a slow machine.
-  EXPECT_GE(in.oldest_pending_age_seconds(), 100);
-  EXPECT_LT(in.oldest_pending_age_seconds(), 160);
-  EXPECT_GE(in.oldest_lease_age_seconds(), 30);
-  EXPECT_LT(in.oldest_lease_age_seconds(), 90);
-  EXPECT_GE(in.oldest_retry_age_seconds(), 50);
-  EXPECT_LT(in.oldest_retry_age_seconds(), 110);
+  EXPECT_GE(Seconds(in.oldest_pending_age()), 100);
+  EXPECT_LT(Seconds(in.oldest_pending_age()), 160);
+  EXPECT_GE(Seconds(in.oldest_lease_age()), 30);
+  EXPECT_LT(Seconds(in.oldest_lease_age()), 90);
+  EXPECT_GE(Seconds(in.oldest_retry_age()), 50);
+  EXPECT_LT(Seconds(in.oldest_retry_age()), 110);
   EXPECT_EQ(status.poison_count(), 3);
   const absl::Time observed =
       absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(status.observed_at()));
@@ -975,9 +989,9 @@ TEST_F(AdminQueryTest, PipelineStatusOfAnEmptyPipelineIsAllZeros) {
   }
   EXPECT_EQ(status.inbox().pending(), 0);
   EXPECT_EQ(status.inbox().processed(), 0);
-  EXPECT_EQ(status.inbox().oldest_pending_age_seconds(), 0);
-  EXPECT_EQ(status.inbox().oldest_lease_age_seconds(), 0);
-  EXPECT_EQ(status.inbox().oldest_retry_age_seconds(), 0);
+  EXPECT_EQ(Seconds(status.inbox().oldest_pending_age()), 0);
+  EXPECT_EQ(Seconds(status.inbox().oldest_lease_age()), 0);
+  EXPECT_EQ(Seconds(status.inbox().oldest_retry_age()), 0);
   EXPECT_EQ(status.poison_count(), 0);
   EXPECT_TRUE(status.has_observed_at());
 }
@@ -1011,7 +1025,7 @@ TEST_F(AdminQueryTest, PipelineStatusStillAnswersWhenRedisIsDown) {
   ASSERT_EQ(status.streams_size(), 2);
   for (const auto& st : status.streams()) {
     EXPECT_FALSE(st.group_exists()) << st.stream();
-    EXPECT_EQ(st.group_lag(), -1) << st.stream();
+    EXPECT_FALSE(st.has_group_lag()) << st.stream() << ": unknown";
   }
   EXPECT_EQ(status.streams(0).stream(), auth_stream_);
   EXPECT_EQ(status.streams(1).owner(), audit::v1::OWNER_APP);
@@ -1028,6 +1042,7 @@ TEST_F(AdminQueryTest, PipelineStatusStillAnswersWhenRedisIsDown) {
   s = stub_->GetPipelineStatus(ctx.get(), v1::GetPipelineStatusRequest(), &status);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(status.streams(0).group_exists());
+  ASSERT_TRUE(status.streams(0).has_group_lag());
   EXPECT_EQ(status.streams(0).group_lag(), 0);
 }
 

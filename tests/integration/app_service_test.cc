@@ -16,8 +16,10 @@
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/outbox_store.h"
+#include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "tests/support/owner_service_fixture.h"
@@ -27,6 +29,7 @@ namespace ulticode::app {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
+using google::protobuf::util::TimeUtil;
 
 // 2030-01-01T10:00:00Z.
 constexpr int64_t kStart = 1893492000;
@@ -83,7 +86,7 @@ class AppServiceTest
     req.set_slug(slug);
     req.set_title("Problem " + slug);
     req.set_statement("Read two integers; print their sum.");
-    req.set_time_limit_ms(2000);
+    *req.mutable_time_limit() = TimeUtil::MillisecondsToDuration(2000);
     req.set_memory_limit_mb(256);
     req.set_difficulty(3);
     return req;
@@ -161,7 +164,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   create.set_slug("two-sum");
   create.set_title("Two Sum");
   create.set_statement(statement);
-  create.set_time_limit_ms(2000);
+  *create.mutable_time_limit() = TimeUtil::MillisecondsToDuration(2000);
   create.set_memory_limit_mb(256);
   create.set_difficulty(3);
   create.set_request_id("req-create-problem");
@@ -194,15 +197,15 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   // memory_limit_mb differs but is not masked, so it must stay.
   const std::string statement2 = "Read a and b (|a|, |b| <= 10^9), print a + b.";
   v1::UpdateProblemRequest update;
-  update.set_problem_id(pid);
-  for (const char* path : {"title", "statement", "time_limit_ms", "difficulty"}) {
-    update.add_update_mask(path);
+  update.mutable_problem()->set_problem_id(pid);
+  for (const char* path : {"title", "statement", "time_limit", "difficulty"}) {
+    update.mutable_update_mask()->add_paths(path);
   }
-  update.set_title("Two Sum (easy)");
-  update.set_statement(statement2);
-  update.set_time_limit_ms(1000);
-  update.set_memory_limit_mb(999);
-  update.set_difficulty(3);
+  update.mutable_problem()->set_title("Two Sum (easy)");
+  update.mutable_problem()->set_statement(statement2);
+  *update.mutable_problem()->mutable_time_limit() = TimeUtil::MillisecondsToDuration(1000);
+  update.mutable_problem()->set_memory_limit_mb(999);
+  update.mutable_problem()->set_difficulty(3);
   v1::ProblemResponse updated;
   ASSERT_TRUE(stub_->UpdateProblem(Ctx(kActor).get(), update, &updated).ok());
   ASSERT_TRUE(updated.changed());
@@ -415,9 +418,9 @@ TEST_F(AppServiceTest, BusinessErrorsLeaveNoOutboxRow) {
   EXPECT_NE(s.error_message().find("slug"), std::string::npos) << s.error_message();
 
   v1::UpdateProblemRequest update;
-  update.set_problem_id(kUnknownId);
-  update.add_update_mask("title");
-  update.set_title("Ghost");
+  update.mutable_problem()->set_problem_id(kUnknownId);
+  update.mutable_update_mask()->add_paths("title");
+  update.mutable_problem()->set_title("Ghost");
   s = stub_->UpdateProblem(Ctx().get(), update, &pr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
 
@@ -497,16 +500,15 @@ TEST_F(AppServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
   const std::string problem_before = Rows(problem_sql);
 
   v1::UpdateProblemRequest same;
-  same.set_problem_id(p.problem_id());
-  for (const char* path :
-       {"title", "statement", "time_limit_ms", "memory_limit_mb", "difficulty"}) {
-    same.add_update_mask(path);
+  same.mutable_problem()->set_problem_id(p.problem_id());
+  for (const char* path : {"title", "statement", "time_limit", "memory_limit_mb", "difficulty"}) {
+    same.mutable_update_mask()->add_paths(path);
   }
-  same.set_title(p.title());
-  same.set_statement(p.statement());
-  same.set_time_limit_ms(p.time_limit_ms());
-  same.set_memory_limit_mb(p.memory_limit_mb());
-  same.set_difficulty(p.difficulty());
+  same.mutable_problem()->set_title(p.title());
+  same.mutable_problem()->set_statement(p.statement());
+  *same.mutable_problem()->mutable_time_limit() = p.time_limit();
+  same.mutable_problem()->set_memory_limit_mb(p.memory_limit_mb());
+  same.mutable_problem()->set_difficulty(p.difficulty());
   v1::ProblemResponse u;
   ASSERT_TRUE(stub_->UpdateProblem(Ctx().get(), same, &u).ok());
   EXPECT_FALSE(u.changed());
@@ -515,12 +517,12 @@ TEST_F(AppServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
 
   // Only masked values count (and only they are validated); a repeated path is a set.
   v1::UpdateProblemRequest title_only;
-  title_only.set_problem_id(p.problem_id());
-  title_only.add_update_mask("title");
-  title_only.add_update_mask("title");
-  title_only.set_title(p.title());
-  title_only.set_difficulty(0);
-  title_only.set_time_limit_ms(5);
+  title_only.mutable_problem()->set_problem_id(p.problem_id());
+  title_only.mutable_update_mask()->add_paths("title");
+  title_only.mutable_update_mask()->add_paths("title");
+  title_only.mutable_problem()->set_title(p.title());
+  title_only.mutable_problem()->set_difficulty(0);
+  *title_only.mutable_problem()->mutable_time_limit() = TimeUtil::MillisecondsToDuration(5);
   ASSERT_TRUE(stub_->UpdateProblem(Ctx().get(), title_only, &u).ok());
   EXPECT_FALSE(u.changed());
   EXPECT_EQ(u.problem().version(), 1);
@@ -661,9 +663,9 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
   auto update_problem = [&](const std::string& field,
                             std::function<void(v1::UpdateProblemRequest&)> edit) {
     v1::UpdateProblemRequest req;
-    req.set_problem_id(pid);
-    req.add_update_mask("title");
-    req.set_title("Renamed");
+    req.mutable_problem()->set_problem_id(pid);
+    req.mutable_update_mask()->add_paths("title");
+    req.mutable_problem()->set_title("Renamed");
     edit(req);
     cases.push_back({"UpdateProblem " + req.ShortDebugString().substr(0, 120), field, [this, req] {
                        v1::ProblemResponse r;
@@ -740,44 +742,49 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
   }
   for (const auto& title : bad_titles) {
     create_problem("title", [&](auto& r) { r.set_title(title); });
-    update_problem("title", [&](auto& r) { r.set_title(title); });
+    update_problem("problem.title", [&](auto& r) { r.mutable_problem()->set_title(title); });
     create_contest("title", [&](auto& r) { r.set_title(title); });
   }
   for (const auto& statement : {statement_too_big, statement_nul}) {
     create_problem("statement", [&](auto& r) { r.set_statement(statement); });
-    update_problem("statement", [&](auto& r) {
-      r.set_update_mask(0, "statement");
-      r.set_statement(statement);
+    update_problem("problem.statement", [&](auto& r) {
+      r.mutable_update_mask()->set_paths(0, "statement");
+      r.mutable_problem()->set_statement(statement);
     });
   }
-  for (int32_t v : {0, 99, 60001, -1, INT32_MAX}) {
-    create_problem("time_limit_ms", [&](auto& r) { r.set_time_limit_ms(v); });
-    update_problem("time_limit_ms", [&](auto& r) {
-      r.set_update_mask(0, "time_limit_ms");
-      r.set_time_limit_ms(v);
+  std::vector<google::protobuf::Duration> bad_time_limits;
+  for (int64_t ms : {0, 99, 60001, -1, INT32_MAX}) {
+    bad_time_limits.push_back(TimeUtil::MillisecondsToDuration(ms));
+  }
+  bad_time_limits.push_back(TimeUtil::MicrosecondsToDuration(100500));  // not whole milliseconds
+  for (const auto& v : bad_time_limits) {
+    create_problem("time_limit", [&](auto& r) { *r.mutable_time_limit() = v; });
+    update_problem("problem.time_limit", [&](auto& r) {
+      r.mutable_update_mask()->set_paths(0, "time_limit");
+      *r.mutable_problem()->mutable_time_limit() = v;
     });
   }
   for (int32_t v : {0, 15, 4097, -16}) {
     create_problem("memory_limit_mb", [&](auto& r) { r.set_memory_limit_mb(v); });
-    update_problem("memory_limit_mb", [&](auto& r) {
-      r.set_update_mask(0, "memory_limit_mb");
-      r.set_memory_limit_mb(v);
+    update_problem("problem.memory_limit_mb", [&](auto& r) {
+      r.mutable_update_mask()->set_paths(0, "memory_limit_mb");
+      r.mutable_problem()->set_memory_limit_mb(v);
     });
   }
   for (int32_t v : {0, 11, -3}) {
     create_problem("difficulty", [&](auto& r) { r.set_difficulty(v); });
-    update_problem("difficulty", [&](auto& r) {
-      r.set_update_mask(0, "difficulty");
-      r.set_difficulty(v);
+    update_problem("problem.difficulty", [&](auto& r) {
+      r.mutable_update_mask()->set_paths(0, "difficulty");
+      r.mutable_problem()->set_difficulty(v);
     });
   }
   // A bad value behind a valid first path is still caught.
-  update_problem("difficulty", [&](auto& r) {
-    r.add_update_mask("difficulty");
-    r.set_difficulty(42);
+  update_problem("problem.difficulty", [&](auto& r) {
+    r.mutable_update_mask()->add_paths("difficulty");
+    r.mutable_problem()->set_difficulty(42);
   });
   for (const auto& id : bad_ids) {
-    update_problem("problem_id", [&](auto& r) { r.set_problem_id(id); });
+    update_problem("problem.problem_id", [&](auto& r) { r.mutable_problem()->set_problem_id(id); });
     add_problem("contest_id", [&](auto& r) { r.set_contest_id(id); });
     add_problem("problem_id", [&](auto& r) { r.set_problem_id(id); });
     remove_problem("contest_id", [&](auto& r) { r.set_contest_id(id); });
@@ -785,13 +792,16 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
     publish("contest_id", [&](auto& r) { r.set_contest_id(id); });
   }
   update_problem("update_mask", [&](auto& r) { r.clear_update_mask(); });
+  // An unknown path is named by its place in the mask.
   for (const char* path : {"slug", "bogus", "Title", "", "problem_id", "version"}) {
-    update_problem("update_mask", [&](auto& r) { r.set_update_mask(0, path); });
+    update_problem("update_mask.paths[0]",
+                   [&](auto& r) { r.mutable_update_mask()->set_paths(0, path); });
   }
-  update_problem("update_mask", [&](auto& r) { r.add_update_mask("bogus"); });
-  update_problem("update_mask", [&](auto& r) {
+  update_problem("update_mask.paths[1]",
+                 [&](auto& r) { r.mutable_update_mask()->add_paths("bogus"); });
+  update_problem("update_mask.paths[0]", [&](auto& r) {
     r.clear_update_mask();
-    r.add_update_mask("title,difficulty");
+    r.mutable_update_mask()->add_paths("title,difficulty");
   });
 
   create_contest("starts_at", [&](auto& r) { r.clear_starts_at(); });
@@ -844,6 +854,7 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
         << c.field << ": " << s.error_message();
     EXPECT_TRUE(absl::StartsWith(s.error_message(), c.field + ":"))
         << "want field " << c.field << ", got: " << s.error_message();
+    EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), c.field) << s.error_message();
     EXPECT_EQ(Counts(), before);
   }
   EXPECT_EQ(Rows(state_sql), state_before);
@@ -857,7 +868,7 @@ TEST_F(AppServiceTest, BoundaryValuesAreAccepted) {
   big.set_slug("a" + std::string(62, '0') + "-");  // 64 characters
   big.set_title(title200);
   big.set_statement(std::string(65536, 's'));
-  big.set_time_limit_ms(60000);
+  *big.mutable_time_limit() = TimeUtil::MillisecondsToDuration(60000);
   big.set_memory_limit_mb(4096);
   big.set_difficulty(10);
   big.set_request_id(std::string(128, '~'));
@@ -870,7 +881,7 @@ TEST_F(AppServiceTest, BoundaryValuesAreAccepted) {
   v1::CreateProblemRequest small;
   small.set_slug("abc");
   small.set_title("x");
-  small.set_time_limit_ms(100);
+  *small.mutable_time_limit() = TimeUtil::MillisecondsToDuration(100);
   small.set_memory_limit_mb(16);
   small.set_difficulty(1);  // empty statement allowed
   v1::ProblemResponse r2;
@@ -926,9 +937,9 @@ TEST_F(AppServiceTest, CallerWithoutPrincipalIsUnauthenticated) {
     std::vector<grpc::Status> results;
     results.push_back(stub_->CreateProblem(Ctx(principal).get(), ProblemReq("theta"), &pr));
     v1::UpdateProblemRequest update;
-    update.set_problem_id(p.problem_id());
-    update.add_update_mask("title");
-    update.set_title("Renamed");
+    update.mutable_problem()->set_problem_id(p.problem_id());
+    update.mutable_update_mask()->add_paths("title");
+    update.mutable_problem()->set_title("Renamed");
     results.push_back(stub_->UpdateProblem(Ctx(principal).get(), update, &pr));
     results.push_back(stub_->CreateContest(Ctx(principal).get(), ContestReq("round-4"), &cr));
     v1::AddProblemToContestRequest add;

@@ -11,7 +11,9 @@
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/outbox_store.h"
+#include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
+#include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "tests/support/owner_service_fixture.h"
@@ -19,6 +21,8 @@
 
 namespace ulticode::auth {
 namespace {
+
+using google::protobuf::util::TimeUtil;
 
 class AuthServiceTest
     : public ::ulticode::testing::OwnerServiceTest<AuthServiceImpl, v1::AuthService> {
@@ -127,11 +131,11 @@ TEST_F(AuthServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCon
   EXPECT_EQ(Str(e.record().new_value(), "status"), "DISABLED");
   EXPECT_EQ(Str(e.record().new_value(), "reason"), "left the team");
 
-  v1::UpdateLoginPolicyRequest policy;
-  policy.mutable_policy()->set_min_password_length(16);
-  policy.mutable_policy()->set_lockout_threshold(3);
-  policy.mutable_policy()->set_mfa_required(true);
-  policy.mutable_policy()->set_session_lifetime_seconds(3600);
+  v1::UpdateLoginPolicyRequest policy;  // no update_mask: all four fields
+  policy.mutable_login_policy()->set_min_password_length(16);
+  policy.mutable_login_policy()->set_lockout_threshold(3);
+  policy.mutable_login_policy()->set_mfa_required(true);
+  *policy.mutable_login_policy()->mutable_session_lifetime() = TimeUtil::SecondsToDuration(3600);
   v1::UpdateLoginPolicyResponse updated;
   ASSERT_TRUE(stub_->UpdateLoginPolicy(Ctx().get(), policy, &updated).ok());
   EXPECT_EQ(OutboxRows(), 5);
@@ -224,14 +228,14 @@ TEST_F(AuthServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
   EXPECT_FALSE(d2.changed());
 
   v1::UpdateLoginPolicyRequest same;
-  same.mutable_policy()->set_min_password_length(12);
-  same.mutable_policy()->set_lockout_threshold(5);
-  same.mutable_policy()->set_mfa_required(false);
-  same.mutable_policy()->set_session_lifetime_seconds(43200);
+  same.mutable_login_policy()->set_min_password_length(12);
+  same.mutable_login_policy()->set_lockout_threshold(5);
+  same.mutable_login_policy()->set_mfa_required(false);
+  *same.mutable_login_policy()->mutable_session_lifetime() = TimeUtil::SecondsToDuration(43200);
   v1::UpdateLoginPolicyResponse p;
   ASSERT_TRUE(stub_->UpdateLoginPolicy(Ctx().get(), same, &p).ok());
   EXPECT_FALSE(p.changed());
-  EXPECT_EQ(p.policy().version(), 1);
+  EXPECT_EQ(p.login_policy().version(), 1);
 
   EXPECT_EQ(OutboxRows(), 3);  // create, assign, disable
 }
@@ -253,6 +257,7 @@ TEST_F(AuthServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingM
   grpc::Status s = stub_->CreateUser(Ctx().get(), req, &third);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("request_id"), std::string::npos);
+  EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), "request_id") << s.error_message();
 
   // Concurrent repeats of one key: one change, one event, same answer.
   v1::AssignRoleRequest assign;
@@ -300,6 +305,7 @@ TEST_F(AuthServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNo
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << field << ": " << s.error_message();
     EXPECT_NE(s.error_message().find(field), std::string::npos) << s.error_message();
+    EXPECT_EQ(server::ErrorDetails::Of(s).BadField(), field) << s.error_message();
   };
   for (auto [name, email, display, field] :
        std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
@@ -353,18 +359,21 @@ TEST_F(AuthServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNo
 
   v1::UpdateLoginPolicyRequest policy;
   v1::UpdateLoginPolicyResponse pr;
-  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr), "policy");
-  auto* p = policy.mutable_policy();
+  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr), "login_policy");
+  auto* p = policy.mutable_login_policy();
   p->set_min_password_length(7);
   p->set_lockout_threshold(5);
-  p->set_session_lifetime_seconds(3600);
-  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr), "min_password_length");
+  *p->mutable_session_lifetime() = TimeUtil::SecondsToDuration(3600);
+  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr),
+                 "login_policy.min_password_length");
   p->set_min_password_length(12);
   p->set_lockout_threshold(0);
-  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr), "lockout_threshold");
+  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr),
+                 "login_policy.lockout_threshold");
   p->set_lockout_threshold(5);
-  p->set_session_lifetime_seconds(59);
-  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr), "session_lifetime_seconds");
+  *p->mutable_session_lifetime() = TimeUtil::SecondsToDuration(59);
+  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr),
+                 "login_policy.session_lifetime");
 
   EXPECT_EQ(OutboxRows(), rows);
   EXPECT_EQ(Scalar("SELECT count(*) FROM users"), 1);
@@ -389,10 +398,10 @@ TEST_F(AuthServiceTest, ReadRpcsWriteNoEvents) {
   v1::User got;
   ASSERT_TRUE(stub_->GetUser(Ctx().get(), get, &got).ok());
   EXPECT_EQ(got.username(), "ivy");
-  v1::ListUserRolesRequest list;
-  list.set_user_id(u.user_id());
-  v1::ListUserRolesResponse roles;
-  ASSERT_TRUE(stub_->ListUserRoles(Ctx().get(), list, &roles).ok());
+  v1::GetUserRolesRequest get_roles;
+  get_roles.set_user_id(u.user_id());
+  v1::UserRoles roles;
+  ASSERT_TRUE(stub_->GetUserRoles(Ctx().get(), get_roles, &roles).ok());
   v1::LoginPolicy policy;
   ASSERT_TRUE(stub_->GetLoginPolicy(Ctx().get(), v1::GetLoginPolicyRequest(), &policy).ok());
   EXPECT_EQ(policy.min_password_length(), 12);

@@ -30,6 +30,7 @@
 #include "common/ids/uuid.h"
 #include "common/migrations/migrations.h"
 #include "common/text/text.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
 #include "tests/support/owner_service_fixture.h"
@@ -38,6 +39,8 @@
 namespace ulticode {
 
 namespace {
+
+using google::protobuf::util::TimeUtil;
 
 // Pieces that broke or could break records: NUL (libpq cuts at it, jsonb
 // refuses \u0000), C0/C1 controls, bidi overrides and invisible characters,
@@ -353,11 +356,11 @@ TEST_F(AuthHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
       }
       default: {
         auth::v1::UpdateLoginPolicyRequest req;
-        auto* p = req.mutable_policy();
+        auto* p = req.mutable_login_policy();
         p->set_min_password_length(g.Int(6, 130));
         p->set_lockout_threshold(g.Int(0, 101));
         p->set_mfa_required(g.Chance(50));
-        p->set_session_lifetime_seconds(g.Int(50, 2592001));
+        p->mutable_session_lifetime()->set_seconds(g.Int(50, 2592001));
         req.set_request_id(g.RequestId());
         auth::v1::UpdateLoginPolicyResponse r;
         o.status = stub_->UpdateLoginPolicy(ctx.get(), req, &r);
@@ -386,7 +389,7 @@ TEST_F(AppHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
   std::printf("[hostile] app seed=%llu\n", static_cast<unsigned long long>(seed));
   Generator g(seed);
   std::vector<std::string> problems, contests;
-  const std::vector<std::string> paths = {"title", "statement", "time_limit_ms", "memory_limit_mb",
+  const std::vector<std::string> paths = {"title", "statement", "time_limit", "memory_limit_mb",
                                           "difficulty"};
   std::vector<Outcome> out;
   const int64_t now_s = absl::ToUnixSeconds(absl::Now());
@@ -399,7 +402,8 @@ TEST_F(AppHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
         req.set_slug(g.Name(absl::StrCat("p-", i)));
         req.set_title(g.Name(absl::StrCat("Problem ", i)));
         req.set_statement(g.Text());
-        req.set_time_limit_ms(g.Chance(80) ? 1000 : g.Int(0, 70000));
+        *req.mutable_time_limit() =
+            TimeUtil::MillisecondsToDuration(g.Chance(80) ? 1000 : g.Int(0, 70000));
         req.set_memory_limit_mb(g.Chance(80) ? 256 : g.Int(0, 5000));
         req.set_difficulty(g.Int(0, 11));
         req.set_request_id(g.RequestId());
@@ -416,13 +420,16 @@ TEST_F(AppHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
       }
       case 1: {
         app::v1::UpdateProblemRequest req;
-        req.set_problem_id(g.Id(problems));
-        for (int k = g.Int(0, 3); k > 0; --k) req.add_update_mask(g.Name(g.Pick(paths)));
-        req.set_title(g.Text());
-        req.set_statement(g.Text());
-        req.set_time_limit_ms(g.Int(50, 70000));
-        req.set_memory_limit_mb(g.Int(8, 5000));
-        req.set_difficulty(g.Int(0, 11));
+        app::v1::Problem* p = req.mutable_problem();
+        p->set_problem_id(g.Id(problems));
+        for (int k = g.Int(0, 3); k > 0; --k) {
+          req.mutable_update_mask()->add_paths(g.Name(g.Pick(paths)));
+        }
+        p->set_title(g.Text());
+        p->set_statement(g.Text());
+        *p->mutable_time_limit() = TimeUtil::MillisecondsToDuration(g.Int(50, 70000));
+        p->set_memory_limit_mb(g.Int(8, 5000));
+        p->set_difficulty(g.Int(0, 11));
         req.set_request_id(g.RequestId());
         app::v1::ProblemResponse r;
         o.status = stub_->UpdateProblem(ctx.get(), req, &r);

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
 #include "tests/support/tokens.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
@@ -46,7 +47,7 @@ absl::StatusOr<std::string> CreateProblem(Mesh& mesh, int n) {
   req.set_slug(absl::StrCat("problem-", n));
   req.set_title(absl::StrCat("Problem ", n));
   req.set_statement("Add two numbers.");
-  req.set_time_limit_ms(1000);
+  *req.mutable_time_limit() = google::protobuf::util::TimeUtil::MillisecondsToDuration(1000);
   req.set_memory_limit_mb(256);
   req.set_difficulty(1);
   app::v1::ProblemResponse resp;

@@ -2,6 +2,7 @@
 // INVALID_ARGUMENT naming the field, and accepts the edges of its range.
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "app/app_service.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/time_util.h"
@@ -26,7 +27,7 @@ v1::CreateProblemRequest GoodProblem() {
   r.set_slug("two-sum");
   r.set_title("Two Sum");
   r.set_statement("Add two numbers.");
-  r.set_time_limit_ms(1000);
+  *r.mutable_time_limit() = TimeUtil::MillisecondsToDuration(1000);
   r.set_memory_limit_mb(256);
   r.set_difficulty(3);
   return r;
@@ -78,14 +79,14 @@ TEST(AppValidationTest, CreateProblemAcceptsRangeEdges) {
   auto low = GoodProblem();
   low.set_title("T");
   low.set_statement("");
-  low.set_time_limit_ms(100);
+  *low.mutable_time_limit() = TimeUtil::MillisecondsToDuration(100);
   low.set_memory_limit_mb(16);
   low.set_difficulty(1);
   EXPECT_TRUE(ValidateCreateProblem(low).ok());
   auto high = GoodProblem();
   high.set_title(std::string(200, 'x'));
   high.set_statement(std::string(65536, 's'));
-  high.set_time_limit_ms(60000);
+  *high.mutable_time_limit() = TimeUtil::MillisecondsToDuration(60000);
   high.set_memory_limit_mb(4096);
   high.set_difficulty(10);
   EXPECT_TRUE(ValidateCreateProblem(high).ok());
@@ -122,12 +123,23 @@ TEST(AppValidationTest, CreateProblemRejectsEachBadField) {
        [](v1::CreateProblemRequest& r) { r.set_statement(std::string(65537, 's')); }},
       {"NUL statement", "statement",
        [](v1::CreateProblemRequest& r) { r.set_statement(std::string("a\0b", 3)); }},
-      {"time 0", "time_limit_ms", [](v1::CreateProblemRequest& r) { r.set_time_limit_ms(0); }},
-      {"time 99", "time_limit_ms", [](v1::CreateProblemRequest& r) { r.set_time_limit_ms(99); }},
-      {"time 60001", "time_limit_ms",
-       [](v1::CreateProblemRequest& r) { r.set_time_limit_ms(60001); }},
-      {"time negative", "time_limit_ms",
-       [](v1::CreateProblemRequest& r) { r.set_time_limit_ms(-1000); }},
+      {"time 0", "time_limit", [](v1::CreateProblemRequest& r) { r.clear_time_limit(); }},
+      {"time 99", "time_limit",
+       [](v1::CreateProblemRequest& r) {
+         *r.mutable_time_limit() = TimeUtil::MillisecondsToDuration(99);
+       }},
+      {"time 60001", "time_limit",
+       [](v1::CreateProblemRequest& r) {
+         *r.mutable_time_limit() = TimeUtil::MillisecondsToDuration(60001);
+       }},
+      {"time negative", "time_limit",
+       [](v1::CreateProblemRequest& r) {
+         *r.mutable_time_limit() = TimeUtil::MillisecondsToDuration(-1000);
+       }},
+      {"time not whole ms", "time_limit",
+       [](v1::CreateProblemRequest& r) {
+         *r.mutable_time_limit() = TimeUtil::MicrosecondsToDuration(100500);
+       }},
       {"memory 15", "memory_limit_mb",
        [](v1::CreateProblemRequest& r) { r.set_memory_limit_mb(15); }},
       {"memory 4097", "memory_limit_mb",
@@ -146,55 +158,55 @@ TEST(AppValidationTest, CreateProblemRejectsEachBadField) {
 
 TEST(AppValidationTest, UpdateProblemMask) {
   v1::UpdateProblemRequest r;
-  r.set_problem_id(kUuid);
+  r.mutable_problem()->set_problem_id(kUuid);
   ExpectInvalid(ValidateUpdateProblem(r), "update_mask", "empty mask");
 
-  r.add_update_mask("title");
-  r.set_title("New title");
+  r.mutable_update_mask()->add_paths("title");
+  r.mutable_problem()->set_title("New title");
   EXPECT_TRUE(ValidateUpdateProblem(r).ok());
-  r.add_update_mask("title");  // repeated path: still a set
+  r.mutable_update_mask()->add_paths("title");  // repeated path: still a set
   EXPECT_TRUE(ValidateUpdateProblem(r).ok());
 
-  r.add_update_mask("foo");
+  r.mutable_update_mask()->add_paths("foo");
   absl::Status s = ValidateUpdateProblem(r);
-  ExpectInvalid(s, "update_mask", "unknown path");
-  EXPECT_EQ(s.message(), "update_mask: unknown path \"foo\"");
+  ExpectInvalid(s, "update_mask.paths[2]", "unknown path");
+  EXPECT_EQ(s.message(), "update_mask.paths[2]: unknown path \"foo\"");
 
   // Immutable or nonexistent fields are unknown paths too.
   for (const char* path : {"slug", "problem_id", "version", "", "Title"}) {
     v1::UpdateProblemRequest u;
-    u.set_problem_id(kUuid);
-    u.add_update_mask(path);
-    ExpectInvalid(ValidateUpdateProblem(u), "update_mask", path);
+    u.mutable_problem()->set_problem_id(kUuid);
+    u.mutable_update_mask()->add_paths(path);
+    ExpectInvalid(ValidateUpdateProblem(u), "update_mask.paths[0]", path);
   }
 
   v1::UpdateProblemRequest no_id;
-  no_id.add_update_mask("title");
-  no_id.set_title("x");
-  ExpectInvalid(ValidateUpdateProblem(no_id), "problem_id", "missing id");
-  no_id.set_problem_id("42");
-  ExpectInvalid(ValidateUpdateProblem(no_id), "problem_id", "malformed id");
+  no_id.mutable_update_mask()->add_paths("title");
+  no_id.mutable_problem()->set_title("x");
+  ExpectInvalid(ValidateUpdateProblem(no_id), "problem.problem_id", "missing id");
+  no_id.mutable_problem()->set_problem_id("42");
+  ExpectInvalid(ValidateUpdateProblem(no_id), "problem.problem_id", "malformed id");
 }
 
 TEST(AppValidationTest, UpdateProblemChecksOnlyMaskedValues) {
   // Unmasked fields may hold anything (zero values): they are ignored.
   v1::UpdateProblemRequest r;
-  r.set_problem_id(kUuid);
-  r.add_update_mask("difficulty");
-  r.set_difficulty(10);
+  r.mutable_problem()->set_problem_id(kUuid);
+  r.mutable_update_mask()->add_paths("difficulty");
+  r.mutable_problem()->set_difficulty(10);
   EXPECT_TRUE(ValidateUpdateProblem(r).ok());
 
   // Every path, all valid (an empty statement is allowed).
   v1::UpdateProblemRequest all;
-  all.set_problem_id(kUuid);
-  for (const char* p : {"title", "statement", "time_limit_ms", "memory_limit_mb", "difficulty"}) {
-    all.add_update_mask(p);
+  all.mutable_problem()->set_problem_id(kUuid);
+  for (const char* p : {"title", "statement", "time_limit", "memory_limit_mb", "difficulty"}) {
+    all.mutable_update_mask()->add_paths(p);
   }
-  all.set_title("T");
-  all.set_statement("");
-  all.set_time_limit_ms(100);
-  all.set_memory_limit_mb(4096);
-  all.set_difficulty(1);
+  all.mutable_problem()->set_title("T");
+  all.mutable_problem()->set_statement("");
+  *all.mutable_problem()->mutable_time_limit() = TimeUtil::MillisecondsToDuration(100);
+  all.mutable_problem()->set_memory_limit_mb(4096);
+  all.mutable_problem()->set_difficulty(1);
   EXPECT_TRUE(ValidateUpdateProblem(all).ok());
 
   struct Case {
@@ -202,19 +214,28 @@ TEST(AppValidationTest, UpdateProblemChecksOnlyMaskedValues) {
     void (*mutate)(v1::UpdateProblemRequest&);
   };
   const Case cases[] = {
-      {"title", [](v1::UpdateProblemRequest& u) { u.set_title(""); }},
-      {"title", [](v1::UpdateProblemRequest& u) { u.set_title(std::string(201, 'x')); }},
-      {"statement", [](v1::UpdateProblemRequest& u) { u.set_statement(std::string(65537, 's')); }},
-      {"time_limit_ms", [](v1::UpdateProblemRequest& u) { u.set_time_limit_ms(60001); }},
-      {"memory_limit_mb", [](v1::UpdateProblemRequest& u) { u.set_memory_limit_mb(0); }},
-      {"difficulty", [](v1::UpdateProblemRequest& u) { u.set_difficulty(0); }},
+      {"title", [](v1::UpdateProblemRequest& u) { u.mutable_problem()->set_title(""); }},
+      {"title",
+       [](v1::UpdateProblemRequest& u) { u.mutable_problem()->set_title(std::string(201, 'x')); }},
+      {"statement",
+       [](v1::UpdateProblemRequest& u) {
+         u.mutable_problem()->set_statement(std::string(65537, 's'));
+       }},
+      {"time_limit",
+       [](v1::UpdateProblemRequest& u) {
+         *u.mutable_problem()->mutable_time_limit() = TimeUtil::MillisecondsToDuration(60001);
+       }},
+      {"memory_limit_mb",
+       [](v1::UpdateProblemRequest& u) { u.mutable_problem()->set_memory_limit_mb(0); }},
+      {"difficulty", [](v1::UpdateProblemRequest& u) { u.mutable_problem()->set_difficulty(0); }},
   };
+  // The values are in `problem`: the field path names them there.
   for (const Case& c : cases) {
     v1::UpdateProblemRequest u;
-    u.set_problem_id(kUuid);
-    u.add_update_mask(c.path);
+    u.mutable_problem()->set_problem_id(kUuid);
+    u.mutable_update_mask()->add_paths(c.path);
     c.mutate(u);
-    ExpectInvalid(ValidateUpdateProblem(u), c.path, c.path);
+    ExpectInvalid(ValidateUpdateProblem(u), absl::StrCat("problem.", c.path), c.path);
   }
 }
 

@@ -3,6 +3,7 @@
 #include "admin/query/page_token.h"
 
 #include "absl/strings/escaping.h"
+#include "admin/query/list_token.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::admin::query {
@@ -14,7 +15,7 @@ AuditFilters SomeFilters() {
   f.actor = "alice";
   f.entity_type = "user";
   f.entity_id = "u-1";
-  f.from = absl::FromUnixMicros(1'700'000'000'000'001);
+  f.start_time = absl::FromUnixMicros(1'700'000'000'000'001);
   return f;
 }
 
@@ -32,7 +33,7 @@ PageCursor SomeCursor() {
 void ExpectMalformed(const absl::StatusOr<PageCursor>& r) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(), "page_token is malformed");
+  EXPECT_EQ(r.status().message(), "page_token: malformed");
 }
 
 TEST(PageTokenTest, RoundTripsCursorForTheSameFilters) {
@@ -130,15 +131,15 @@ TEST(PageTokenTest, DifferentFiltersAreRefused) {
   others[2].action = "create_user";
   others[3].entity_type = "";
   others[4].entity_id = "u-2";
-  others[5].from = std::nullopt;
-  others[6].from = *base.from + absl::Microseconds(1);
-  others[7].to = absl::FromUnixSeconds(1'800'000'000);
+  others[5].start_time = std::nullopt;
+  others[6].start_time = *base.start_time + absl::Microseconds(1);
+  others[7].end_time = absl::FromUnixSeconds(1'800'000'000);
   others[8] = AuditFilters{};
   for (size_t i = 0; i < others.size(); ++i) {
     auto r = DecodePageToken(*token, FilterFingerprint(others[i]));
     ASSERT_FALSE(r.ok()) << i;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(r.status().message(), "page_token was issued for different filters") << i;
+    EXPECT_EQ(r.status().message(), "page_token: issued for a different filter") << i;
   }
 }
 
@@ -151,13 +152,46 @@ TEST(PageTokenTest, FingerprintIsStableAndUnambiguous) {
   EXPECT_NE(FilterFingerprint(ActorAction("ab", "c")), FilterFingerprint(ActorAction("a", "bc")));
   // A filter on the epoch is not "no filter".
   AuditFilters epoch;
-  epoch.from = absl::UnixEpoch();
+  epoch.start_time = absl::UnixEpoch();
   EXPECT_NE(FilterFingerprint(epoch), FilterFingerprint(AuditFilters{}));
-  // from and to are not interchangeable.
+  // start_time and end_time are not interchangeable.
   AuditFilters from, to;
-  from.from = absl::UnixEpoch();
-  to.to = absl::UnixEpoch();
+  from.start_time = absl::UnixEpoch();
+  to.end_time = absl::UnixEpoch();
   EXPECT_NE(FilterFingerprint(from), FilterFingerprint(to));
+}
+
+// The numbered lists' tokens: a position, good only for the list and the
+// request fingerprint it was issued for, in one spelling.
+TEST(ListTokenTest, ATokenHoldsItsPositionForItsListAndRequestOnly) {
+  for (uint64_t position : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 40, ~uint64_t{0}}) {
+    const std::string token = EncodeListToken(ListKind::kPoison, position, 7);
+    auto decoded = DecodeListToken("page_token", token, ListKind::kPoison, 7);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(*decoded, position);
+    for (auto [kind, fingerprint] : {std::pair{ListKind::kDeadInbox, uint64_t{7}},
+                                     std::pair{ListKind::kPoison, uint64_t{8}}}) {
+      auto other = DecodeListToken("page_token", token, kind, fingerprint);
+      EXPECT_EQ(other.status().message(), "page_token: issued for another request");
+    }
+  }
+  const std::string token = EncodeListToken(ListKind::kWatch, 5, 0);
+  std::string raw;
+  ASSERT_TRUE(absl::WebSafeBase64Unescape(token, &raw));
+  for (const std::string& bad :
+       {std::string(""), token.substr(1), token + "A", token + "=", std::string("!!"),
+        absl::WebSafeBase64Escape(raw.substr(0, raw.size() - 1))}) {
+    auto r = DecodeListToken("resume_token", bad, ListKind::kWatch, 0);
+    EXPECT_EQ(r.status().message(), "resume_token: malformed") << bad;
+  }
+  // A flipped bit anywhere fails the checksum.
+  for (size_t i = 0; i < raw.size(); ++i) {
+    std::string flipped = raw;
+    flipped[i] ^= 0x10;
+    EXPECT_FALSE(
+        DecodeListToken("page_token", absl::WebSafeBase64Escape(flipped), ListKind::kWatch, 0).ok())
+        << i;
+  }
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 // ulticode-tail: `tail -f` of the audit trail (docs/watching.md). Follows
 // AdminService/WatchAuditLogs and prints each row as one JSON line on
 // stdout, in log order. With --position-file it keeps its place there (the
-// last log index it printed, or the last a progress frame vouched for) and
-// starts after it next time, so a restart, a reconnect or an Admin failover
+// resume token of the last row it printed, or of the last progress frame)
+// and starts there next time, so a restart, a reconnect or an Admin failover
 // prints exactly the rows not printed yet (a crash between printing a row
-// and saving its index prints that row again: dedupe on log_index).
+// and saving its token prints that row again: dedupe on log_index).
 //
 //   ulticode-tail --admin=HOST:PORT --token-file=F [--cacert=F]
-//                 [--position-file=F] [--from-beginning | --after-index=N]
+//                 [--position-file=F] [--from-beginning | --resume-token=T]
 //                 [--owner=auth|app] [--actor=A] [--action=A]
 //                 [--entity-type=T [--entity-id=I]] [--progress] [--max-rows=N]
 //                 [--verify --log-keys-file=F [--witness-keys-file=F [--witness-quorum=N]]
@@ -26,7 +26,7 @@
 // stream ends in a way a retry can fix: Admin restarting or shutting down,
 // the stream's limits, a caller that fell behind, the network, or nothing
 // heard for --idle-timeout. It exits 2 on what a retry cannot fix (a bad
-// filter, a cursor beyond the log, no permission, a log that lost a row),
+// filter, a resume token beyond the log, no permission, a log that lost a row),
 // naming it, and 0 after --max-rows rows or on SIGINT/SIGTERM.
 #include <fcntl.h>
 #include <signal.h>
@@ -45,6 +45,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -55,6 +56,7 @@
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
 #include "common/crypto/key_directory.h"
+#include "common/server/error_details.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
@@ -69,7 +71,6 @@ namespace {
 namespace v1 = admin::v1;
 
 constexpr int kOk = 0, kBroken = 1, kError = 2;
-constexpr char kResumeAfterTrailer[] = "ulticode-resume-after";  // admin/watch/watch_hub.h
 
 struct Options {
   std::string admin = "127.0.0.1:50053";
@@ -77,7 +78,7 @@ struct Options {
   std::string cacert;
   std::string position_file;
   bool from_beginning = false;
-  int64_t after_index = -1;
+  std::string resume_token;
   std::string owner, actor, action, entity_type, entity_id;
   bool progress = false;
   int64_t max_rows = 0;
@@ -95,30 +96,38 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A resume token as Admin issues it: base64url, short.
+bool LooksLikeToken(absl::string_view v) {
+  if (v.empty() || v.size() > 256) return false;
+  for (char c : v) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
 // The saved position: nullopt when there is no file yet. A file that
-// cannot be read or holds no index is an error, never a silent start
+// cannot be read or holds no token is an error, never a silent start
 // elsewhere.
-absl::StatusOr<std::optional<uint64_t>> LoadPosition(const std::string& path) {
+absl::StatusOr<std::optional<std::string>> LoadPosition(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && !ec) return std::optional<uint64_t>();
+  if (!std::filesystem::exists(path, ec) && !ec) return std::optional<std::string>();
   auto text = ReadFile(path);
   if (!text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--position-file ", path, ": cannot be read"));
   }
   const absl::string_view v = absl::StripAsciiWhitespace(*text);
-  uint64_t index = 0;
-  if (!absl::SimpleAtoi(v, &index)) {
+  if (!LooksLikeToken(v)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--position-file ", path, ": not a log index: \"", v, "\""));
+        absl::StrCat("--position-file ", path, ": not a resume token: \"", v.substr(0, 64), "\""));
   }
-  return std::optional<uint64_t>(index);
+  return std::optional<std::string>(std::string(v));
 }
 
 // Written whole or not at all, also across a power loss: a new file,
 // synced, renamed over the old one, and the directory synced.
-absl::Status SavePosition(const std::string& path, uint64_t index) {
+absl::Status SavePosition(const std::string& path, const std::string& token) {
   const std::string tmp = path + ".tmp";
-  const std::string text = absl::StrCat(index, "\n");
+  const std::string text = absl::StrCat(token, "\n");
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::UnavailableError(absl::StrCat(tmp, ": cannot write"));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
@@ -178,7 +187,8 @@ class RowVerifier {
 
   // A row as it arrived: checked against its own leaf, then held.
   absl::Status Add(const v1::WatchedAuditLog& row) {
-    RETURN_IF_ERROR(verify::CheckRowIsLeaf(row.log(), row.leaf(), owners_ ? &*owners_ : nullptr));
+    RETURN_IF_ERROR(
+        verify::CheckRowIsLeaf(row.audit_log(), row.leaf(), owners_ ? &*owners_ : nullptr));
     held_.push_back(row);
     return absl::OkStatus();
   }
@@ -188,7 +198,7 @@ class RowVerifier {
   // names a break; a checkpoint the witnesses have not cosigned yet is no
   // break (the rows wait).
   absl::Status Checkpoint(const v1::SignedCheckpoint& signed_checkpoint, const std::string& token,
-                          const std::function<bool(const v1::AuditLog&)>& print) {
+                          const std::function<bool(const v1::WatchedAuditLog&)>& print) {
     auto checkpoint = verify::OpenWitnessed(signed_checkpoint, policy_);
     if (!checkpoint.ok()) {
       if (absl::IsUnavailable(checkpoint.status())) return absl::OkStatus();  // not yet cosigned
@@ -197,10 +207,10 @@ class RowVerifier {
     }
     RETURN_IF_ERROR(Extends(*checkpoint, token));
     if (!accepted_ || checkpoint->size > accepted_->size) accepted_ = *checkpoint;
-    while (!held_.empty() && held_.front().log().log_index() < accepted_->size) {
+    while (!held_.empty() && held_.front().audit_log().log_index() < accepted_->size) {
       const v1::WatchedAuditLog& row = held_.front();
       RETURN_IF_ERROR(Prove(row, token));
-      if (!print(row.log())) return absl::FailedPreconditionError("cannot write to stdout");
+      if (!print(row)) return absl::FailedPreconditionError("cannot write to stdout");
       held_.pop_front();
     }
     return absl::OkStatus();
@@ -209,11 +219,11 @@ class RowVerifier {
   // witnesses cosigned, asked of the log (a busy stream sends no progress
   // frame, and a progress frame's checkpoint is often not cosigned yet).
   absl::Status Poll(const std::string& token,
-                    const std::function<bool(const v1::AuditLog&)>& print) {
+                    const std::function<bool(const v1::WatchedAuditLog&)>& print) {
     if (held_.empty() || absl::Now() - polled_ < absl::Seconds(1)) return absl::OkStatus();
     polled_ = absl::Now();
     v1::GetCheckpointRequest req;
-    req.set_witnessed(true);
+    req.mutable_newest_witnessed();
     v1::SignedCheckpoint checkpoint;
     auto ctx = Context(token);
     const grpc::Status s = log_->GetCheckpoint(ctx.get(), req, &checkpoint);
@@ -259,8 +269,8 @@ class RowVerifier {
     const tlog::Checkpoint& last = first;
     const tlog::Checkpoint& next = second;
     v1::GetConsistencyProofRequest req;
-    req.set_first(last.size);
-    req.set_second(next.size);
+    req.set_first_tree_size(last.size);
+    req.set_second_tree_size(next.size);
     v1::ConsistencyProof proof;
     auto ctx = Context(token);
     const grpc::Status s = log_->GetConsistencyProof(ctx.get(), req, &proof);
@@ -280,16 +290,16 @@ class RowVerifier {
 
   absl::Status Prove(const v1::WatchedAuditLog& row, const std::string& token) {
     v1::GetInclusionProofRequest req;
-    req.set_index(row.log().log_index());
+    const v1::AuditLog& log = row.audit_log();
+    req.set_leaf_index(log.log_index());
     req.set_tree_size(accepted_->size);
     v1::InclusionProof proof;
     auto ctx = Context(token);
     const grpc::Status s = log_->GetInclusionProof(ctx.get(), req, &proof);
     if (!s.ok()) return FromGrpc(s);
-    if (!verify::CheckInclusion(row.log().log_index(), row.leaf(), proof.hashes(), *accepted_)
-             .ok()) {
-      return absl::DataLossError(absl::StrCat("audit log ", row.log().event_id(), " (log index ",
-                                              row.log().log_index(), ") is not in checkpoint ",
+    if (!verify::CheckInclusion(log.log_index(), row.leaf(), proof.hashes(), *accepted_).ok()) {
+      return absl::DataLossError(absl::StrCat("audit log ", log.event_id(), " (log index ",
+                                              log.log_index(), ") is not in checkpoint ",
                                               accepted_->size));
     }
     return absl::OkStatus();
@@ -347,9 +357,9 @@ class Follower {
                                                  rows_in_stream_ > 0 ? 1 : ++failures);
       if (rows_in_stream_ > 0) failures = 0;
       Say(absl::StrCat("stream ended (", s.error_message(), "); resuming ",
-                       position_ ? absl::StrCat("after index ", *position_)
-                       : (o_.from_beginning || from_start_) ? std::string("from the start")
-                                                            : std::string("at the head"),
+                       position_           ? std::string("where it stopped")
+                       : o_.from_beginning ? std::string("from the start")
+                                           : std::string("at the head"),
                        " in ", absl::FormatDuration(wait)));
       for (absl::Time end = absl::Now() + wait; absl::Now() < end && !stopping_;) {
         absl::SleepFor(absl::Milliseconds(50));
@@ -367,27 +377,28 @@ class Follower {
 
  private:
   // Where the first stream starts: the position file, else the flags.
-  absl::StatusOr<std::optional<uint64_t>> Start() {
+  absl::StatusOr<std::optional<std::string>> Start() {
     if (!o_.position_file.empty()) {
       auto saved = LoadPosition(o_.position_file);
       if (!saved.ok() || *saved) return saved;
     }
-    if (o_.after_index >= 0) return std::optional<uint64_t>(o_.after_index);
-    return std::optional<uint64_t>();
+    if (!o_.resume_token.empty()) return std::optional<std::string>(o_.resume_token);
+    return std::optional<std::string>();
   }
 
   v1::WatchAuditLogsRequest Request() const {
     v1::WatchAuditLogsRequest req;
-    if (o_.owner == "auth") req.set_owner(audit::v1::OWNER_AUTH);
-    if (o_.owner == "app") req.set_owner(audit::v1::OWNER_APP);
-    req.set_actor(o_.actor);
-    req.set_action(o_.action);
-    req.set_entity_type(o_.entity_type);
-    req.set_entity_id(o_.entity_id);
+    v1::AuditLogFilter* f = req.mutable_filter();
+    if (o_.owner == "auth") f->set_owner(audit::v1::OWNER_AUTH);
+    if (o_.owner == "app") f->set_owner(audit::v1::OWNER_APP);
+    f->set_actor(o_.actor);
+    f->set_action(o_.action);
+    f->set_entity_type(o_.entity_type);
+    f->set_entity_id(o_.entity_id);
     if (position_) {
-      req.set_after_index(*position_);
-    } else if (o_.from_beginning || from_start_) {
-      req.set_from_beginning(true);
+      req.set_resume_token(*position_);
+    } else if (o_.from_beginning) {
+      req.mutable_beginning();
     }
     return req;
   }
@@ -426,8 +437,8 @@ class Follower {
         }
         continue;
       }
-      if (frame.has_log()) {
-        if (!Print(frame.log().log())) {
+      if (frame.has_audit_log()) {
+        if (!Print(frame.audit_log().audit_log())) {
           ctx->TryCancel();
           (void)reader->Finish();
           std::lock_guard<std::mutex> lock(mu_);
@@ -436,37 +447,26 @@ class Follower {
           return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "cannot write to stdout");
         }
         ++rows_in_stream_;
-        Advance(frame.log().log().log_index());
+        Advance(frame.audit_log().resume_token());
         if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) {
           done_ = true;
           ctx->TryCancel();
           break;
         }
-      } else if (!frame.progress().has_resume_after_index()) {
-        if (o_.progress) PrintProgress(frame.progress());
-        // No leaf considered yet: an empty log, or a watch from index 0
-        // that has not read one. Whatever comes is after "the start".
-        if (!position_) from_start_ = true;
       } else {
         if (o_.progress) PrintProgress(frame.progress());
         // Leaves the filters did not match are behind us too.
-        if (!position_ || frame.progress().resume_after_index() > *position_) {
-          Advance(frame.progress().resume_after_index());
-        }
+        Advance(frame.progress().resume_token());
       }
     }
     grpc::Status s = reader->Finish();
-    // An end names the index to resume after: every row up to it was
-    // read above (a watch at the head that had sent nothing has one too).
-    // With --verify, rows still held were not printed: resume before them.
-    const auto& trailers = ctx->GetServerTrailingMetadata();
-    if (auto t = trailers.find(kResumeAfterTrailer);
-        t != trailers.end() && !(verifier_ && verifier_->holding())) {
-      uint64_t index = 0;
-      if (absl::SimpleAtoi(absl::string_view(t->second.data(), t->second.size()), &index) &&
-          (!position_ || index > *position_)) {
-        Advance(index);
-      }
+    // An end says where to resume (ErrorInfo metadata "resume_token"):
+    // every row before it was read above. With --verify, rows still held
+    // were not printed: resume before them.
+    const server::ErrorDetails details = server::ErrorDetails::Of(s);
+    if (details.error_info && !(verifier_ && verifier_->holding())) {
+      const auto& metadata = details.error_info->metadata();
+      if (auto t = metadata.find("resume_token"); t != metadata.end()) Advance(t->second);
     }
     std::lock_guard<std::mutex> lock(mu_);
     ctx_.reset();
@@ -477,14 +477,14 @@ class Follower {
   // proves the held rows inside it, which are printed then. The position
   // moves past a progress frame's index only while nothing is held.
   grpc::Status Verified(const v1::WatchAuditLogsResponse& frame, const std::string& token) {
-    const auto print = [this](const v1::AuditLog& log) {
-      if (!Print(log)) return false;
-      Advance(log.log_index());
+    const auto print = [this](const v1::WatchedAuditLog& row) {
+      if (!Print(row.audit_log())) return false;
+      Advance(row.resume_token());
       if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) done_ = true;
       return !done_;
     };
-    if (frame.has_log()) {
-      if (absl::Status s = verifier_->Add(frame.log()); !s.ok()) {
+    if (frame.has_audit_log()) {
+      if (absl::Status s = verifier_->Add(frame.audit_log()); !s.ok()) {
         return grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(s.message()));
       }
       ++rows_in_stream_;
@@ -498,11 +498,7 @@ class Follower {
       }
     }
     if (grpc::Status s = Proved(verifier_->Poll(token, print)); !s.ok()) return s;
-    if (!p.has_resume_after_index()) {
-      if (!position_) from_start_ = true;
-    } else if (!verifier_->holding() && (!position_ || p.resume_after_index() > *position_)) {
-      Advance(p.resume_after_index());
-    }
+    if (!verifier_->holding()) Advance(p.resume_token());
     return grpc::Status::OK;
   }
 
@@ -532,10 +528,12 @@ class Follower {
     }
   }
 
-  void Advance(uint64_t index) {
-    position_ = index;
+  // Frames come in log order, so each token is at or after the one before.
+  void Advance(const std::string& token) {
+    if (token.empty()) return;
+    position_ = token;
     if (o_.position_file.empty()) return;
-    if (absl::Status s = SavePosition(o_.position_file, index); !s.ok()) {
+    if (absl::Status s = SavePosition(o_.position_file, token); !s.ok()) {
       Say(std::string(s.message()));
     }
   }
@@ -563,8 +561,7 @@ class Follower {
   const Options o_;
   const std::optional<Verification> policy_;
   std::optional<RowVerifier> verifier_;
-  std::optional<uint64_t> position_;
-  bool from_start_ = false;  // no position, but the stream was at the log's start
+  std::optional<std::string> position_;  // the resume token to start with
   int64_t rows_ = 0;
   int64_t rows_in_stream_ = 0;
   std::atomic<bool> stopping_{false};
@@ -619,11 +616,15 @@ int main(int argc, char** argv) {
   flags.Require("token-file");
   flags.String("cacert", &o.cacert, "CA certificate (PEM) when Admin serves TLS");
   flags.String("position-file", &o.position_file,
-               "where the last log index printed is kept; a run starts after it");
+               "where the resume token of the last row printed is kept; a run goes on from it");
   flags.Bool("from-beginning", &o.from_beginning,
              "with no position: start at log index 0 (default: at the head)");
-  flags.Int("after-index", &o.after_index, "with no position: start after this log index", -1,
-            INT64_MAX);
+  flags.String("resume-token", &o.resume_token,
+               "with no position: go on from this resume token (a frame's, or an error's)",
+               [](const std::string& v) -> absl::Status {
+                 if (v.empty() || tail::LooksLikeToken(v)) return absl::OkStatus();
+                 return absl::InvalidArgumentError("not a resume token");
+               });
   flags.String("owner", &o.owner, "only this owner's rows (auth or app)",
                [](const std::string& v) -> absl::Status {
                  if (v.empty() || v == "auth" || v == "app") return absl::OkStatus();

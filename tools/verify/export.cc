@@ -83,9 +83,10 @@ class Exporter {
     return absl::OkStatus();
   }
 
+  // The checkpoint of `size` leaves; 0: the latest.
   absl::StatusOr<v1::SignedCheckpoint> Checkpoint(uint64_t size) {
     v1::GetCheckpointRequest req;
-    req.set_tree_size(size);
+    if (size != 0) req.set_tree_size(size);
     v1::SignedCheckpoint resp;
     RETURN_IF_ERROR(FromGrpc(log_.GetCheckpoint(Context().get(), req, &resp), "GetCheckpoint"));
     return resp;
@@ -103,8 +104,8 @@ class Exporter {
         RETURN_IF_ERROR(Write(absl::StrCat("checkpoints/", c.tree_size()), Note(c)));
         ++summary_.checkpoints;
       }
-      if (resp.next_first_size() == 0) return absl::OkStatus();
-      req.set_first_size(resp.next_first_size());
+      if (resp.next_page_token().empty()) return absl::OkStatus();
+      req.set_page_token(resp.next_page_token());
     }
   }
 
@@ -138,14 +139,17 @@ class Exporter {
     };
     while (next < summary_.size) {
       v1::ListLogEntriesRequest req;
-      req.set_start(next);
-      req.set_count(static_cast<int>(std::min<uint64_t>(kPage, summary_.size - next)));
+      // A first page from `next` each time: an index absent from it is a
+      // leaf Admin does not return.
+      req.set_start_index(next);
+      req.set_page_size(static_cast<int>(std::min<uint64_t>(kPage, summary_.size - next)));
       v1::ListLogEntriesResponse resp;
       RETURN_IF_ERROR(FromGrpc(log_.ListLogEntries(Context().get(), req, &resp), "ListLogEntries"));
-      const uint64_t end =
-          resp.entries().empty() ? next + req.count() : resp.entries().rbegin()->index() + 1;
-      for (const v1::LogEntry& e : resp.entries()) {
-        for (; next < e.index(); ++summary_.missing) RETURN_IF_ERROR(add(""));
+      const uint64_t end = resp.log_entries().empty()
+                               ? next + req.page_size()
+                               : resp.log_entries().rbegin()->leaf_index() + 1;
+      for (const v1::LogEntry& e : resp.log_entries()) {
+        for (; next < e.leaf_index(); ++summary_.missing) RETURN_IF_ERROR(add(""));
         RETURN_IF_ERROR(add(e.leaf()));
       }
       for (; next < end; ++summary_.missing) RETURN_IF_ERROR(add(""));

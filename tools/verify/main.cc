@@ -271,8 +271,8 @@ absl::Status CheckExtends(v1::AuditLogService::Stub& stub, const std::string& to
   ctx.AddMetadata("authorization", "Bearer " + token);
   ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
   v1::GetConsistencyProofRequest req;
-  req.set_first(trusted.size);
-  req.set_second(latest.size);
+  req.set_first_tree_size(trusted.size);
+  req.set_second_tree_size(latest.size);
   v1::ConsistencyProof resp;
   const grpc::Status s = stub.GetConsistencyProof(&ctx, req, &resp);
   if (!s.ok())
@@ -353,8 +353,8 @@ int InclusionCommand(int argc, char** argv) {
     return Fail(s);
   }
   v1::ListLogEntriesRequest leaf_req;
-  leaf_req.set_start(proof.leaf_index());
-  leaf_req.set_count(1);
+  leaf_req.set_start_index(proof.leaf_index());
+  leaf_req.set_page_size(1);
   v1::ListLogEntriesResponse leaves;
   if (auto s =
           call(&v1::AuditLogService::Stub::ListLogEntries, leaf_req, &leaves, "ListLogEntries");
@@ -362,10 +362,11 @@ int InclusionCommand(int argc, char** argv) {
     return Fail(s);
   }
   const auto verdict = [&]() -> absl::Status {
-    if (leaves.entries_size() != 1 || leaves.entries(0).index() != proof.leaf_index()) {
+    if (leaves.log_entries_size() != 1 ||
+        leaves.log_entries(0).leaf_index() != proof.leaf_index()) {
       return absl::NotFoundError(absl::StrCat("Admin returned no leaf ", proof.leaf_index()));
     }
-    ASSIGN_OR_RETURN(const tlog::LeafV1 leaf, tlog::DecodeLeaf(leaves.entries(0).leaf()));
+    ASSIGN_OR_RETURN(const tlog::LeafV1 leaf, tlog::DecodeLeaf(leaves.log_entries(0).leaf()));
     if (leaf.event_id != event_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("leaf ", proof.leaf_index(), " is event ", leaf.event_id));
@@ -376,7 +377,7 @@ int InclusionCommand(int argc, char** argv) {
       hashes.push_back(hash);
     }
     return tlog::VerifyInclusion(proof.leaf_index(), checkpoint->size,
-                                 tlog::LeafHash(leaves.entries(0).leaf()), hashes,
+                                 tlog::LeafHash(leaves.log_entries(0).leaf()), hashes,
                                  checkpoint->root);
   }();
   if (!verdict.ok()) {

@@ -36,8 +36,8 @@ absl::StatusOr<uint64_t> DecodeListToken(absl::string_view field, absl::string_v
                                          ListKind kind, uint64_t fingerprint) {
   std::string raw;
   if (token.size() > 64 || !absl::WebSafeBase64Unescape(token, &raw) || raw.size() != kBytes ||
-      raw[0] != kVersion || GetU64(absl::string_view(raw).substr(18)) !=
-                                Fnv1a64(absl::string_view(raw).substr(0, 18))) {
+      raw[0] != kVersion ||
+      GetU64(absl::string_view(raw).substr(18)) != Fnv1a64(absl::string_view(raw).substr(0, 18))) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": malformed"));
   }
   // One spelling per token: padding or stray low bits are not ours.

@@ -72,8 +72,8 @@ absl::StatusOr<bool> IdempotencyKey::Replay(pg::Transaction& tx,
                    tx.Execute(kFindKey, {pg::Text(principal_), pg::Text(request_id_)}));
   if (found.empty()) return false;
   if (found.Get(0, 0) != method_ || found.GetBytes(0, 1) != request_hash_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request_id: \"", request_id_, "\" was already used for a different request"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id: \"", request_id_, "\" was already used for a different request"));
   }
   if (!response.ParseFromString(found.GetBytes(0, 2))) {
     return absl::InternalError("stored idempotent response does not parse");

@@ -76,8 +76,8 @@ absl::Status InvalidField(absl::string_view field, absl::string_view description
 
 absl::Status WithRetryDelay(absl::Status status, absl::Duration delay) {
   google::rpc::RetryInfo retry;
-  *retry.mutable_retry_delay() = google::protobuf::util::TimeUtil::MillisecondsToDuration(
-      absl::ToInt64Milliseconds(delay));
+  *retry.mutable_retry_delay() =
+      google::protobuf::util::TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(delay));
   return WithPayload(std::move(status), retry);
 }
 
@@ -96,8 +96,7 @@ bool HasErrorInfo(const absl::Status& status) {
 
 namespace internal {
 
-std::string SerializedDetails(const absl::Status& status, absl::string_view message,
-                              bool trusted) {
+std::string SerializedDetails(const absl::Status& status, absl::string_view message, bool trusted) {
   google::rpc::Status out;
   out.set_code(static_cast<int>(status.code()));
   out.set_message(std::string(message));

@@ -55,8 +55,7 @@ namespace internal {
 // The details ToGrpcStatus sends for `status` with the client-visible
 // `message`, serialized google.rpc.Status. `trusted`: the payloads and the
 // message's field name may go to the client (not a database error).
-std::string SerializedDetails(const absl::Status& status, absl::string_view message,
-                              bool trusted);
+std::string SerializedDetails(const absl::Status& status, absl::string_view message, bool trusted);
 }  // namespace internal
 
 }  // namespace ulticode::server

@@ -70,7 +70,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
     default:
       break;
   }
-  return grpc::Status(code, message, internal::SerializedDetails(status, message, false));
+  // Details of our own (WithRetryDelay ...) still go; a database's never.
+  return grpc::Status(code, message, internal::SerializedDetails(status, message, !from_database));
 }
 
 }  // namespace ulticode::server

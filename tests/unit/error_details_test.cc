@@ -9,13 +9,14 @@
 //   - an error raised by PostgreSQL (SQLSTATE payload): neither its text nor
 //     its payloads, whatever its code.
 // Seeded (ULTICODE_ERROR_DETAILS_SEED), so a failure is reproducible.
+#include "common/server/error_details.h"
+
 #include <cstdlib>
 #include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/pg/errors.h"
-#include "common/server/error_details.h"
 #include "common/server/grpc_status.h"
 #include "gtest/gtest.h"
 
@@ -38,8 +39,8 @@ TEST(ErrorDetailsTest, EveryErrorCarriesWhatItsClientMustActOnAndNoMore) {
     const auto code = static_cast<absl::StatusCode>(1 + rng() % 16);
     const std::string field = fields[rng() % std::size(fields)];
     const int shape = static_cast<int>(rng() % 5);
-    absl::Status status(code, shape == 0 ? absl::StrCat(field, ": must be valid")
-                                         : "row 42 holds secret-value");
+    absl::Status status(
+        code, shape == 0 ? absl::StrCat(field, ": must be valid") : "row 42 holds secret-value");
     if (shape == 1) status = InvalidField(field, "must be valid");
     if (shape == 2) status = WithRetryDelay(std::move(status), absl::Seconds(7));
     if (shape == 3) status = WithErrorInfo(std::move(status), "SOME_REASON", {{"k", "v"}});

@@ -14,7 +14,6 @@
 #include <cstdint>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
 #include "common/mutation/mutation.h"
@@ -28,22 +27,6 @@ namespace {
 
 void Expect(const absl::Status& s) {
   FUZZ_CHECK(s.ok() || s.code() == absl::StatusCode::kInvalidArgument, s.ToString());
-}
-
-// Whether `path` ("login_policy.session_lifetime", "update_mask.paths[2]")
-// names a field of `type`.
-bool IsFieldPath(const google::protobuf::Descriptor* type, absl::string_view path) {
-  for (absl::string_view part : absl::StrSplit(path, '.')) {
-    if (type == nullptr) return false;
-    const size_t bracket = part.find('[');
-    const google::protobuf::FieldDescriptor* field =
-        type->FindFieldByName(std::string(part.substr(0, bracket)));
-    if (field == nullptr || (bracket != absl::string_view::npos && !field->is_repeated())) {
-      return false;
-    }
-    type = field->message_type();
-  }
-  return true;
 }
 
 // A validator's verdict on `req`: OK, or INVALID_ARGUMENT whose BadRequest

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
 #include "google/rpc/status.pb.h"
 
@@ -151,6 +152,23 @@ ErrorDetails ErrorDetails::Of(const grpc::Status& status) {
 std::string ErrorDetails::BadField() const {
   if (!bad_request || bad_request->field_violations().empty()) return "";
   return bad_request->field_violations(0).field();
+}
+
+bool ErrorDetails::BadFieldIsIn(const google::protobuf::Descriptor* request) const {
+  const std::string path = BadField();
+  if (path.empty()) return false;
+  const google::protobuf::Descriptor* type = request;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (type == nullptr) return false;
+    const size_t bracket = part.find('[');
+    const google::protobuf::FieldDescriptor* field =
+        type->FindFieldByName(std::string(part.substr(0, bracket)));
+    if (field == nullptr || (bracket != absl::string_view::npos && !field->is_repeated())) {
+      return false;
+    }
+    type = field->message_type();
+  }
+  return true;
 }
 
 }  // namespace ulticode::server

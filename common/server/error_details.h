@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
 #include "google/rpc/error_details.pb.h"
 #include "grpcpp/support/status.h"
 
@@ -46,6 +47,9 @@ struct ErrorDetails {
   static ErrorDetails Of(const grpc::Status& status);
   // The first violation's field, or "".
   std::string BadField() const;
+  // Whether BadField() is a field path of `request` ("ids.ids[3]",
+  // "login_policy.session_lifetime"): a client can tell what to fix.
+  bool BadFieldIsIn(const google::protobuf::Descriptor* request) const;
 };
 
 // Whether `status` carries an ErrorInfo set by WithErrorInfo.

@@ -29,6 +29,7 @@
 #include "auth/migrations.h"
 #include "common/ids/uuid.h"
 #include "common/migrations/migrations.h"
+#include "common/server/error_details.h"
 #include "common/text/text.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
@@ -237,11 +238,29 @@ void CheckInvariant(pg::Connection& owner_conn, AdminSink& sink, audit::Owner ow
                     const std::vector<Outcome>& outcomes, uint64_t seed) {
   std::set<std::string> committed;
   int refused = 0;
+  const std::string service = owner == audit::v1::OWNER_AUTH
+                                  ? auth::v1::AuthService::service_full_name()
+                                  : app::v1::AppService::service_full_name();
   for (const Outcome& o : outcomes) {
     const auto code = o.status.error_code();
     EXPECT_NE(code, grpc::StatusCode::INTERNAL) << o.what << ": " << o.status.error_message();
     EXPECT_NE(code, grpc::StatusCode::UNKNOWN) << o.what << ": " << o.status.error_message();
     if (!o.status.ok()) ++refused;
+    // A refusal says why in google.rpc details, and a bad field by its path
+    // in the request: a client can tell what to fix.
+    if (!o.status.ok()) {
+      const server::ErrorDetails d = server::ErrorDetails::Of(o.status);
+      EXPECT_TRUE(d.error_info.has_value()) << o.what << ": " << o.status.error_message();
+      if (code == grpc::StatusCode::INVALID_ARGUMENT) {
+        const google::protobuf::MethodDescriptor* method =
+            google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(
+                absl::StrCat(service, ".", o.what));
+        ASSERT_NE(method, nullptr) << o.what;
+        EXPECT_TRUE(d.BadFieldIsIn(method->input_type()))
+            << o.what << ": BadRequest field \"" << d.BadField() << "\" ("
+            << o.status.error_message() << ")";
+      }
+    }
     if (!o.event_id.empty()) committed.insert(o.event_id);
   }
   EXPECT_EQ(testing::QueryInt(owner_conn, "SELECT count(*) FROM audit_outbox"),

@@ -129,10 +129,10 @@ store::ProblemChanges ChangesOf(const v1::UpdateProblemRequest& update,
   if (mask.count(kPathStatement) && req.statement() != before.statement) {
     c.statement = req.statement();
   }
-  const int32_t time_limit_ms =
-      static_cast<int32_t>(TimeUtil::DurationToMilliseconds(req.time_limit()));
-  if (mask.count(kPathTimeLimit) && time_limit_ms != before.time_limit_ms) {
-    c.time_limit_ms = time_limit_ms;
+  if (mask.count(kPathTimeLimit)) {  // validated: 100 ms..60 s
+    const auto time_limit_ms =
+        static_cast<int32_t>(TimeUtil::DurationToMilliseconds(req.time_limit()));
+    if (time_limit_ms != before.time_limit_ms) c.time_limit_ms = time_limit_ms;
   }
   if (mask.count(kPathMemoryLimit) && req.memory_limit_mb() != before.memory_limit_mb) {
     c.memory_limit_mb = req.memory_limit_mb();

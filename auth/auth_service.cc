@@ -53,9 +53,8 @@ v1::LoginPolicy PolicyProto(const store::PolicyRow& row) {
 constexpr std::array<absl::string_view, 4> kPolicyPaths = {
     "min_password_length", "lockout_threshold", "mfa_required", "session_lifetime"};
 
-// The paths an update changes: its mask's, or every settable one without.
+// The paths an update changes (ValidateUpdateLoginPolicy: at least one).
 std::vector<std::string> PolicyPaths(const v1::UpdateLoginPolicyRequest& req) {
-  if (req.update_mask().paths().empty()) return {kPolicyPaths.begin(), kPolicyPaths.end()};
   return {req.update_mask().paths().begin(), req.update_mask().paths().end()};
 }
 
@@ -185,6 +184,11 @@ absl::Status ValidateRoleChange(const std::string& user_id, const std::string& r
 
 absl::Status ValidateUpdateLoginPolicy(const v1::UpdateLoginPolicyRequest& req) {
   if (!req.has_login_policy()) return absl::InvalidArgumentError("login_policy: required");
+  // Required: without it a client that leaves a field out (mfa_required)
+  // would set it to its zero value.
+  if (req.update_mask().paths().empty()) {
+    return absl::InvalidArgumentError("update_mask: at least one path is required");
+  }
   for (int i = 0; i < req.update_mask().paths_size(); ++i) {
     const std::string& path = req.update_mask().paths(i);
     if (std::find(kPolicyPaths.begin(), kPolicyPaths.end(), path) == kPolicyPaths.end()) {

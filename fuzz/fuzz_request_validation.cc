@@ -34,10 +34,10 @@ void Expect(const absl::Status& s) {
 void Expect(const absl::Status& s, const google::protobuf::Message& req) {
   Expect(s);
   if (s.ok()) return;
-  const std::string field = server::ErrorDetails::Of(server::ToGrpcStatus(s, "fuzz")).BadField();
-  FUZZ_CHECK(IsFieldPath(req.GetDescriptor(), field), "BadRequest names no field of " +
-                                                          req.GetDescriptor()->name() + ": \"" +
-                                                          field + "\" (" + s.ToString() + ")");
+  const server::ErrorDetails d = server::ErrorDetails::Of(server::ToGrpcStatus(s, "fuzz"));
+  FUZZ_CHECK(d.BadFieldIsIn(req.GetDescriptor()), "BadRequest names no field of " +
+                                                      req.GetDescriptor()->name() + ": \"" +
+                                                      d.BadField() + "\" (" + s.ToString() + ")");
 }
 
 template <typename Request>

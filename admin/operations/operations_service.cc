@@ -93,7 +93,13 @@ constexpr pg::Statement kLockPoison{
     " FROM poison_events WHERE consumer = $1 AND id = ANY($2::bigint[]) AND resolved_at IS NULL"
     " ORDER BY id FOR UPDATE"};
 
-int PageSize(int32_t requested) { return requested <= 0 ? 100 : std::min(requested, 500); }
+// 1..500; 0 means 100.
+absl::StatusOr<int> PageSize(int32_t requested) {
+  if (requested < 0 || requested > 500) {
+    return absl::InvalidArgumentError("page_size: must be 0..500 (0 means 100)");
+  }
+  return requested == 0 ? 100 : requested;
+}
 
 // The position after the previous page (0 for the first).
 absl::StatusOr<int64_t> After(const std::string& token, query::ListKind kind,
@@ -261,9 +267,11 @@ grpc::Status AdminOperationsService::ListDeadInbox(grpc::ServerContext* ctx,
     return server::ToGrpcStatus(actor.status(), method);
   auto after = After(req->page_token(), query::ListKind::kDeadInbox, 0);
   if (!after.ok()) return server::ToGrpcStatus(after.status(), method);
+  auto page = PageSize(req->page_size());
+  if (!page.ok()) return server::ToGrpcStatus(page.status(), method);
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
-  const int size = PageSize(req->page_size());
+  const int size = *page;
   auto r =
       (*conn)->Execute(kListDead, {pg::Text(options_.consumer), pg::Int(*after), pg::Int(size)});
   if (!r.ok()) return server::ToGrpcStatus(r.status(), method);
@@ -343,9 +351,11 @@ grpc::Status AdminOperationsService::ListPoison(grpc::ServerContext* ctx,
   const uint64_t fingerprint = query::Fnv1a64(req->poison_reason());
   auto after = After(req->page_token(), query::ListKind::kPoison, fingerprint);
   if (!after.ok()) return server::ToGrpcStatus(after.status(), method);
+  auto page = PageSize(req->page_size());
+  if (!page.ok()) return server::ToGrpcStatus(page.status(), method);
   auto conn = pool_.Acquire();
   if (!conn.ok()) return server::ToGrpcStatus(conn.status(), method);
-  const int size = PageSize(req->page_size());
+  const int size = *page;
   auto r = (*conn)->Execute(
       kListPoison, {pg::Text(options_.consumer), pg::Int(*after), pg::Text(req->poison_reason()),
                     pg::Int(size), pg::Int(server::kMaxPageBytes)});

@@ -8,8 +8,9 @@
 //   | checksum (FNV-1a of everything before it, uint64, BE)
 // The kind keeps a token of one list from being used on another; the
 // fingerprint (of the request's filter fields) from being used with other
-// filters. Like the audit query's token, it is not a signature: a forged
-// token only moves the position within what the caller may list anyway.
+// filters. A watch's resume token has fingerprint 0: it is a position in
+// the log, shared by every watcher's row frames. Like the audit query's token, it is not a
+// signature: a forged token only moves the position within what the caller may list anyway.
 //
 // Pure functions; thread-safe.
 #pragma once

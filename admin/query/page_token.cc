@@ -118,6 +118,8 @@ absl::StatusOr<PageCursor> DecodePageToken(absl::string_view token, uint64_t fin
   if (payload.size() != kPayloadBytes || static_cast<uint8_t>(payload[0]) != kVersion) {
     return Malformed();
   }
+  // One spelling per token: padding or stray low bits are not ours.
+  if (absl::WebSafeBase64Escape(payload) != token) return Malformed();
   const absl::string_view p(payload);
   if (GetU64(p.substr(kPayloadBytes - 8)) != Fnv1a64(p.substr(0, kPayloadBytes - 8))) {
     return Malformed();

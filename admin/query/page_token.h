@@ -51,8 +51,9 @@ absl::StatusOr<std::string> EncodePageToken(const PageCursor& cursor, uint64_t f
 
 // Decodes a token from a request. InvalidArgument "page_token: malformed"
 // for anything that is not a token this code issued (bad base64, wrong length,
-// unknown version, checksum mismatch, out-of-range time), and "page_token was
-// issued for a different filter" when its fingerprint is not `fingerprint`.
+// unknown version, checksum mismatch, out-of-range time, a second spelling),
+// and "page_token: issued for a different filter" when its fingerprint is not
+// `fingerprint`.
 absl::StatusOr<PageCursor> DecodePageToken(absl::string_view token, uint64_t fingerprint);
 
 }  // namespace ulticode::admin::query

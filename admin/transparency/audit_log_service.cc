@@ -12,6 +12,7 @@
 #include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
 #include "common/server/grpc_status.h"
+#include "common/text/text.h"
 #include "common/tlog/stored.h"
 #include "common/tlog/tiles.h"
 
@@ -23,12 +24,6 @@ constexpr int kDefaultPage = 100;
 
 constexpr pg::Statement kLogSize{"log.read.size",
                                  "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"};
-
-// A leaf not inside the signed tree yet is, after the next checkpoint.
-absl::Status NotInsideYet(std::string message) {
-  return server::WithRetryDelay(absl::FailedPreconditionError(std::move(message)),
-                                absl::Seconds(1));
-}
 
 absl::StatusOr<int> PageSize(int32_t requested) {
   if (requested < 0 || requested > kMaxPage) {
@@ -44,10 +39,17 @@ absl::StatusOr<uint64_t> PageStart(const std::string& token, query::ListKind kin
   return query::DecodeListToken("page_token", token, kind, first);
 }
 
+// What is not inside the signed tree yet is, after a next checkpoint: a
+// RetryInfo says so.
+absl::Status NotInsideYet(std::string message) {
+  return server::WithRetryDelay(absl::FailedPreconditionError(std::move(message)),
+                                absl::Seconds(1));
+}
+
 // The size of the latest signed tree; FAILED_PRECONDITION before the first.
 absl::StatusOr<uint64_t> SignedSize(pg::Connection& conn) {
   ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> latest, LatestCheckpoint(conn));
-  if (!latest) return absl::FailedPreconditionError("the log has no checkpoint yet");
+  if (!latest) return NotInsideYet("the log has no checkpoint yet");
   return latest->size;
 }
 
@@ -210,9 +212,8 @@ absl::StatusOr<v1::Tile> TileOf(pg::Connection& conn, const v1::GetTileRequest& 
   ASSIGN_OR_RETURN(const uint64_t size, SignedSize(conn));
   const uint64_t first = req.index() * tlog::kTileWidth;
   if (first + req.width() > (size >> level)) {
-    return absl::FailedPreconditionError(absl::StrCat("tile ", req.level(), "/", req.index(),
-                                                      " of width ", req.width(),
-                                                      " is not inside the tree of size ", size));
+    return NotInsideYet(absl::StrCat("tile ", req.level(), "/", req.index(), " of width ",
+                                     req.width(), " is not inside the tree of size ", size));
   }
   ASSIGN_OR_RETURN(std::vector<tlog::Hash> hashes, NodeRange(conn, level, first, req.width()));
   v1::Tile resp;
@@ -273,11 +274,12 @@ grpc::Status AuditLogService::ListLogEntries(grpc::ServerContext* ctx,
   return Serve(pool_, authorizer_, ctx, "ListLogEntries", resp,
                [&](pg::Connection& c, const server::Principal& principal) {
                  // Who read what: the trail of the trail.
-                 log::Info("audit_read", "ListLogEntries",
-                           {{"principal", principal.id},
-                            {"start_index", absl::StrCat(req->start_index())},
-                            {"page_size", absl::StrCat(req->page_size())},
-                            {"page_token", req->page_token()}});
+                 log::Info(
+                     "audit_read", "ListLogEntries",
+                     {{"principal", principal.id},
+                      {"start_index", absl::StrCat(req->start_index())},
+                      {"page_size", absl::StrCat(req->page_size())},
+                      {"page_token", std::string(text::TruncateUtf8(req->page_token(), 64))}});
                  return Entries(c, *req);
                });
 }

@@ -30,6 +30,9 @@ absl::StatusOr<uint64_t> DecodeResumeToken(absl::string_view token) {
   return query::DecodeListToken("resume_token", token, query::ListKind::kWatch, 0);
 }
 
+namespace {
+
+// A frame of one row; its resume token goes on right after it.
 std::shared_ptr<const v1::WatchAuditLogsResponse> RowFrame(query::AuditRow row, uint64_t index) {
   auto frame = std::make_shared<v1::WatchAuditLogsResponse>();
   v1::WatchedAuditLog* watched = frame->mutable_audit_log();
@@ -38,8 +41,6 @@ std::shared_ptr<const v1::WatchAuditLogsResponse> RowFrame(query::AuditRow row, 
   watched->set_resume_token(ResumeToken(index + 1));
   return frame;
 }
-
-namespace {
 
 constexpr char kComponent[] = "admin.watch";
 
@@ -95,7 +96,7 @@ std::string Filters(const v1::WatchAuditLogsRequest& req) {
 }
 
 // The status a watch ends with: `status`, where to resume (ErrorInfo
-// metadata "resume_token": the leaf after the frames written) and, when
+// metadata "resumeToken": the leaf after the frames written) and, when
 // trying again can succeed, a RetryInfo.
 // A watch at the head that ended before it started has no position yet
 // (`next` nullopt): its caller starts again as it did.
@@ -103,7 +104,7 @@ absl::Status Resumable(absl::Status status, const std::string& reason,
                        std::optional<uint64_t> next) {
   const absl::StatusCode code = status.code();
   std::map<std::string, std::string> metadata;
-  if (next) metadata["resume_token"] = ResumeToken(*next);
+  if (next) metadata["resumeToken"] = ResumeToken(*next);
   status =
       server::WithErrorInfo(std::move(status), absl::AsciiStrToUpper("WATCH_" + reason), metadata);
   if (code == absl::StatusCode::kResourceExhausted || code == absl::StatusCode::kUnavailable) {

@@ -17,9 +17,9 @@
 //     for more rows once its last frame is written.
 // The source of every row is the database (log_leaves joined to audit_logs),
 // read by index: history and live rows are the same query, so there is no
-// switch to get wrong, and a watch that resumes after an index, on any
+// switch to get wrong, and a watch that resumes at a position, on any
 // replica, after any restart, gets exactly the rows after it. Frames and
-// endings carry opaque resume tokens (ResumeToken).
+// endings carry that position as an opaque resume token.
 //
 // Limits: --watch-max-watchers in all and --watch-max-per-principal per
 // principal (RESOURCE_EXHAUSTED beyond them; a watch counts until its stream
@@ -66,9 +66,6 @@ inline constexpr int64_t kFetchLeaves = 10000;
 // position in the log, so any filter may resume with it.
 std::string ResumeToken(uint64_t next);
 absl::StatusOr<uint64_t> DecodeResumeToken(absl::string_view token);
-
-// A frame of one row; its resume token goes on right after it.
-std::shared_ptr<const v1::WatchAuditLogsResponse> RowFrame(query::AuditRow row, uint64_t index);
 
 struct WatchOptions {
   pg::ConnectOptions pg;

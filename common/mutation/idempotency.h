@@ -21,7 +21,7 @@
 
 namespace ulticode::mutation {
 
-// Validates a client-supplied request id: empty, or 1..128 printable ASCII.
+// Validates a client-supplied request id: empty, or 1..128 visible ASCII (no spaces).
 absl::Status ValidateRequestId(absl::string_view request_id);
 
 class IdempotencyKey {

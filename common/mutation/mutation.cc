@@ -1,8 +1,6 @@
 #include "common/mutation/mutation.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/audit/event.h"
-#include "common/crypto/crypto.h"
 #include "common/log/log.h"
 #include "common/pg/errors.h"
 

@@ -67,14 +67,6 @@ void Add(google::rpc::Status& out, const Message& detail) {
 
 }  // namespace
 
-absl::Status InvalidField(absl::string_view field, absl::string_view description) {
-  google::rpc::BadRequest bad;
-  auto* v = bad.add_field_violations();
-  v->set_field(std::string(field));
-  v->set_description(std::string(description));
-  return WithPayload(absl::InvalidArgumentError(absl::StrCat(field, ": ", description)), bad);
-}
-
 absl::Status WithRetryDelay(absl::Status status, absl::Duration delay) {
   google::rpc::RetryInfo retry;
   *retry.mutable_retry_delay() =

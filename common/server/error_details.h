@@ -1,8 +1,11 @@
 // google.rpc error details (AIP-193) carried on absl::Status as payloads.
 // ToGrpcStatus (grpc_status.h) sends them to the client in the standard
 // `grpc-status-details-bin` trailer, as a google.rpc.Status whose details are
-// always an ErrorInfo, plus a BadRequest naming the field at fault (every
-// INVALID_ARGUMENT) and a RetryInfo when a retry can succeed.
+// always an ErrorInfo, plus a BadRequest on every INVALID_ARGUMENT and a
+// RetryInfo when a retry can succeed. The BadRequest names the field of a
+// message written "<field path>: <what is wrong>" (the validators' form);
+// its field is empty when the database refused the change (its text never
+// goes to the client).
 //
 //   return server::WithRetryDelay(absl::ResourceExhaustedError("..."), absl::Seconds(1));
 //   ErrorDetails d = ErrorDetails::Of(grpc_status);  // a client reads them back
@@ -23,10 +26,6 @@ namespace ulticode::server {
 
 // ErrorInfo.domain of every error the mesh's services return.
 inline constexpr char kErrorDomain[] = "ulticode.audit-mesh";
-
-// INVALID_ARGUMENT "<field>: <description>" with a BadRequest violation of
-// `field` (a field path of the request, e.g. "filter.entity_id").
-absl::Status InvalidField(absl::string_view field, absl::string_view description);
 
 // `status` with a RetryInfo: retrying after `delay` can succeed.
 absl::Status WithRetryDelay(absl::Status status, absl::Duration delay);

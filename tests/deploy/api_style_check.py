@@ -4,7 +4,7 @@ contract's descriptors (`buf build -o image.json`).
 
   - AIP-158: a request with page_size has page_token, its response
     next_page_token; no other cursor fields (after_*, next_* but
-    next_page_token, first_size, start, count, *_index cursors in requests).
+    next_page_token, first_size, start, count, *_cursor).
   - AIP-155: every mutation (an RPC not named Get*, List*, Query*, Watch*)
     takes `string request_id = 15`.
   - AIP-142: no number that is a duration (`*_seconds`, `*_ms`, ...): a

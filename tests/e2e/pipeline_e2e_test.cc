@@ -115,6 +115,10 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     grpc::ClientContext ctx;
     As(&ctx, "root");
     authv1::UpdateLoginPolicyRequest req;
+    for (const char* path :
+         {"min_password_length", "lockout_threshold", "mfa_required", "session_lifetime"}) {
+      req.mutable_update_mask()->add_paths(path);
+    }
     req.mutable_login_policy()->set_min_password_length(14);
     req.mutable_login_policy()->set_lockout_threshold(5);
     req.mutable_login_policy()->set_mfa_required(true);

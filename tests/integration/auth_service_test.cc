@@ -131,7 +131,11 @@ TEST_F(AuthServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCon
   EXPECT_EQ(Str(e.record().new_value(), "status"), "DISABLED");
   EXPECT_EQ(Str(e.record().new_value(), "reason"), "left the team");
 
-  v1::UpdateLoginPolicyRequest policy;  // no update_mask: all four fields
+  v1::UpdateLoginPolicyRequest policy;
+  for (const char* path :
+       {"min_password_length", "lockout_threshold", "mfa_required", "session_lifetime"}) {
+    policy.mutable_update_mask()->add_paths(path);
+  }
   policy.mutable_login_policy()->set_min_password_length(16);
   policy.mutable_login_policy()->set_lockout_threshold(3);
   policy.mutable_login_policy()->set_mfa_required(true);
@@ -228,6 +232,8 @@ TEST_F(AuthServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
   EXPECT_FALSE(d2.changed());
 
   v1::UpdateLoginPolicyRequest same;
+  same.mutable_update_mask()->add_paths("min_password_length");
+  same.mutable_update_mask()->add_paths("mfa_required");
   same.mutable_login_policy()->set_min_password_length(12);
   same.mutable_login_policy()->set_lockout_threshold(5);
   same.mutable_login_policy()->set_mfa_required(false);
@@ -364,6 +370,12 @@ TEST_F(AuthServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNo
   p->set_min_password_length(7);
   p->set_lockout_threshold(5);
   *p->mutable_session_lifetime() = TimeUtil::SecondsToDuration(3600);
+  // No mask: refused, never "every field" (mfa_required left out would be
+  // turned off).
+  expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr), "update_mask");
+  policy.mutable_update_mask()->add_paths("min_password_length");
+  policy.mutable_update_mask()->add_paths("lockout_threshold");
+  policy.mutable_update_mask()->add_paths("session_lifetime");
   expect_invalid(stub_->UpdateLoginPolicy(Ctx().get(), policy, &pr),
                  "login_policy.min_password_length");
   p->set_min_password_length(12);

@@ -380,6 +380,11 @@ TEST_F(AuthHostileTest, EveryAcceptedRequestLandsInAuditLogsAndNoStringIsBent) {
         p->set_lockout_threshold(g.Int(0, 101));
         p->set_mfa_required(g.Chance(50));
         p->mutable_session_lifetime()->set_seconds(g.Int(50, 2592001));
+        // Any subset of the four paths, sometimes none (refused).
+        for (const char* path :
+             {"min_password_length", "lockout_threshold", "mfa_required", "session_lifetime"}) {
+          if (g.Chance(70)) req.mutable_update_mask()->add_paths(path);
+        }
         req.set_request_id(g.RequestId());
         auth::v1::UpdateLoginPolicyResponse r;
         o.status = stub_->UpdateLoginPolicy(ctx.get(), req, &r);

@@ -46,21 +46,18 @@ struct Frames {
 
 // The first leaf a resume token goes on at: the position a frame stands at,
 // which the API keeps opaque.
-// TODO(resume tokens): decodes with the service's own decoder (admin/watch);
-// move to the helper admin/watch/resume_token.h (DecodeResumeToken, an
-// after_index) once it exists.
 uint64_t NextLeafOf(const std::string& token) {
   absl::StatusOr<uint64_t> next = DecodeResumeToken(token);
   EXPECT_TRUE(next.ok()) << next.status();
   return next.value_or(UINT64_MAX);
 }
 
-// The ErrorInfo metadata "resume_token" a watch's end carries ("" if none).
+// The ErrorInfo metadata "resumeToken" a watch's end carries ("" if none).
 std::string ResumeTokenOf(const grpc::Status& status) {
   const server::ErrorDetails d = server::ErrorDetails::Of(status);
   if (!d.error_info) return "";
   const auto& metadata = d.error_info->metadata();
-  const auto it = metadata.find("resume_token");
+  const auto it = metadata.find("resumeToken");
   return it == metadata.end() ? "" : it->second;
 }
 

@@ -41,7 +41,7 @@ TEST(ErrorDetailsTest, EveryErrorCarriesWhatItsClientMustActOnAndNoMore) {
     const int shape = static_cast<int>(rng() % 5);
     absl::Status status(
         code, shape == 0 ? absl::StrCat(field, ": must be valid") : "row 42 holds secret-value");
-    if (shape == 1) status = InvalidField(field, "must be valid");
+    if (shape == 1) status = absl::Status(code, absl::StrCat(field, ":  spaced description"));
     if (shape == 2) status = WithRetryDelay(std::move(status), absl::Seconds(7));
     if (shape == 3) status = WithErrorInfo(std::move(status), "SOME_REASON", {{"k", "v"}});
     const bool from_database = rng() % 4 == 0;

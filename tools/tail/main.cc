@@ -460,13 +460,13 @@ class Follower {
       }
     }
     grpc::Status s = reader->Finish();
-    // An end says where to resume (ErrorInfo metadata "resume_token"):
+    // An end says where to resume (ErrorInfo metadata "resumeToken"):
     // every row before it was read above. With --verify, rows still held
     // were not printed: resume before them.
     const server::ErrorDetails details = server::ErrorDetails::Of(s);
     if (details.error_info && !(verifier_ && verifier_->holding())) {
       const auto& metadata = details.error_info->metadata();
-      if (auto t = metadata.find("resume_token"); t != metadata.end()) Advance(t->second);
+      if (auto t = metadata.find("resumeToken"); t != metadata.end()) Advance(t->second);
     }
     std::lock_guard<std::mutex> lock(mu_);
     ctx_.reset();

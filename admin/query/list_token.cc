@@ -10,16 +10,6 @@ namespace {
 constexpr char kVersion = 1;
 constexpr size_t kBytes = 1 + 1 + 8 + 8 + 8;
 
-void PutU64(std::string* out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
-}
-
-uint64_t GetU64(absl::string_view in) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
-  return v;
-}
-
 }  // namespace
 
 std::string EncodeListToken(ListKind kind, uint64_t position, uint64_t fingerprint) {

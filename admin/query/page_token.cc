@@ -22,16 +22,6 @@ constexpr int64_t kMaxMicros = 253402300799LL * 1000000 + 999999;
 
 absl::Status Malformed() { return absl::InvalidArgumentError("page_token: malformed"); }
 
-void PutU64(std::string* out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
-}
-
-uint64_t GetU64(absl::string_view in) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
-  return v;
-}
-
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -62,6 +52,16 @@ void PutTime(std::string* out, char tag, const std::optional<absl::Time>& t) {
 }
 
 }  // namespace
+
+void PutU64(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+uint64_t GetU64(absl::string_view in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
 
 uint64_t Fnv1a64(absl::string_view bytes) {
   uint64_t h = kFnvOffset;

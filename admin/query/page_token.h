@@ -42,8 +42,12 @@ struct PageCursor {
 // Stable 64-bit FNV-1a fingerprint of `filters`.
 uint64_t FilterFingerprint(const AuditFilters& filters);
 
-// 64-bit FNV-1a of `bytes` (exposed for tests).
+// 64-bit FNV-1a of `bytes` (exposed for tests and list tokens).
 uint64_t Fnv1a64(absl::string_view bytes);
+
+// A uint64 as 8 big-endian bytes in a token, and back (`in` has at least 8).
+void PutU64(std::string* out, uint64_t v);
+uint64_t GetU64(absl::string_view in);
 
 // Encodes `cursor` for queries with `fingerprint`. InvalidArgument when the
 // cursor's event id is not a UUID (a bug in the caller: ids come from rows).

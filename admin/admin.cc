@@ -41,7 +41,6 @@ void StartPipeline(const Options& options, runtime::ServiceContext& context) {
   bridge.pg = context.Connection("bridge");
   bridge.redis = AdminRedis(context);
   bridge.keys = &context.keys();
-  bridge.receipt_signer = &context.signer();
   context.Start(std::make_unique<inbox::InboxBridge>(bridge, context.registry()));
 }
 
@@ -63,6 +62,7 @@ absl::Status StartLog(const Options& options, runtime::ServiceContext& context) 
   reading.redis = AdminRedis(context);
   witnesses.redis = inbox::ReadingOptions(reading);
   witnesses.keys = &context.keys();
+  witnesses.proof_stream_bytes = options.housekeeping.proof_stream_bytes;
   auto& feed = context.Keep(
       std::make_unique<transparency::WitnessFeed>(std::move(witnesses), context.registry()));
   context.Start(std::make_unique<worker::Periodic>(
@@ -87,14 +87,13 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
   inbox::BridgeOptions reading = options.bridge;
   reading.redis = AdminRedis(context);
   auto& streams = context.Keep(std::make_unique<maintenance::StreamMaintenance>(
-      options.bridge.streams, inbox::ReceiptMaxLen(options.bridge), inbox::ReadingOptions(reading),
-      context.registry()));
+      options.bridge.streams, inbox::ReadingOptions(reading), context.registry()));
   std::vector<std::string> owners;
   for (const auto& [owner, stream] : options.bridge.streams)
     owners.push_back(audit::OwnerName(owner));
   auto& guard = context.Keep(std::make_unique<maintenance::StreamGuard>(
-      options.bridge.streams, h.owner_stream_bytes, inbox::ReadingOptions(reading),
-      context.registry()));
+      options.bridge.streams, h.owner_stream_bytes, h.proof_stream_bytes,
+      inbox::ReadingOptions(reading), context.registry()));
   auto& sequences = context.Keep(std::make_unique<maintenance::SequenceWatch>(
       owners, h.sequence_gap_grace, context.registry()));
   auto& completeness = context.Keep(

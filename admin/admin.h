@@ -19,10 +19,11 @@
 
 namespace ulticode::admin {
 
-// The signing-key flag of Admin.
-inline constexpr char kReceiptSigningKeyFlag[] = "receipt-signing-key-file";
-inline constexpr char kReceiptSigningKeyHelp[] =
-    "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every receipt";
+// The signing-key flag of Admin (the owners' has the same name).
+inline constexpr char kAuditSigningKeyFlag[] = "audit-signing-key-file";
+inline constexpr char kAuditSigningKeyHelp[] =
+    "Admin's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit record of Admin's "
+    "own operations";
 
 struct Options {
   inbox::BridgeOptions bridge;

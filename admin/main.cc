@@ -17,11 +17,14 @@ int main(int argc, char** argv) {
           .metrics_listen = "127.0.0.1:9103",
           .database = "ulticode_admin",
           .max_receive_bytes = server::kAdminMaxReceiveBytes,
-          .signing_key_flag = admin::kReceiptSigningKeyFlag,
-          .signing_key_help = admin::kReceiptSigningKeyHelp,
+          .signing_key_flag = admin::kAuditSigningKeyFlag,
+          .signing_key_help = admin::kAuditSigningKeyHelp,
           .migrations = admin::Migrations(),
           .runtime_grants = admin::RuntimeGrants(),
-          .register_flags = [&](config::Flags& flags) { admin::RegisterFlags(flags, &options); },
+          .register_flags =
+              [&](config::Flags& flags, const runtime::ServiceFlags&) {
+                admin::RegisterFlags(flags, &options);
+              },
           .assemble =
               [&](runtime::ServiceContext& context) { return admin::Assemble(options, context); },
       },

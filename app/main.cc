@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
           .migrations = runtime::WithOutboxMigrations(app::Migrations()),
           .runtime_grants = runtime::WithOutboxGrants(app::RuntimeGrants()),
           .register_flags =
-              [&](config::Flags& flags) { runtime::RegisterOwnerFlags(flags, &owner); },
+              [&](config::Flags& flags, const runtime::ServiceFlags& common) {
+                runtime::RegisterOwnerFlags(flags, common, &owner);
+              },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
             RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
             context.Serve(

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
           .migrations = runtime::WithOutboxMigrations(auth::Migrations()),
           .runtime_grants = runtime::WithOutboxGrants(auth::RuntimeGrants()),
           .register_flags =
-              [&](config::Flags& flags) { runtime::RegisterOwnerFlags(flags, &owner); },
+              [&](config::Flags& flags, const runtime::ServiceFlags& common) {
+                runtime::RegisterOwnerFlags(flags, common, &owner);
+              },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
             RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
             context.Serve(

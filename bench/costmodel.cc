@@ -87,7 +87,6 @@ constexpr char kAdminDb[] = "ulticode_costmodel_admin";
 constexpr char kStream[] = "costmodel:audit:auth";
 constexpr char kFloorStream[] = "costmodel:xadd";
 constexpr char kGroup[] = "costmodel";
-constexpr int kBatch = 256;  // the dispatcher's, the bridge's and a proof entry's batch
 
 struct Options {
   std::string pg_host = "127.0.0.1";
@@ -98,6 +97,7 @@ struct Options {
   int grpc_port = 0;
   int grpc_clients = 32;
   int txn_threads = 8;
+  int batch = 256;  // the dispatcher's, the bridge's and a proof entry's batch
   absl::Duration seconds = absl::Seconds(5);
 };
 
@@ -310,7 +310,7 @@ absl::StatusOr<Stage> PublishStage(const Options& o, redis::Client& redis) {
   outbox::DispatcherOptions d;
   d.owner = audit::v1::OWNER_AUTH;
   d.stream = kStream;
-  d.batch_size = kBatch;
+  d.batch_size = o.batch;
   outbox::Dispatcher dispatcher(d, registry);
   const CpuMeter meter({"postgres", "redis-server"});
   const CpuReading before = meter.Read();
@@ -329,25 +329,27 @@ absl::StatusOr<std::vector<redis::StreamEntry>> AllEntries(redis::Client& redis)
   return all;
 }
 
-absl::StatusOr<Stage> XAddStage(redis::Client& redis, const std::vector<redis::StreamEntry>& all) {
+absl::StatusOr<Stage> XAddStage(const Options& o, redis::Client& redis,
+                                const std::vector<redis::StreamEntry>& all) {
   const CpuMeter meter({"redis-server"});
   const CpuReading before = meter.Read();
-  for (size_t i = 0; i < all.size(); i += kBatch) {
+  for (size_t i = 0; i < all.size(); i += o.batch) {
     std::vector<redis::StreamFields> batch;
-    for (size_t j = i; j < std::min(all.size(), i + kBatch); ++j) batch.push_back(all[j].fields);
+    for (size_t j = i; j < std::min(all.size(), i + o.batch); ++j) batch.push_back(all[j].fields);
     RETURN_IF_ERROR(redis.XAddBatch(kFloorStream, batch).status());
   }
   return Stage{"xadd", static_cast<int64_t>(all.size()), meter.Read() - before, {}};
 }
 
 // Reads every entry of the stream through a group, acknowledging each batch.
-absl::StatusOr<Stage> XReadStage(redis::Client& redis, std::vector<redis::StreamEntry>* read) {
+absl::StatusOr<Stage> XReadStage(const Options& o, redis::Client& redis,
+                                 std::vector<redis::StreamEntry>* read) {
   RETURN_IF_ERROR(redis.XGroupCreate(kStream, kGroup, "0").status());
   const CpuMeter meter({"redis-server"});
   const CpuReading before = meter.Read();
   for (;;) {
     ASSIGN_OR_RETURN(auto got,
-                     redis.XReadGroup(kGroup, "bridge", {kStream}, kBatch, absl::ZeroDuration()));
+                     redis.XReadGroup(kGroup, "bridge", {kStream}, o.batch, absl::ZeroDuration()));
     if (got.empty() || got[0].entries.empty()) break;
     std::vector<std::string> ids;
     for (auto& e : got[0].entries) {
@@ -370,9 +372,9 @@ absl::StatusOr<Stage> InboxStage(const Options& o, const crypto::SigningKey& key
   const CpuMeter meter({"postgres"});
   const CpuReading before = meter.Read();
   int64_t written = 0;
-  for (size_t i = 0; i < entries.size(); i += kBatch) {
+  for (size_t i = 0; i < entries.size(); i += o.batch) {
     std::vector<admin::inbox::BatchItem> items;
-    for (size_t j = i; j < std::min(entries.size(), i + kBatch); ++j) {
+    for (size_t j = i; j < std::min(entries.size(), i + o.batch); ++j) {
       items.push_back({audit::v1::OWNER_AUTH, kStream, &entries[j]});
     }
     const admin::inbox::PreparedBatch batch =
@@ -419,8 +421,8 @@ absl::StatusOr<Stage> ProveStage(const Options& o, Proven* proven) {
   proven->size = static_cast<uint64_t>(leaves.rows());
   const CpuMeter meter({"postgres"});
   const CpuReading before = meter.Read();
-  for (uint64_t first = 0; first < proven->size; first += kBatch) {
-    const uint64_t last = std::min(proven->size, first + kBatch);
+  for (uint64_t first = 0; first < proven->size; first += o.batch) {
+    const uint64_t last = std::min(proven->size, first + o.batch);
     admin::transparency::NodeCache nodes(*conn);
     RETURN_IF_ERROR(nodes.Prefetch(first, last, proven->size));
     for (uint64_t i = first; i < last; ++i) {
@@ -438,14 +440,14 @@ absl::StatusOr<Stage> ProveStage(const Options& o, Proven* proven) {
 absl::StatusOr<Stage> ConfirmStage(const Options& o, const std::vector<redis::StreamEntry>& entries,
                                    const Proven& proven) {
   pg::ConnectOptions c = Database(o, kAuthDb);
-  c.asynchronous_commit = true;  // as the receipt reader's connection
+  c.asynchronous_commit = true;  // as the proof reader's connection
   ASSIGN_OR_RETURN(auto conn, pg::Connection::Connect(c));
   const CpuMeter meter({"postgres"});
   const CpuReading before = meter.Read();
   int64_t confirmed = 0;
-  for (size_t i = 0; i < entries.size(); i += kBatch) {
+  for (size_t i = 0; i < entries.size(); i += o.batch) {
     std::vector<std::string> ids;
-    for (size_t j = i; j < std::min(entries.size(), i + kBatch); ++j) {
+    for (size_t j = i; j < std::min(entries.size(), i + o.batch); ++j) {
       ids.push_back(*redis::FieldOf(entries[j].fields, "event_id"));
     }
     ASSIGN_OR_RETURN(std::vector<outbox::OutboxLeaf> leaves, outbox::LeavesOf(*conn, ids));
@@ -481,10 +483,10 @@ absl::StatusOr<std::vector<Stage>> DataStages(const Options& o, const crypto::Si
   ASSIGN_OR_RETURN(Stage publish, PublishStage(o, redis));
   stages.push_back(std::move(publish));
   ASSIGN_OR_RETURN(const std::vector<redis::StreamEntry> all, AllEntries(redis));
-  ASSIGN_OR_RETURN(Stage xadd, XAddStage(redis, all));
+  ASSIGN_OR_RETURN(Stage xadd, XAddStage(o, redis, all));
   stages.push_back(std::move(xadd));
   std::vector<redis::StreamEntry> read;
-  ASSIGN_OR_RETURN(Stage xread, XReadStage(redis, &read));
+  ASSIGN_OR_RETURN(Stage xread, XReadStage(o, redis, &read));
   stages.push_back(std::move(xread));
   ASSIGN_OR_RETURN(Stage inbox, InboxStage(o, key, read));
   stages.push_back(std::move(inbox));
@@ -517,6 +519,8 @@ int main(int argc, char** argv) {
   flags.Require("grpc-port");
   flags.Int("grpc-clients", &o.grpc_clients, "gRPC calls in flight", 1, 1024);
   flags.Int("txn-threads", &o.txn_threads, "threads issuing business transactions", 1, 64);
+  flags.Int("batch", &o.batch, "rows a dispatcher cycle, entries a bridge batch, proofs an entry",
+            1, 4096);
   flags.Duration("seconds", &o.seconds, "how long the grpc and txn stages run", absl::Seconds(1),
                  absl::Minutes(10));
   config::ParseOrExit(flags, argc, argv);

@@ -45,6 +45,10 @@ shape (bench/reference_*.sql). Phases:
              loop; then the targets with their status, perf profiles of
              each process and pg_stat_statements' costliest statements
 
+  calibrate  (ULTICODE_BENCH_PHASES=calibrate) the batched stages of the
+             cost model at batches of 1, 3 and 256, and the closed loop
+             again with fewer pool connections and threads (LEAN)
+
   growth     (ULTICODE_BENCH_PHASES=growth) reads on the closed loop's
              database (every QueryAuditLogs filter, GetAuditLog and every
              proof RPC, one caller, p50/p99), then ULTICODE_BENCH_GROWTH_ROWS
@@ -818,12 +822,7 @@ class Suite:
         loop of this run."""
         secrets = os.path.join(self.state, "secrets")
         log("cost model: each stage alone (ulticode-costmodel)")
-        stages = json.loads(subprocess.run(
-            [os.path.join(self.build_dir, "bench/ulticode-costmodel"), "--pg-host=127.0.0.1",
-             f"--pg-port={PG_PORT}", f"--redis-addr=127.0.0.1:{56379 + OFF}", "--redis-user=ops",
-             f"--redis-password-file={secrets}/redis-ops.password", f"--grpc-port={50099 + OFF}",
-             f"--seconds={min(self.seconds, 10)}s"],
-            env=self.mesh.env, check=True, capture_output=True, text=True).stdout)
+        stages = self.costmodel(secrets, min(self.seconds, 10))
         measured_ms = self.result["closed"]["cpu_ms_per_mutation_by_process"]
         processes = []
         for process, parts in MODEL.items():
@@ -837,6 +836,63 @@ class Suite:
                 "model_us": round(sum(p["model_us"] for p in processes), 1),
                 "measured_us": round(sum(p["measured_us"] for p in processes), 1),
                 "machine_measured_us": round(1000 * self.result["closed"]["cpu_ms_per_mutation"], 1)}
+
+    def costmodel(self, secrets, seconds, batch=256):
+        return json.loads(subprocess.run(
+            [os.path.join(self.build_dir, "bench/ulticode-costmodel"), "--pg-host=127.0.0.1",
+             f"--pg-port={PG_PORT}", f"--redis-addr=127.0.0.1:{56379 + OFF}", "--redis-user=ops",
+             f"--redis-password-file={secrets}/redis-ops.password", f"--grpc-port={50099 + OFF}",
+             f"--seconds={seconds}s", f"--batch={batch}"],
+            env=self.mesh.env, check=True, capture_output=True, text=True).stdout)
+
+    # Fewer connections and threads than the defaults: does the pipeline
+    # spend less with less parallel machinery?
+    LEAN = {"ULTICODE_PG_POOL_SIZE": "4", "ULTICODE_GRPC_THREADS": "8",
+            "ULTICODE_DISPATCH_THREADS": "1"}
+    BATCHED = ("publish", "xadd", "xread", "inbox", "log", "prove", "confirm")
+
+    def calibrate(self):
+        """The closed loop again with LEAN settings, and the batched stages
+        of the cost model at batches of 1, 3 and 256: which end of that
+        range each stage of the live pipeline is on."""
+        secrets = os.path.join(self.state, "secrets")
+        by_batch = {}
+        for batch in (1, 3, 256):
+            log(f"calibrate: the cost model's batched stages at batches of {batch}")
+            stages = self.costmodel(secrets, 1, batch)
+            by_batch[batch] = {k: stages[k]["cpu_us_per_op"] for k in self.BATCHED}
+        default = self.result["closed"]
+        log(f"calibrate: the closed loop with {self.LEAN}")
+        self.mesh.stop()
+        self.mesh.start(self.LEAN)
+        self.closed(tag="lean")
+        lean = self.result["closed"]
+        self.result["closed"] = default
+        self.mesh.stop()
+        self.mesh.start()
+        return {"model_by_batch": by_batch, "lean_settings": self.LEAN,
+                "lean": {"ok_per_second": lean["loadgen"]["ok_per_second"],
+                         "cpu_ms_per_mutation": lean["cpu_ms_per_mutation"],
+                         "cpu_ms_per_mutation_by_process": lean["cpu_ms_per_mutation_by_process"],
+                         "commit_to_audit_row_ms": lean["commit_to_audit_row_ms"]},
+                "default": {"ok_per_second": default["loadgen"]["ok_per_second"],
+                            "cpu_ms_per_mutation": default["cpu_ms_per_mutation"],
+                            "cpu_ms_per_mutation_by_process":
+                                default["cpu_ms_per_mutation_by_process"]}}
+
+    def calibrate_summary(self):
+        c = self.result["calibrate"]
+        log("calibrate: CPU us per operation, by batch size (client / postgres / redis-server):")
+        for stage in self.BATCHED:
+            log(f"  {stage:8} " + "   ".join(
+                f"{b:>3}: " + " / ".join(f"{c['model_by_batch'][b][stage].get(w, 0):.1f}"
+                                         for w in ("client", "postgres", "redis-server"))
+                for b in (1, 3, 256)))
+        for name in ("default", "lean"):
+            x = c[name]
+            log(f"  closed loop, {name}: {x['ok_per_second']:.0f}/s, "
+                f"{x['cpu_ms_per_mutation']} ms CPU per mutation, by process "
+                f"{x['cpu_ms_per_mutation_by_process']}")
 
     def profile(self, top=12):
         """CPU profiles at the maximum: `perf record` (cpu-clock, 499 Hz), one
@@ -1060,7 +1116,7 @@ class Suite:
                 subprocess.run([os.path.join(REPO, "scripts/dev-token.sh"), "bench", "auth.admin",
                                 "app.editor"], env=dict(os.environ, ULTICODE_STATE_DIR=self.state),
                                stdout=tok, check=True)
-            if self.phases in ("all", "model", "growth"):
+            if self.phases in ("all", "model", "growth", "calibrate"):
                 self.reference()
                 self.mesh.psql("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"
                                            " SELECT pg_stat_statements_reset()")
@@ -1071,6 +1127,8 @@ class Suite:
             if self.phases in ("all", "model"):
                 self.result["model"] = self.model()
                 self.result["profiles"] = self.profile()
+            if self.phases == "calibrate":
+                self.result["calibrate"] = self.calibrate()
             if self.phases == "sequence":
                 self.result["sequence"] = self.sequence(self.result["closed"]["cpu_ms_per_mutation"])
             if self.phases == "log":
@@ -1241,6 +1299,8 @@ class Suite:
 
     def summary(self, path):
         r = self.result
+        if "calibrate" in r:
+            self.calibrate_summary()
         if "soak" in r:
             k = r["soak"]
             log(f"soak at {k['rate']}/s: achieved {k['loadgen']['ok_per_second']:.0f}/s; growth over "

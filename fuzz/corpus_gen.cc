@@ -18,7 +18,6 @@
 #include "absl/strings/ascii.h"
 #include "admin/query/list_token.h"
 #include "admin/query/page_token.h"
-#include "common/audit/receipt.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
@@ -215,51 +214,6 @@ void Envelope() {
   Write(t, "garbage", "\x0a\xff\xff\xff\xff\x0f short");
 }
 
-redis::StreamFields MustReceipt(absl::string_view stream,
-                                const std::vector<audit::ReceiptItem>& items,
-                                const crypto::SigningKey& signer) {
-  auto fields = audit::EncodeReceipt(stream, items, signer);
-  FUZZ_CHECK(fields.ok(), fields.status().ToString());
-  return *std::move(fields);
-}
-
-void Receipt() {
-  const std::string t = "fuzz_receipt";
-  const auto& keys = fuzz::Keys();
-  const std::vector<audit::ReceiptItem> items = {{kId1, crypto::Sha256("envelope 1")},
-                                                 {kId2, crypto::Sha256("envelope 2")}};
-  Write(t, "valid_auth_two_items",
-        fuzz::EncodeFields(0, MustReceipt("audit:auth", items, keys.admin)));
-  Write(t, "valid_app_one_item",
-        fuzz::EncodeFields(1, MustReceipt("audit:app", {items[0]}, keys.admin)));
-  Write(t, "valid_empty", fuzz::EncodeFields(0, MustReceipt("audit:auth", {}, keys.admin)));
-  Write(t, "signed_by_auth_key",
-        fuzz::EncodeFields(0, MustReceipt("audit:auth", items, keys.auth)));
-  Write(t, "signed_for_other_stream",
-        fuzz::EncodeFields(1, MustReceipt("audit:auth", items, keys.admin)));
-  auto f = MustReceipt("audit:auth", items, keys.admin);
-  Drop(f, "signature");
-  Write(t, "unsigned", fuzz::EncodeFields(0, f));
-  f = MustReceipt("audit:auth", items, keys.admin);
-  f.emplace_back("events", "");
-  Write(t, "duplicate_events", fuzz::EncodeFields(0, f));
-  // Correctly signed but malformed items: only the signature keeps them out
-  // of reach otherwise.
-  const std::string bad_events = absl::StrCat(absl::AsciiStrToUpper(kId1), ":",
-                                              std::string(64, 'a'), ",", kId2, ":abc,,", kId2);
-  f = {{"events", bad_events},
-       {"key_id", keys.admin.key_id()},
-       {"signature",
-        fuzz::MustSign(keys.admin, absl::StrCat("ulticode.receipt.v1\naudit:auth\n", bad_events))}};
-  Write(t, "signed_malformed_items", fuzz::EncodeFields(0, f));
-  const std::string spaced = absl::StrCat(",", kId1, ":", std::string(64, '0'), ",,");
-  f = {{"events", spaced},
-       {"key_id", keys.admin.key_id()},
-       {"signature",
-        fuzz::MustSign(keys.admin, absl::StrCat("ulticode.receipt.v1\naudit:auth\n", spaced))}};
-  Write(t, "valid_empty_parts", fuzz::EncodeFields(0, f));
-}
-
 void PageToken() {
   const std::string t = "fuzz_page_token";
   admin::query::AuditFilters filters;
@@ -452,7 +406,6 @@ int main(int argc, char** argv) {
   g_root = argv[1];
   EntryValidation();
   Envelope();
-  Receipt();
   PageToken();
   RequestValidation();
   BoundedReplies();

@@ -16,6 +16,8 @@
 #              "replication": the closed loop with no, an asynchronous and a synchronous standby;
 #              "sequence": the closed loop and what event numbering costs;
 #              "model": the reference, the closed loop and the cost model;
+#              "calibrate": the closed loop with fewer connections and threads, and
+#              the cost model's batched stages at batches of 1, 3 and 256;
 #              "log", "proofs": what the transparency log costs;
 #              "growth": the closed loop and reads with 5 million more rows
 #              (ULTICODE_BENCH_GROWTH_ROWS); "watch": WatchAuditLogs latency and

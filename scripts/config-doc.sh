@@ -121,7 +121,7 @@ of date. Regenerate it with `scripts/config-doc.sh [BUILD_DIR]`.
 Secrets never come from the command line or the environment: passwords and
 private keys are read from files, named by the flags ending in
 `-password-file` and by `--tls-key-file`, `--audit-signing-key-file` and
-`--receipt-signing-key-file`. Such a file must be a regular file, not empty
+`--log-signing-key-file`. Such a file must be a regular file, not empty
 and at most 64 KiB, and neither its group nor others may have any access.
 The one exception is how Kubernetes mounts a Secret for a pod's `fsGroup`:
 a file owned by root may be readable (not writable) by its group when that

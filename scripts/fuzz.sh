@@ -29,7 +29,7 @@ ULTICODE_REPO_ROOT="${repo}"
 # shellcheck source=lib/deps.sh
 source "${repo}/scripts/lib/deps.sh"
 
-all_targets=(fuzz_entry_validation fuzz_envelope fuzz_receipt fuzz_page_token fuzz_request_validation
+all_targets=(fuzz_entry_validation fuzz_envelope fuzz_page_token fuzz_request_validation
   fuzz_bounded_replies fuzz_tlog)
 
 seconds="${1:-${ULTICODE_FUZZ_SECONDS:-20}}"

@@ -3,7 +3,7 @@
 # (deploy/k8s/overlays/dev/secrets, git-ignored, 0700/0600), keeping those
 # that exist, so it is safe to run again:
 #   pg-*.password, redis-*.password   PostgreSQL roles and Redis ACL users
-#   {auth,app,admin}-ed25519.key      event and receipt signing keys
+#   {auth,app,admin}-ed25519.key      audit event signing keys
 #   log-ed25519.key, log.vkey         the transparency log's key and verifier key
 #   public-keys.txt                   the key directory all services verify with
 #   jwt-ed25519.key, jwks.json        the dev token issuer (scripts/dev-token.sh)

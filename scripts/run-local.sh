@@ -231,7 +231,7 @@ ulticode_pg_start "${state}/pg" "${PG_PORT}" on 9>&-
 ulticode_pg_hba "${state}/pg" scram-sha-256
 ulticode_redis_start "${state}/redis" "${REDIS_PORT}" yes "${secrets}/redis-users.acl" 9>&-
 
-# Dev keys (events, receipts) and the key directory public-keys.txt.
+# Dev keys (audit events) and the key directory public-keys.txt.
 ulticode_dev_signing_keys "${secrets}" scripts/run-local.sh
 public_keys="${secrets}/public-keys.txt"
 # The transparency log's key, and its verifier key for auditors
@@ -261,7 +261,7 @@ fi
 declare -A KEY_FLAG=(
   [auth]="--audit-signing-key-file=${secrets}/auth-ed25519.key"
   [app]="--audit-signing-key-file=${secrets}/app-ed25519.key"
-  [admin]="--receipt-signing-key-file=${secrets}/admin-ed25519.key"
+  [admin]="--audit-signing-key-file=${secrets}/admin-ed25519.key"
 )
 
 started=()

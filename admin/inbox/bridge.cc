@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
@@ -26,11 +25,6 @@ redis::Options ReadingOptions(const BridgeOptions& options) {
       std::max<size_t>(1024, static_cast<size_t>(options.batch_size));
   redis.reply_limits.max_element_bytes = size_t{2} << 20;
   return redis;
-}
-
-int64_t ReceiptMaxLen(const BridgeOptions& options) {
-  const auto full = static_cast<int64_t>(audit::MaxReceiptBytes(options.batch_size));
-  return std::max<int64_t>(16, options.receipt_stream_bytes / full);
 }
 
 InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, BridgeHooks hooks)
@@ -65,10 +59,6 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
                  .Name("ulticode_inbox_bridge_errors_total")
                  .Help("Bridge cycles that failed (Redis or PostgreSQL unavailable); retried")
                  .Register(registry);
-  receipts_ = &prometheus::BuildCounter()
-                   .Name("ulticode_inbox_receipts_total")
-                   .Help("Event ids receipted back to their owner (outcome: sent, failed)")
-                   .Register(registry);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_inbox_arrival_lag_seconds")
               .Help(
@@ -85,9 +75,6 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
     for (int r = 0; r <= static_cast<int>(kLastPoisonReason); ++r) {
       poison_->Add({{"stream", stream},
                     {"reason", std::string(PoisonReasonName(static_cast<PoisonReason>(r)))}});
-    }
-    for (const char* outcome : {"sent", "failed"}) {
-      receipts_->Add({{"stream", stream}, {"outcome", outcome}});
     }
     group_created_->Add(labels);
     autoclaimed_->Add(labels);
@@ -213,7 +200,10 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   writer_metrics_.Committed(absorbed.inserted.logs, absorbed.inserted.written, absl::Now());
   if (hooks_.after_commit) RETURN_IF_ERROR(hooks_.after_commit(entries));
 
-  ASSIGN_OR_RETURN(const int64_t acked, ReceiptAndAck(redis, cursor, entries, absorbed, cycle));
+  std::vector<std::string> ack_ids;
+  ack_ids.reserve(entries.size());
+  for (const redis::StreamEntry& e : entries) ack_ids.push_back(e.id);
+  ASSIGN_OR_RETURN(const int64_t acked, redis.XAck(cursor.stream, options_.group, ack_ids));
   cycle.acked = static_cast<int>(acked);
   Count(cursor, absorbed, cycle);
   return cycle;
@@ -249,50 +239,6 @@ absl::StatusOr<InboxBridge::Absorbed> InboxBridge::Absorb(
   if (hooks_.before_commit) RETURN_IF_ERROR(hooks_.before_commit(entries));
   RETURN_IF_ERROR(tx.Commit());
   return out;
-}
-
-absl::StatusOr<int64_t> InboxBridge::ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
-                                                   const std::vector<redis::StreamEntry>& entries,
-                                                   const Absorbed& absorbed, BridgeCycle& cycle) {
-  // One item per entry taken (a re-send in the same batch answers its own
-  // publication too).
-  std::vector<audit::ReceiptItem> receipted;
-  for (const InsertedBatch::TakenItem& t : absorbed.inserted.taken_items) {
-    receipted.push_back({t.arrival->entry.event_id, crypto::Sha256(t.arrival->entry.envelope),
-                         audit::PublicationOf(entries[t.item].fields)});
-  }
-  redis::StreamFields receipt;
-  if (!receipted.empty()) {
-    absl::StatusOr<redis::StreamFields> encoded =
-        audit::EncodeReceipt(cursor.stream, receipted, *options_.receipt_signer);
-    if (encoded.ok()) {
-      receipt = *std::move(encoded);
-    } else {
-      CountReceipt(cursor, receipted.size(), encoded.status());
-    }
-  }
-  std::vector<std::string> ack_ids;
-  ack_ids.reserve(entries.size());
-  for (const redis::StreamEntry& e : entries) ack_ids.push_back(e.id);
-  ASSIGN_OR_RETURN(
-      const redis::Client::AddThenAck done,
-      redis.XAddThenAck(audit::ReceiptStreamFor(cursor.stream), receipt, ReceiptMaxLen(options_),
-                        cursor.stream, options_.group, ack_ids));
-  if (done.added.has_value()) {
-    CountReceipt(cursor, receipted.size(), done.added->status());
-    if (done.added->ok()) cycle.receipted = static_cast<int>(receipted.size());
-  }
-  return done.acked;
-}
-
-void InboxBridge::CountReceipt(const StreamCursor& cursor, size_t events,
-                               const absl::Status& status) {
-  receipts_->Add({{"stream", cursor.stream}, {"outcome", status.ok() ? "sent" : "failed"}})
-      .Increment(static_cast<double>(events));
-  if (!status.ok()) {
-    log::Warn(kComponent, "receipt not sent; the owner will publish again",
-              {{"stream", cursor.stream}, {"error", status.ToString()}});
-  }
 }
 
 void InboxBridge::Count(const StreamCursor& cursor, const Absorbed& absorbed, BridgeCycle& cycle) {

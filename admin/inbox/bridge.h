@@ -18,10 +18,11 @@
 // per batch takes an event from the stream to the audit trail. If that
 // transaction fails for any reason but a lost connection, the batch is
 // inserted PENDING instead and the lease consumer retries it (back-off, DEAD).
-// With the XACK goes a receipt to the owner (`<stream>:receipts`, one entry
-// per batch listing every event now durably in the inbox), so the owner can
-// mark its outbox rows CONFIRMED; an owner that gets no receipt publishes
-// again, which is what makes a Redis that loses data harmless.
+// The owner learns nothing from the XACK: it marks its outbox rows
+// CONFIRMED only on the log's inclusion proofs (transparency/witness_feed.h),
+// and publishes again what is lost on the way, which is what makes a Redis
+// that loses data harmless. A re-delivered event already in the inbox asks
+// the witness feed to prove it again (RequestProofs).
 // A missing group (Redis lost its data, stream deleted) is re-created with
 // MKSTREAM from id 0; whatever is re-read is absorbed by the inbox.
 #pragma once
@@ -67,17 +68,9 @@ struct BridgeOptions {
   // How often to scan the group's pending list for such entries.
   absl::Duration claim_interval = absl::Seconds(5);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(10)};
-  // Each receipt stream (`<stream>:receipts`) holds at most this many bytes
-  // of receipts: it is trimmed (XADD MAXLEN ~, and XTRIM by the stream
-  // maintenance, which Redis runs even when it refuses writes) to as many
-  // receipts of full batches as fit (ReceiptMaxLen). A receipt trimmed
-  // before its owner read it only causes a re-send.
-  int64_t receipt_stream_bytes = int64_t{64} << 20;
   ValidationLimits limits;
   // The owners' public keys (entries of "auth" and "app"); required.
   const crypto::KeyDirectoryFile* keys = nullptr;
-  // Admin's key: signs every receipt; required.
-  const crypto::SigningKey* receipt_signer = nullptr;
   pg::ConnectOptions pg;
   redis::Options redis;
 };
@@ -101,7 +94,6 @@ struct BridgeCycle {
   int duplicates = 0;
   int poison = 0;  // including conflicts
   int acked = 0;
-  int receipted = 0;  // event ids sent back in the receipt
   int group_created = 0;
 };
 
@@ -125,10 +117,6 @@ struct StreamCursor {
   // `deleted` poison rows cannot be lost with a failed batch.
   std::vector<std::string> vanished;
 };
-
-// The receipt streams' MAXLEN: receipts of full batches within the budget
-// (at least 16).
-int64_t ReceiptMaxLen(const BridgeOptions& options);
 
 // Redis options for any connection of Admin's that reads the owner streams
 // (the bridge, the stream gauges, GetPipelineStatus: XINFO returns whole
@@ -157,7 +145,7 @@ class InboxBridge {
  private:
   absl::StatusOr<std::vector<redis::StreamEntry>> Read(redis::Client& redis, StreamCursor& cursor,
                                                        BridgeCycle& cycle);
-  // Prepare, absorb, receipt-and-ack: the cycle after the read.
+  // Prepare, absorb, acknowledge: the cycle after the read.
   absl::StatusOr<BridgeCycle> TakeOverBatch(pg::Connection& pg, redis::Client& redis,
                                             const StreamCursor& cursor,
                                             const std::vector<redis::StreamEntry>& entries,
@@ -177,15 +165,6 @@ class InboxBridge {
   absl::StatusOr<Absorbed> AbsorbOrFallBack(pg::Connection& pg, const std::string& stream,
                                             const std::vector<redis::StreamEntry>& entries,
                                             const PreparedBatch& batch);
-  // The owner's receipt (events now durable in the inbox) and the XACK of
-  // the whole batch, in one round trip. A receipt that cannot be signed or
-  // sent is not fatal: the batch is still acknowledged, the owner re-sends,
-  // the inbox absorbs the duplicate. Returns the number acked.
-  absl::StatusOr<int64_t> ReceiptAndAck(redis::Client& redis, const StreamCursor& cursor,
-                                        const std::vector<redis::StreamEntry>& entries,
-                                        const Absorbed& absorbed, BridgeCycle& cycle);
-  // Counts (and logs a failed) receipt of `events` event ids.
-  void CountReceipt(const StreamCursor& cursor, size_t events, const absl::Status& status);
   // Outcome counters, poison logs and the arrival lag of first deliveries.
   void Count(const StreamCursor& cursor, const Absorbed& absorbed, BridgeCycle& cycle);
   void StreamLoop(size_t index);
@@ -203,7 +182,6 @@ class InboxBridge {
   prometheus::Family<prometheus::Counter>* group_created_;
   prometheus::Family<prometheus::Counter>* autoclaimed_;
   prometheus::Family<prometheus::Counter>* errors_;
-  prometheus::Family<prometheus::Counter>* receipts_;
   prometheus::Family<prometheus::Histogram>* lag_;
 };
 

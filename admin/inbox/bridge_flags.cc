@@ -23,10 +23,6 @@ void RegisterBridgeFlags(config::Flags& flags, BridgeOptions* o, std::string* au
   flags.Bool("inbox-write-audit-logs", &o->write_audit_logs,
              "write audit_logs rows in the inbox transaction (false: every event goes through "
              "the lease consumer, one more claim and settle per event)");
-  flags.Int("inbox-receipt-stream-bytes", &o->receipt_stream_bytes,
-            "bytes of receipts each receipt stream keeps (trimmed to as many receipts of full "
-            "batches as fit; a receipt trimmed unread only causes a re-send)",
-            int64_t{1} << 20, int64_t{1} << 34);
   flags.Duration("inbox-max-future-skew", &o->limits.max_future_skew,
                  "how far ahead of Admin's clock an event's occurred_at may be",
                  absl::ZeroDuration(), absl::Hours(24));

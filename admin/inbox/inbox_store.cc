@@ -4,12 +4,16 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/crypto/crypto.h"
 #include "common/text/text.h"
 
 namespace ulticode::admin::inbox {
 namespace {
 
 // Payloads travel as hex text arrays (unnest of a text[]), decoded in SQL.
+// A row written PROCESSED (its audit_logs row in the same transaction) gets
+// no payload or signature: only the SHA-256 a re-delivery is compared with
+// (migration 0019).
 constexpr pg::Statement kRequestProofs{
     "inbox.request_proofs",
     "INSERT INTO log_proof_requests (event_id, owner)"
@@ -19,20 +23,21 @@ constexpr pg::Statement kInsert{
     "inbox.insert_if_absent",
     "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload, payload_sha256,"
     "   stream, stream_entry_id, signature, key_id, status, processed_at)"
-    " SELECT $1, t.id, t.owner, t.type, decode(t.p, 'hex'), sha256(decode(t.p, 'hex')),"
-    "   t.stream, t.entry, decode(t.sig, 'hex'), t.key, $10,"
+    " SELECT $1, t.id, t.owner, t.type, CASE WHEN $10 = 'PENDING' THEN decode(t.p, 'hex') END,"
+    "   decode(t.sha, 'hex'), t.stream, t.entry,"
+    "   CASE WHEN $10 = 'PENDING' THEN decode(t.sig, 'hex') END, t.key, $10,"
     "   CASE WHEN $10 = 'PROCESSED' THEN now() END"
     " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
-    "   $8::text[], $9::text[])"
-    "   AS t(id, owner, type, p, stream, entry, sig, key)"
+    "   $8::text[], $9::text[], $11::text[])"
+    "   AS t(id, owner, type, p, stream, entry, sig, key, sha)"
     " ON CONFLICT (consumer, event_id) DO NOTHING"
     " RETURNING event_id::text",
     absl::Seconds(30)};
 
 constexpr pg::Statement kCompare{
     "inbox.compare_existing",
-    "SELECT i.event_id::text, i.payload_sha256 = sha256(decode(t.p, 'hex')), i.owner"
-    " FROM unnest($2::uuid[], $3::text[]) AS t(id, p)"
+    "SELECT i.event_id::text, i.payload_sha256 = decode(t.sha, 'hex'), i.owner"
+    " FROM unnest($2::uuid[], $3::text[]) AS t(id, sha)"
     " JOIN consumer_inbox i ON i.consumer = $1 AND i.event_id = t.id",
     absl::Seconds(30)};
 
@@ -101,14 +106,16 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
                                         const std::vector<Arrival>& arrivals, InsertAs status) {
   TakeOver result;
   if (arrivals.empty()) return result;
-  std::vector<std::string> ids, owners, types, payloads, streams, entries, signatures, keys;
+  const bool keep_payload = status == InsertAs::kPending;
+  std::vector<std::string> ids, owners, types, payloads, streams, entries, signatures, keys, shas;
   for (const Arrival& a : arrivals) {
-    signatures.push_back(absl::BytesToHexString(a.entry.signature));
+    signatures.push_back(keep_payload ? absl::BytesToHexString(a.entry.signature) : "");
     keys.push_back(a.entry.key_id);
     ids.push_back(a.entry.event_id);
     owners.push_back(audit::OwnerName(a.entry.owner));
     types.push_back(a.entry.event_type);
-    payloads.push_back(absl::BytesToHexString(a.entry.envelope));
+    payloads.push_back(keep_payload ? absl::BytesToHexString(a.entry.envelope) : "");
+    shas.push_back(absl::BytesToHexString(crypto::Sha256(a.entry.envelope)));
     streams.push_back(a.stream);
     entries.push_back(a.entry_id);
   }
@@ -117,7 +124,7 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
       tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
                            pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
                            pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys),
-                           pg::Text(status == InsertAs::kProcessed ? "PROCESSED" : "PENDING")}));
+                           pg::Text(keep_payload ? "PENDING" : "PROCESSED"), pg::TextArray(shas)}));
   result.inserted = inserted.rows();
   if (result.inserted == static_cast<int64_t>(arrivals.size())) {
     for (const Arrival& a : arrivals) result.fresh.push_back(&a);
@@ -126,7 +133,7 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
 
   absl::flat_hash_map<std::string, bool> was_inserted;
   for (int i = 0; i < inserted.rows(); ++i) was_inserted[inserted.GetString(i, 0)] = true;
-  std::vector<std::string> other_ids, other_payloads;
+  std::vector<std::string> other_ids, other_shas;
   absl::flat_hash_map<std::string, const Arrival*> by_id;
   for (size_t i = 0; i < arrivals.size(); ++i) {
     if (was_inserted.contains(ids[i])) {
@@ -134,12 +141,12 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
       continue;
     }
     other_ids.push_back(ids[i]);
-    other_payloads.push_back(payloads[i]);
+    other_shas.push_back(shas[i]);
     by_id[ids[i]] = &arrivals[i];
   }
   ASSIGN_OR_RETURN(pg::Result same,
                    tx.Execute(kCompare, {pg::Text(consumer), pg::TextArray(other_ids),
-                                         pg::TextArray(other_payloads)}));
+                                         pg::TextArray(other_shas)}));
   if (same.rows() != static_cast<int>(other_ids.size())) {
     // ON CONFLICT skipped them, so they exist in this snapshot's successor;
     // anything else is a bug worth failing the batch for (nothing is acked).

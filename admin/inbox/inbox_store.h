@@ -38,8 +38,10 @@ struct TakeOver {
   std::vector<std::pair<const Arrival*, std::string>> foreign;
 };
 
-// How new rows are inserted: PENDING for the lease consumer, or PROCESSED
-// when the caller writes their audit_logs rows in the same transaction.
+// How new rows are inserted: PENDING for the lease consumer (with the
+// envelope and its signature, which it writes to audit_logs), or PROCESSED
+// when the caller writes their audit_logs rows in the same transaction (the
+// SHA-256 of the envelope only: each payload is stored once).
 enum class InsertAs { kPending, kProcessed };
 
 // Inserts each arrival into consumer_inbox for `consumer` unless its event id

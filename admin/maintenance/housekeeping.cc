@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "admin/maintenance/stream_trimmer.h"
-#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 
@@ -69,7 +68,11 @@ void RegisterHousekeepingFlags(config::Flags& flags, AdminHousekeepingOptions* o
   flags.Int("owner-stream-max-bytes", &options->owner_stream_bytes,
             "each owner stream's share of Redis's memory, in bytes: past it its oldest entries "
             "are removed (the owner publishes them again); Redis's maxmemory must hold every "
-            "owner's share plus the receipt streams (docs/operating.md)",
+            "owner's share plus its proof stream's (docs/operating.md)",
+            int64_t{1} << 20, int64_t{1} << 40);
+  flags.Int("proof-stream-max-bytes", &options->proof_stream_bytes,
+            "each owner's proof stream's share of Redis's memory, in bytes: past it its oldest "
+            "checkpoints and proofs are removed (the owner's re-send is proved again)",
             int64_t{1} << 20, int64_t{1} << 40);
   flags.Duration("stream-guard-interval", &options->stream_guard_interval,
                  "how often every owner-writable stream is held to its share of Redis's memory",
@@ -141,12 +144,8 @@ absl::Status InboxGauges::Sample(pg::Connection& conn) {
 }
 
 StreamMaintenance::StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams,
-                                     int64_t receipt_max_len, redis::Options redis,
-                                     prometheus::Registry& registry)
-    : streams_(std::move(streams)),
-      receipt_max_len_(receipt_max_len),
-      sampler_(redis),
-      trimmer_(redis) {
+                                     redis::Options redis, prometheus::Registry& registry)
+    : streams_(std::move(streams)), sampler_(redis), trimmer_(redis) {
   length_ = &prometheus::BuildGauge()
                  .Name("ulticode_stream_length")
                  .Help("Entries in the owner stream (sampled)")
@@ -165,9 +164,7 @@ StreamMaintenance::StreamMaintenance(std::vector<std::pair<audit::Owner, std::st
                               .Register(registry);
   trimmed_ = &prometheus::BuildCounter()
                   .Name("ulticode_stream_trimmed_entries_total")
-                  .Help(
-                      "Entries removed by XTRIM: acknowledged ones from an owner stream "
-                      "(MINID), the oldest receipts from a receipt stream (MAXLEN)")
+                  .Help("Acknowledged entries removed from an owner stream by XTRIM (MINID)")
                   .Register(registry);
 }
 
@@ -201,12 +198,6 @@ absl::Status StreamMaintenance::Trim() {
   for (const auto& [owner, stream] : streams_) {
     ASSIGN_OR_RETURN(TrimResult r, TrimStream(trimmer_, stream));
     trimmed_->Add({{"stream", stream}}).Increment(static_cast<double>(r.removed));
-    // Also when Redis refuses writes (maxmemory): XTRIM is not refused, and
-    // frees what the bridge's XADD ... MAXLEN no longer can.
-    const std::string receipts = audit::ReceiptStreamFor(stream);
-    ASSIGN_OR_RETURN(redis::Reply removed, trimmer_.Command({"XTRIM", receipts, "MAXLEN", "~",
-                                                             absl::StrCat(receipt_max_len_)}));
-    trimmed_->Add({{"stream", receipts}}).Increment(static_cast<double>(removed.integer()));
   }
   return absl::OkStatus();
 }

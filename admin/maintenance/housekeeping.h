@@ -49,6 +49,8 @@ struct AdminHousekeepingOptions {
   // Each owner stream's share of Redis's memory, and how often it is held
   // to it (stream_guard.h).
   int64_t owner_stream_bytes = int64_t{192} << 20;
+  // Each proof stream's share (Admin writes it; StreamGuard holds it).
+  int64_t proof_stream_bytes = int64_t{64} << 20;
   absl::Duration stream_guard_interval = absl::Milliseconds(500);
   absl::Duration sample_interval = absl::Seconds(15);
   // An owner's event number still missing this long after a higher one
@@ -87,15 +89,13 @@ class InboxGauges {
 // Every owner stream and its consumer groups; also trims them.
 class StreamMaintenance {
  public:
-  // `receipt_max_len`: the receipt streams' MAXLEN (inbox::ReceiptMaxLen).
-  StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams,
-                    int64_t receipt_max_len, redis::Options redis, prometheus::Registry& registry);
+  StreamMaintenance(std::vector<std::pair<audit::Owner, std::string>> streams, redis::Options redis,
+                    prometheus::Registry& registry);
   absl::Status Sample();
   absl::Status Trim();
 
  private:
   const std::vector<std::pair<audit::Owner, std::string>> streams_;
-  const int64_t receipt_max_len_;
   redis::Client sampler_, trimmer_;  // one per job thread
   prometheus::Family<prometheus::Gauge>* length_;
   prometheus::Family<prometheus::Gauge>* lag_;

@@ -15,8 +15,8 @@ constexpr char kComponent[] = "admin.stream_guard";
 }  // namespace
 
 StreamGuard::StreamGuard(const std::vector<std::pair<audit::Owner, std::string>>& streams,
-                         int64_t owner_stream_bytes, redis::Options redis,
-                         prometheus::Registry& registry)
+                         int64_t owner_stream_bytes, int64_t proof_stream_bytes,
+                         redis::Options redis, prometheus::Registry& registry)
     : redis_(std::move(redis)),
       over_(&prometheus::BuildCounter()
                  .Name("ulticode_stream_over_share_total")
@@ -31,6 +31,7 @@ StreamGuard::StreamGuard(const std::vector<std::pair<audit::Owner, std::string>>
   for (const auto& [owner, stream] : streams) {
     guarded_.push_back({stream, owner_stream_bytes});
     guarded_.push_back({tlog::CosignatureStreamFor(stream), kCosignatureStreamBytes});
+    guarded_.push_back({tlog::ProofStreamFor(stream), proof_stream_bytes});
   }
   for (const Guarded& g : guarded_) {
     over_->Add({{"stream", g.key}});

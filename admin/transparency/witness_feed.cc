@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "admin/transparency/log_reader.h"
-#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/pg/params.h"
@@ -296,11 +295,15 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
   }
   ASSIGN_OR_RETURN(const std::vector<tlog::LeafProof> proofs,
                    Prove(nodes, covered, requested, latest->size));
+  const std::string proof_stream = tlog::ProofStreamFor(stream);
+  RETURN_IF_ERROR(redis_
+                      .XAddBatch(proof_stream, Entries(*latest, std::min(cosigned, latest->size),
+                                                       consistency, proofs, more))
+                      .status());
+  const int64_t keep = std::max<int64_t>(
+      16, options_.proof_stream_bytes / static_cast<int64_t>(tlog::kMaxProofEntryBytes));
   RETURN_IF_ERROR(
-      redis_
-          .XAddBatch(audit::ReceiptStreamFor(stream),
-                     Entries(*latest, std::min(cosigned, latest->size), consistency, proofs, more))
-          .status());
+      redis_.Command({"XTRIM", proof_stream, "MAXLEN", "~", absl::StrCat(keep)}).status());
   sent_.Add({{"witness", witness}}).Increment();
   std::vector<std::string> answered;
   for (const Located& r : requested) answered.push_back(r.event_id);

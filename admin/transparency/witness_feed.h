@@ -41,6 +41,10 @@ struct WitnessFeedOptions {
   redis::Options redis;
   const crypto::KeyDirectoryFile* keys = nullptr;
   absl::Duration resend = absl::Seconds(5);
+  // Each proof stream's share of Redis's memory: after each send the stream
+  // keeps as many of the largest entries as fit (XTRIM MAXLEN ~; the stream
+  // guard holds it to its bytes besides).
+  int64_t proof_stream_bytes = int64_t{64} << 20;
 };
 
 class WitnessFeed {

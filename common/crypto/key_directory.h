@@ -1,7 +1,7 @@
 // Who holds which public key: the key directory that lets Admin verify event
-// signatures (keys of "auth" and "app") and owners verify receipts (keys of
-// "admin"), with several keys per party at once so keys rotate without
-// downtime.
+// signatures (keys of "auth" and "app"), owners' cosignatures and Admin's
+// own records (keys of "admin"), with several keys per party at once so
+// keys rotate without downtime.
 //
 // File format, one key a line ('#' starts a comment, blank lines ignored):
 //

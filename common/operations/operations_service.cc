@@ -27,9 +27,9 @@ constexpr pg::Statement kNotDead{
     " LEFT JOIN audit_outbox o ON o.event_id = t.id AND o.state = 'DEAD'"
     " WHERE o.event_id IS NULL LIMIT 1"};
 
-// Rows are locked in event_id order, the order Confirm locks in: the two
-// never deadlock. No receipt of an earlier publication confirms a redriven
-// row (outbox::ReplayConfirmed).
+// Rows are locked in event_id order, the order ConfirmLogged locks in: the
+// two never deadlock. No proof confirms a redriven row before it is
+// published again (outbox::ReplayConfirmed).
 constexpr pg::Statement kRedriveIds{
     "outbox.ops.redrive_ids",
     "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), failures = 0,"

@@ -25,7 +25,8 @@ DispatcherOptions WithCutoff(DispatcherOptions options) {
 Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
     : options_(WithCutoff(std::move(options))),
       stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream),
-      hooks_(std::move(hooks)) {
+      hooks_(std::move(hooks)),
+      watch_(stream_, options_.admin_group) {
   const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
   claimed_ = &metrics::Counter(registry, "ulticode_outbox_claimed_total",
                                "Outbox rows claimed for publication", labels);
@@ -41,7 +42,9 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
                                      "NOTIFY wake-ups received by the dispatcher listener", labels);
   resends_ = &metrics::Counter(
       registry, "ulticode_outbox_resends_total",
-      "Rows published again because no receipt came within the resend timeout", labels);
+      "Rows published again: their entries were lost, or acknowledged long ago and still "
+      "unproved",
+      labels);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_outbox_publish_lag_seconds")
               .Help("Time from outbox insert to the row being marked PUBLISHED")
@@ -106,8 +109,7 @@ absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) 
                              {"schema_version", absl::StrCat(event.schema_version())},
                              {"envelope", row.payload},
                              {"signature", row.signature},
-                             {"key_id", row.key_id},
-                             {audit::kPublicationField, absl::StrCat(row.publication)}};
+                             {"key_id", row.key_id}};
 }
 
 absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis) {
@@ -175,22 +177,43 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
   return result;
 }
 
-absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg) {
-  if (options_.resend_timeout <= absl::ZeroDuration()) return 0;
+template <typename Requeue>
+absl::StatusOr<int64_t> Dispatcher::RequeueAll(const Requeue& requeue) {
   int64_t total = 0;
   while (true) {
-    ASSIGN_OR_RETURN(int64_t n,
-                     RequeueUnconfirmed(pg, options_.resend_timeout, options_.batch_size));
+    ASSIGN_OR_RETURN(const int64_t n, requeue(options_.batch_size));
     total += n;
-    if (n < options_.batch_size) break;
+    if (n < options_.batch_size) return total;
   }
-  if (total > 0) {
-    resends_->Increment(static_cast<double>(total));
-    log::Warn(kComponent, "no receipt within the resend timeout; publishing again",
-              {{"rows", absl::StrCat(total)},
+}
+
+absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg, redis::Client& redis) {
+  if (options_.resend_timeout <= absl::ZeroDuration()) return 0;
+  absl::StatusOr<LossEvidence> seen = watch_.Look(redis);
+  if (absl::IsPermissionDenied(seen.status())) {
+    // A Redis ACL of a previous release: the owner may not look, so it goes
+    // by age alone, as that release did.
+    seen = LossEvidence{.acked = {.last_delivered = kMaxStreamId}};
+  }
+  RETURN_IF_ERROR(seen.status());
+  const absl::Time now = absl::Now();
+  acked_.Record(now, seen->acked);
+  int64_t lost = 0, unproved = 0;
+  if (seen->LossPossible()) {
+    ASSIGN_OR_RETURN(lost, RequeueAll([&](int limit) { return RequeueLost(pg, *seen, limit); }));
+  }
+  const Acked then = acked_.AsOf(now - options_.resend_timeout).value_or(Acked{});
+  ASSIGN_OR_RETURN(unproved, RequeueAll([&](int limit) {
+                     return RequeueUnproved(pg, then, seen->newest, options_.resend_timeout, limit);
+                   }));
+  if (lost + unproved > 0) {
+    resends_->Increment(static_cast<double>(lost + unproved));
+    log::Warn(kComponent, "publishing again what was lost or stayed unproved",
+              {{"lost", absl::StrCat(lost)},
+               {"unproved", absl::StrCat(unproved)},
                {"resend_timeout", absl::FormatDuration(options_.resend_timeout)}});
   }
-  return total;
+  return lost + unproved;
 }
 
 void Dispatcher::WorkerLoop(int index) {
@@ -205,7 +228,7 @@ void Dispatcher::WorkerLoop(int index) {
     if (conn == nullptr) continue;
     if (index == 0 && absl::Now() >= next_sweep) {
       next_sweep = absl::Now() + sweep_every;
-      if (auto swept = SweepUnconfirmed(*conn); !swept.ok()) {
+      if (auto swept = SweepUnconfirmed(*conn, client); !swept.ok()) {
         log::Warn(kComponent, "resend sweep failed", {{"error", swept.status().ToString()}});
       }
     }

@@ -40,6 +40,7 @@
 #include "common/audit/event.h"
 #include "common/backoff/backoff.h"
 #include "common/outbox/outbox_store.h"
+#include "common/outbox/resend.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/worker/waker.h"
@@ -69,10 +70,13 @@ struct DispatcherOptions {
   absl::Duration claim_lease = absl::Seconds(30);
   backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(30)};
   size_t max_event_bytes = audit::kMaxEventBytes;
-  // A row PUBLISHED this long without Admin's receipt is published again
-  // (Redis may have lost it), then after twice as long, and so on (see
-  // RequeueUnconfirmed). Zero turns re-sending off.
+  // Rows are published again only on evidence of loss (resend.h): at once
+  // when their entries are gone unread; when Admin acknowledged them this
+  // long ago and they are still unproved, then after twice as long, and so
+  // on (RequeueUnproved). Zero turns re-sending off.
   absl::Duration resend_timeout = absl::Seconds(60);
+  // Admin's consumer group on the stream (Admin's --inbox-group).
+  std::string admin_group = "admin-audit";
   pg::ConnectOptions pg;
   redis::Options redis;
 };
@@ -103,9 +107,10 @@ class Dispatcher {
   // connections. Used by the threads and by tests.
   absl::StatusOr<CycleResult> RunOnce(pg::Connection& pg, redis::Client& redis);
 
-  // Puts rows PUBLISHED longer than resend_timeout without a receipt back to
-  // PENDING (thread 0 runs it periodically). Returns how many.
-  absl::StatusOr<int64_t> SweepUnconfirmed(pg::Connection& pg);
+  // Puts PUBLISHED rows whose entries are lost, or acknowledged long ago
+  // and still unproved, back to PENDING (resend.h; thread 0 runs it a few
+  // times per resend timeout). Returns how many.
+  absl::StatusOr<int64_t> SweepUnconfirmed(pg::Connection& pg, redis::Client& redis);
 
   // Stream entry fields for a row (event_id, owner, event_type,
   // schema_version, envelope), or the reason it can never be published.
@@ -113,6 +118,9 @@ class Dispatcher {
 
  private:
   void WorkerLoop(int index);
+  // The sweep's rows, `limit` at a time, until a batch comes back short.
+  template <typename Requeue>
+  absl::StatusOr<int64_t> RequeueAll(const Requeue& requeue);
 
   const DispatcherOptions options_;
   const std::string stream_;
@@ -120,6 +128,9 @@ class Dispatcher {
 
   worker::Waker waker_;
   std::vector<std::thread> threads_;
+  // The sweep's view of the stream (one sweeping thread, or a test).
+  StreamWatch watch_;
+  AckHistory acked_;
 
   prometheus::Counter* claimed_;
   prometheus::Counter* published_;

@@ -22,8 +22,13 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
   flags.Duration("dispatch-backoff-max", &o->backoff.max, "cap on the retry delay",
                  absl::Milliseconds(1), absl::Hours(24));
   flags.Duration("dispatch-resend-timeout", &o->resend_timeout,
-                 "publish a row again when it has not been confirmed within this (0 = never)",
+                 "publish a row again when Admin acknowledged it this long ago and it is still "
+                 "unproved, then after twice as long, and so on; a row whose entry is gone unread "
+                 "is published again at once, one still unread never (0 = never)",
                  absl::ZeroDuration(), absl::Hours(24));
+  flags.String("dispatch-admin-group", &o->admin_group,
+               "Admin's consumer group on the stream (Admin's --inbox-group): what it "
+               "acknowledged tells the resend sweep what was delivered");
   flags.String("dispatch-stream", &o->stream,
                "Redis stream to publish to (default: audit:<owner>)");
 }

@@ -71,13 +71,13 @@ OutboxGauges::OutboxGauges(audit::Owner owner, prometheus::Registry& registry) {
                          .Help("Age of the oldest PENDING (not yet published) outbox row; 0: none")
                          .Register(registry)
                          .Add({{"owner", name}});
-  oldest_unconfirmed_ =
-      &prometheus::BuildGauge()
-           .Name("ulticode_outbox_oldest_unconfirmed_age_seconds")
-           .Help(
-               "Time since the oldest PUBLISHED row without Admin's receipt was published; 0: none")
-           .Register(registry)
-           .Add({{"owner", name}});
+  oldest_unconfirmed_ = &prometheus::BuildGauge()
+                             .Name("ulticode_outbox_oldest_unconfirmed_age_seconds")
+                             .Help(
+                                 "Time since the oldest PUBLISHED row not yet proved in Admin's "
+                                 "log was published; 0: none")
+                             .Register(registry)
+                             .Add({{"owner", name}});
 }
 
 absl::Status OutboxGauges::Sample(pg::Connection& conn) {

@@ -1,8 +1,5 @@
 #include "common/outbox/outbox_store.h"
 
-#include <algorithm>
-
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
@@ -22,7 +19,7 @@ constexpr pg::Statement kAppend{
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
     "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
-    "   created_at, signature, key_id, publication + 1 AS publication"
+    "   created_at, signature, key_id"
     " FROM audit_outbox"
     " WHERE state = 'PENDING' AND next_attempt_at <= now()"
     " ORDER BY next_attempt_at LIMIT $1"
@@ -51,22 +48,9 @@ constexpr pg::Statement kMarkDead{
 
 // Waits for a dispatcher cycle that holds any of these rows to commit, so the
 // UPDATE below (a new statement, a new snapshot) sees what it committed.
-constexpr pg::Statement kLockForReceipt{
-    "outbox.lock_for_receipt",
+constexpr pg::Statement kLockForConfirm{
+    "outbox.lock_for_confirm",
     "SELECT 1 FROM audit_outbox WHERE event_id = ANY($1::uuid[]) ORDER BY event_id FOR UPDATE",
-    absl::Seconds(30)};
-
-// Only rows handed to the publisher (PUBLISHED, or PENDING again after a
-// committed attempt), only for a publication the row committed since it was
-// last replayed, and only when Admin holds exactly the bytes this outbox
-// committed.
-constexpr pg::Statement kConfirm{
-    "outbox.confirm",
-    "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
-    " FROM unnest($1::uuid[], $2::text[], $3::int8[]) AS t(id, sha, publication)"
-    " WHERE o.event_id = t.id AND sha256(o.payload) = decode(t.sha, 'hex')"
-    "   AND t.publication > o.receipts_after AND t.publication <= o.publication"
-    "   AND o.state IN ('PUBLISHED', 'PENDING')",
     absl::Seconds(30)};
 
 constexpr pg::Statement kLeavesOf{
@@ -82,23 +66,47 @@ constexpr pg::Statement kConfirmLogged{
     "   AND state IN ('PUBLISHED', 'PENDING')",
     absl::Seconds(30)};
 
-// Ids per Confirm statement: keeps each UPDATE short however large a backlog
-// of receipts is being applied.
-constexpr size_t kConfirmChunk = 1000;
+// A row's stream entry was acknowledged by Admin's group when it is at or
+// below $1 (the group's last-delivered-id; NULL: no group) and below $2 (its
+// smallest pending id; NULL: none pending).
+// Entries lost: published before the stream lost its data (at or below $3),
+// or removed (at or below $4) before the group acknowledged them.
+constexpr pg::Statement kRequeueLost{
+    "outbox.requeue_lost",
+    "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
+    " FROM (SELECT event_id FROM audit_outbox"
+    "       WHERE state = 'PUBLISHED' AND ("
+    "         log_stream_id(stream_entry_id) <= log_stream_id($3::text)"
+    "         OR (log_stream_id(stream_entry_id) <= log_stream_id($4::text)"
+    "             AND NOT coalesce("
+    "($1::text IS NOT NULL AND log_stream_id(stream_entry_id) <= log_stream_id($1)"
+    "   AND ($2::text IS NULL OR log_stream_id(stream_entry_id) < log_stream_id($2)))"
+    "               , false)))"
+    "       ORDER BY published_at LIMIT $5 FOR UPDATE SKIP LOCKED) d"
+    " WHERE o.event_id = d.event_id"};
 
-constexpr pg::Statement kRequeue{
-    "outbox.requeue_unconfirmed",
+// Entries acknowledged (as above) as of at least $3 seconds ago, or above
+// the stream's last generated id $5 (written to another incarnation of the
+// stream), and still unproved; the wait doubles with each re-send (at most
+// x64 and one hour unless $3 is longer). A row without a stream id (a
+// previous release's) goes by its age alone.
+constexpr pg::Statement kRequeueUnproved{
+    "outbox.requeue_unproved",
     "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
     " FROM (SELECT event_id FROM audit_outbox"
     "       WHERE state = 'PUBLISHED' AND published_at <= now() -"
-    "         least($1::float8 * power(2, least(resends, 6)), greatest($1::float8, 3600))"
+    "         least($3::float8 * power(2, least(resends, 6)), greatest($3::float8, 3600))"
     "           * interval '1 second'"
-    "       ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED) d"
+    "         AND (log_stream_id(stream_entry_id) IS NULL"
+    "   OR log_stream_id(stream_entry_id) > log_stream_id($5::text) OR"
+    "   ($1::text IS NOT NULL AND log_stream_id(stream_entry_id) <= log_stream_id($1)"
+    "   AND ($2::text IS NULL OR log_stream_id(stream_entry_id) < log_stream_id($2))))"
+    "       ORDER BY published_at LIMIT $4 FOR UPDATE SKIP LOCKED) d"
     " WHERE o.event_id = d.event_id"};
 
 // receipts_after = publication + 1: past the number a cycle that published
-// and then rolled back may have used, so no receipt of an earlier publication
-// confirms the row again (kConfirm).
+// and then rolled back may have used, so no proof arriving before the row is
+// published again confirms it (kConfirmLogged).
 constexpr pg::Statement kReplayConfirmed{
     "outbox.replay_confirmed",
     "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), attempts = 0,"
@@ -134,13 +142,12 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
   rows.reserve(r.rows());
   const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
             attempts = r.Column("attempts"), failures = r.Column("failures"),
-            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id"),
-            publication = r.Column("publication");
+            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
-                              r.GetBytes(i, sig), r.GetString(i, key), r.GetInt64(i, publication)});
+                              r.GetBytes(i, sig), r.GetString(i, key)});
   }
   return rows;
 }
@@ -177,26 +184,6 @@ absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_i
   return r.affected_rows();
 }
 
-absl::StatusOr<int64_t> Confirm(pg::Connection& conn,
-                                const std::vector<audit::ReceiptItem>& items) {
-  int64_t confirmed = 0;
-  for (size_t i = 0; i < items.size(); i += kConfirmChunk) {
-    std::vector<std::string> ids, hashes, publications;
-    for (size_t k = i; k < std::min(items.size(), i + kConfirmChunk); ++k) {
-      ids.push_back(items[k].event_id);
-      hashes.push_back(absl::BytesToHexString(items[k].payload_sha256));
-      publications.push_back(absl::StrCat(items[k].publication));
-    }
-    ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
-    RETURN_IF_ERROR(tx.Execute(kLockForReceipt, {pg::TextArray(ids)}).status());
-    ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kConfirm, {pg::TextArray(ids), pg::TextArray(hashes),
-                                                         pg::TextArray(publications)}));
-    RETURN_IF_ERROR(tx.Commit());
-    confirmed += r.affected_rows();
-  }
-  return confirmed;
-}
-
 absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
                                                  const std::vector<std::string>& event_ids) {
   ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLeavesOf, {pg::TextArray(event_ids)}));
@@ -211,16 +198,34 @@ absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
                                       const std::vector<std::string>& event_ids) {
   if (event_ids.empty()) return 0;
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
-  RETURN_IF_ERROR(tx.Execute(kLockForReceipt, {pg::TextArray(event_ids)}).status());
+  RETURN_IF_ERROR(tx.Execute(kLockForConfirm, {pg::TextArray(event_ids)}).status());
   ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kConfirmLogged, {pg::TextArray(event_ids)}));
   RETURN_IF_ERROR(tx.Commit());
   return r.affected_rows();
 }
 
-absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,
-                                           int limit) {
+namespace {
+
+pg::Param OrNull(const std::optional<std::string>& v) { return v ? pg::Text(*v) : pg::Null(); }
+
+}  // namespace
+
+absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence, int limit) {
   ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kRequeue, {pg::Seconds(resend_after), pg::Int(limit)}));
+                   conn.Execute(kRequeueLost, {OrNull(evidence.acked.last_delivered),
+                                               OrNull(evidence.acked.smallest_pending),
+                                               OrNull(evidence.lost_through),
+                                               OrNull(evidence.removed_through), pg::Int(limit)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> RequeueUnproved(pg::Connection& conn, const Acked& acked,
+                                        const std::optional<std::string>& newest,
+                                        absl::Duration resend_after, int limit) {
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Execute(kRequeueUnproved, {OrNull(acked.last_delivered), OrNull(acked.smallest_pending),
+                                      pg::Seconds(resend_after), pg::Int(limit), OrNull(newest)}));
   return r.affected_rows();
 }
 

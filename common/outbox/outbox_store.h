@@ -5,12 +5,14 @@
 // transaction, so no code path can write an outbox row outside one. The rest
 // is the dispatcher's side, inside its cycle's transaction: lock due rows
 // (LockDue), then settle them (published, rescheduled, dead) while the locks
-// are held; and the receipt side (Confirm) and the re-send sweep.
+// are held; and the confirmation on proof (ConfirmLogged) and the re-send
+// sweep.
 //
 // Functions are stateless; the connection decides the thread.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +20,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
-#include "common/audit/receipt.h"
 #include "common/crypto/crypto.h"
 #include "common/migrations/migrations.h"
+#include "common/outbox/resend.h"
 #include "common/pg/connection.h"
 
 namespace ulticode::outbox {
@@ -53,7 +55,6 @@ struct ClaimedRow {
   absl::Time created_at;
   std::string signature;  // Ed25519 over payload; empty for rows older than signing
   std::string key_id;
-  int64_t publication = 0;  // this cycle's publication number (audit::kPublicationField)
 };
 
 // The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
@@ -86,23 +87,6 @@ absl::StatusOr<int64_t> Reschedule(pg::Transaction& tx, const std::vector<Retry>
 absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_id,
                                  const std::string& reason);
 
-// Admin's verified receipts: the events are durably in its inbox. Marks a
-// row CONFIRMED only when
-//  - it was handed to the publisher: PUBLISHED, or PENDING again after a
-//    committed attempt (a row the re-send sweep put back);
-//  - the receipt names a publication the row committed an attempt for since
-//    it was last replayed or redriven (migrations/10007_publication.sql): a
-//    receipt of an earlier publication, or one without a publication number
-//    (a previous release's), confirms nothing;
-//  - its stored payload hashes to the receipted SHA-256.
-// A receipt that arrives while the publishing cycle still holds the row
-// waits for its commit; one for an XADD whose cycle rolled back names a
-// publication the row has not committed and is ignored (the row is
-// published again and receipted again). Never-published, DEAD, already
-// CONFIRMED, unknown or mismatching rows are left alone, so receipts are
-// idempotent. Returns how many rows changed.
-absl::StatusOr<int64_t> Confirm(pg::Connection& conn, const std::vector<audit::ReceiptItem>& items);
-
 // What an outbox row contributes to its leaf in Admin's log
 // (common/tlog/leaf.h): the signed bytes, their signature and key id.
 struct OutboxLeaf {
@@ -116,24 +100,37 @@ absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
                                                  const std::vector<std::string>& event_ids);
 
 // Marks CONFIRMED the rows of `event_ids` whose events are proved to be in
-// Admin's log (outbox/witness.h): only rows handed to the publisher since
-// their last replay, as Confirm; locks in event_id order like Confirm.
-// Returns how many turned CONFIRMED.
+// Admin's log (outbox/witness.h), the only way a row turns CONFIRMED. Only
+// rows handed to the publisher (PUBLISHED, or PENDING again after a
+// committed attempt) since their last replay or redrive
+// (migrations/10007_publication.sql: a proof that arrives before the row is
+// published again confirms nothing). A proof that arrives while the
+// publishing cycle still holds the row waits for its commit. Rows are
+// locked in event_id order. Returns how many turned CONFIRMED.
 absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
                                       const std::vector<std::string>& event_ids);
 
-// The resend sweep: up to `limit` rows PUBLISHED without a receipt go back
-// to PENDING, due now, resends + 1. The wait doubles with each re-send
-// (resend_after x 2^resends, at most x64 and one hour unless resend_after is
-// longer), so an Admin that is down or behind is not buried in re-sends, and
-// an event Admin refuses (poison: no receipt ever) is re-sent ever more rarely.
-absl::StatusOr<int64_t> RequeueUnconfirmed(pg::Connection& conn, absl::Duration resend_after,
-                                           int limit);
+// The resend sweep (resend.h): up to `limit` PUBLISHED rows whose entries
+// `evidence` shows lost go back to PENDING, due now, resends + 1.
+absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence, int limit);
+
+// Up to `limit` PUBLISHED rows whose entries `acked` (what Admin had
+// acknowledged at least `resend_after` ago) covers, or whose entries are
+// above the stream's `newest` id (written to another incarnation of the
+// stream, whose clock was ahead), published at least
+// resend_after x 2^resends ago (at most x64 and one hour unless resend_after
+// is longer), go back to PENDING, due now, resends + 1: delivered and still
+// unproved, so Admin refused the event or its proof was lost; an event Admin
+// refuses (poison: never proved) is re-sent ever more rarely.
+absl::StatusOr<int64_t> RequeueUnproved(pg::Connection& conn, const Acked& acked,
+                                        const std::optional<std::string>& newest,
+                                        absl::Duration resend_after, int limit);
 
 // OutboxOperations/Replay: every CONFIRMED row created in [from, to) goes
 // back to PENDING, due now, to be published again (Admin lost them); no
-// receipt of an earlier publication confirms them again. Rows are locked in
-// event_id order, the order Confirm locks in. Returns how many.
+// proof arriving before they are published again confirms them. Rows are
+// locked in event_id order, the order ConfirmLogged locks in. Returns how
+// many.
 absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, absl::Time to);
 
 }  // namespace ulticode::outbox

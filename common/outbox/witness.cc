@@ -8,7 +8,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/audit/receipt.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/log/log.h"
@@ -26,7 +25,7 @@ constexpr char kComponent[] = "outbox.witness";
 constexpr char kCosignatureStreamLength[] = "1000";
 
 // What this owner's witness writes must survive a crash before it cosigns:
-// the receipt reader's connection commits asynchronously.
+// the proof reader's connection commits asynchronously.
 constexpr pg::Statement kSynchronous{"witness.synchronous", "SET LOCAL synchronous_commit = on"};
 
 constexpr pg::Statement kHeld{
@@ -83,13 +82,6 @@ Witness::Witness(WitnessOptions options, tlog::CosignatureSigner signer,
        {"accepted", "fork", "rollback", "bad_signature", "malformed", "stale_proof", "replayed"}) {
     outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", outcome}});
   }
-}
-
-bool Witness::IsCheckpoint(const redis::StreamFields& fields) {
-  // By the field's name alone: an entry that has it twice is a malformed
-  // checkpoint entry, not a receipt.
-  return std::any_of(fields.begin(), fields.end(),
-                     [](const auto& field) { return field.first == tlog::kCheckpointField; });
 }
 
 void Witness::Refuse(const std::string& outcome, const std::string& why) {
@@ -192,8 +184,8 @@ absl::StatusOr<bool> Witness::HeldEntryIsReal(redis::Client& redis, const std::s
                                               const Held& held) const {
   if (!redis::ParseStreamId(entry_id)) return false;
   ASSIGN_OR_RETURN(std::vector<redis::StreamEntry> entries,
-                   redis.XRead(audit::ReceiptStreamFor(options_.audit_stream), 1,
-                               absl::ZeroDuration(), redis::PreviousStreamId(entry_id)));
+                   redis.XRead(tlog::ProofStreamFor(options_.audit_stream), 1, absl::ZeroDuration(),
+                               redis::PreviousStreamId(entry_id)));
   if (entries.empty() || entries[0].id != entry_id) return false;
   const auto note = redis::FieldOf(entries[0].fields, tlog::kCheckpointField);
   if (!note) return false;

@@ -1,10 +1,10 @@
 // The owner as a witness of Admin's transparency log (common/tlog/
 // witnessing.h, docs/transparency-log.md "Witnesses"). For each checkpoint
-// entry on the receipt stream it
+// entry on the proof stream it
 //  - verifies the note with the log's keys (--log-keys-file), whose names
 //    are the log's origin: a checkpoint of another origin is refused;
 //  - ignores an older checkpoint in an entry read before (at or below the
-//    receipt stream entry of the checkpoint it holds, once that entry is
+//    proof stream entry of the checkpoint it holds, once that entry is
 //    found in the stream carrying the held checkpoint: a restarted reader, a
 //    replica behind), and takes a first checkpoint as it is only from an
 //    entry that proves from size 0;
@@ -13,9 +13,7 @@
 //    consistency proof from it that verifies; the first one is taken as is;
 //  - with the checkpoint it holds, checks the inclusion proofs that come
 //    with it: each leaf is computed from the owner's own outbox row, and a
-//    row whose proof verifies turns CONFIRMED. An owner that witnesses
-//    confirms rows only this way: Admin's signed receipt says the event is
-//    in its inbox, the proof that it is in the log;
+//    row whose proof verifies turns CONFIRMED (the only way a row does);
 //  - then returns a cosignature/v1 line signed with the owner's own key,
 //    named as the owner ("auth", "app"), on `<audit stream>:cosignatures`
 //    (once it has every part of a send no further send follows: the
@@ -63,9 +61,6 @@ class Witness {
   static absl::StatusOr<std::unique_ptr<Witness>> Create(WitnessOptions options,
                                                          prometheus::Registry& registry);
 
-  // True for an entry of the receipt stream that carries a checkpoint.
-  static bool IsCheckpoint(const redis::StreamFields& fields);
-
   // Handles one checkpoint entry. An error only for a failed database or
   // Redis call (the entry is then handled again); a refusal is OK.
   absl::Status Observe(pg::Connection& pg, redis::Client& redis, const redis::StreamEntry& entry);
@@ -94,7 +89,7 @@ class Witness {
                                const std::string& entry_id, const std::string& note,
                                const tlog::Checkpoint& checkpoint, uint64_t from,
                                const std::vector<tlog::Hash>& consistency);
-  // Whether the receipt stream entry `entry_id` exists and carries the held
+  // Whether the proof stream entry `entry_id` exists and carries the held
   // checkpoint (then an older checkpoint in an entry up to it was read
   // before).
   absl::StatusOr<bool> HeldEntryIsReal(redis::Client& redis, const std::string& entry_id,
@@ -114,7 +109,7 @@ class Witness {
 
   const WitnessOptions options_;
   const tlog::CosignatureSigner signer_;
-  // The parts seen of the latest send (the receipt reader's thread only).
+  // The parts seen of the latest send (the proof reader's thread only).
   uint64_t parts_size_ = 0;
   uint64_t parts_total_ = 0;
   absl::flat_hash_set<uint64_t> parts_seen_;

@@ -39,7 +39,7 @@ struct ConnectOptions {
   // its WAL is flushed, so a PostgreSQL crash can lose the last few. Only for
   // connections whose every write the protocol repairs when lost
   // (docs/guarantees.md, "Asynchronous commits"); never for a business
-  // transaction or the inbox insert a receipt follows.
+  // transaction or the inbox insert an XACK follows.
   bool asynchronous_commit = false;
   // idle_in_transaction_session_timeout (0: the server's): PostgreSQL ends a
   // session that holds a transaction open, idle, this long, releasing its

@@ -526,32 +526,6 @@ absl::StatusOr<int64_t> Client::XAck(absl::string_view stream, absl::string_view
   return Integer("XACK", reply);
 }
 
-absl::StatusOr<Client::AddThenAck> Client::XAddThenAck(
-    absl::string_view add_stream, const StreamFields& fields, int64_t approx_max_len,
-    absl::string_view ack_stream, absl::string_view group, const std::vector<std::string>& ids) {
-  if (ids.empty()) return absl::InvalidArgumentError("redis XACK: no ids");
-  std::vector<std::vector<std::string>> commands;
-  if (!fields.empty()) {
-    std::vector<std::string> xadd = {"XADD", std::string(add_stream),      "MAXLEN",
-                                     "~",    absl::StrCat(approx_max_len), "*"};
-    for (const auto& [name, value] : fields) {
-      xadd.push_back(name);
-      xadd.push_back(value);
-    }
-    commands.push_back(std::move(xadd));
-  }
-  commands.push_back(XAckArgs(ack_stream, group, ids));
-  ASSIGN_OR_RETURN(auto replies, Pipeline(commands));
-  AddThenAck out;
-  if (!fields.empty()) {
-    out.added = replies[0].ok() ? String("XADD", *replies[0])
-                                : absl::StatusOr<std::string>(replies[0].status());
-  }
-  ASSIGN_OR_RETURN(const Reply ack, std::move(replies.back()));
-  ASSIGN_OR_RETURN(out.acked, Integer("XACK", ack));
-  return out;
-}
-
 absl::StatusOr<AutoClaimResult> Client::XAutoClaim(absl::string_view stream,
                                                    absl::string_view group,
                                                    absl::string_view consumer,

@@ -216,19 +216,6 @@ class Client {
   absl::StatusOr<int64_t> XAck(absl::string_view stream, absl::string_view group,
                                const std::vector<std::string>& ids);
 
-  // XADD add_stream MAXLEN ~ approx_max_len * fields (skipped when `fields`
-  // is empty), then XACK ack_stream group ids: one round trip, in that order.
-  // The XADD's own error (e.g. OOM at maxmemory) is reported in `added` and
-  // does not stop the XACK; an XACK error or a lost connection fails the call.
-  struct AddThenAck {
-    std::optional<absl::StatusOr<std::string>> added;  // the new entry's id
-    int64_t acked = 0;
-  };
-  absl::StatusOr<AddThenAck> XAddThenAck(absl::string_view add_stream, const StreamFields& fields,
-                                         int64_t approx_max_len, absl::string_view ack_stream,
-                                         absl::string_view group,
-                                         const std::vector<std::string>& ids);
-
   // XAUTOCLAIM stream group consumer min_idle start [COUNT count]: takes over
   // entries pending longer than `min_idle` for another consumer.
   absl::StatusOr<AutoClaimResult> XAutoClaim(absl::string_view stream, absl::string_view group,

@@ -9,54 +9,52 @@
 #include "common/outbox/migrations.h"
 #include "common/outbox/number_attestor.h"
 #include "common/outbox/outbox_store.h"
-#include "common/outbox/receipt_reader.h"
+#include "common/outbox/proof_reader.h"
 #include "common/outbox/witness.h"
 #include "common/outbox/witness_service.h"
 #include "common/retention/retention.h"
 #include "common/tlog/note.h"
+#include "common/tlog/witnessing.h"
 #include "common/worker/periodic.h"
 
 namespace ulticode::runtime {
 namespace {
 
-absl::Status StartDispatcherAndReceipts(audit::Owner owner, outbox::DispatcherOptions dispatch,
-                                        const std::string& log_keys_file, ServiceContext& context) {
+absl::Status StartDispatcherAndWitness(audit::Owner owner, outbox::DispatcherOptions dispatch,
+                                       const std::string& log_keys_file, ServiceContext& context) {
   dispatch.owner = owner;
   dispatch.pg = context.Connection("dispatcher");
   // Cycle commits (PUBLISHED, re-schedules) and sweeps: a lost one leaves the
   // row to be published again (docs/guarantees.md).
   dispatch.pg.asynchronous_commit = true;
   dispatch.redis = context.Redis();
+  const std::string audit_stream =
+      dispatch.stream.empty() ? audit::StreamFor(owner) : dispatch.stream;
   context.Start(std::make_unique<outbox::Dispatcher>(dispatch, context.registry()));
 
-  outbox::ReceiptReaderOptions receipts;
-  receipts.owner = owner;
-  receipts.audit_stream = dispatch.stream.empty() ? audit::StreamFor(owner) : dispatch.stream;
-  receipts.stream = audit::ReceiptStreamFor(receipts.audit_stream);
-  receipts.keys = &context.keys();
-  // Receipts older than two resend timeouts concern rows that are confirmed
-  // or being re-sent anyway.
-  receipts.start_lookback = 2 * dispatch.resend_timeout;
-  receipts.pg = context.Connection("receipts");
-  // A lost CONFIRMED only causes a re-send, which Admin receipts again.
-  receipts.pg.asynchronous_commit = true;
-  receipts.redis = dispatch.redis;
-  // Admin writes the receipt stream: what this owner reads of it is
-  // bounded like what Admin reads of the owners' (a checkpoint entry with
-  // its 256 proofs is well under 1 MiB).
-  receipts.redis.reply_limits = {.max_array_bytes = size_t{4} << 20,
-                                 .max_array_elements = 1024,
-                                 .max_element_bytes = size_t{2} << 20};
-  if (!log_keys_file.empty()) {
-    outbox::WitnessOptions witness{owner, receipts.audit_stream, {}, &context.signer()};
-    ASSIGN_OR_RETURN(witness.log_keys, tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys_file));
-    ASSIGN_OR_RETURN(std::unique_ptr<outbox::Witness> made,
-                     outbox::Witness::Create(std::move(witness), context.registry()));
-    receipts.witness = &context.Keep(std::move(made));
-  } else {
-    log::Warn("owner", "--log-keys-file is not set: this owner does not witness Admin's log");
-  }
-  context.Start(std::make_unique<outbox::ReceiptReader>(receipts, context.registry()));
+  outbox::WitnessOptions witness{owner, audit_stream, {}, &context.signer()};
+  ASSIGN_OR_RETURN(witness.log_keys, tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys_file));
+  ASSIGN_OR_RETURN(std::unique_ptr<outbox::Witness> made,
+                   outbox::Witness::Create(std::move(witness), context.registry()));
+
+  outbox::ProofReaderOptions proofs;
+  proofs.owner = owner;
+  proofs.stream = tlog::ProofStreamFor(audit_stream);
+  proofs.witness = &context.Keep(std::move(made));
+  // Entries older than two resend timeouts prove rows that are confirmed
+  // or being re-sent (and proved again) anyway.
+  proofs.start_lookback = 2 * dispatch.resend_timeout;
+  proofs.pg = context.Connection("proofs");
+  // A lost CONFIRMED only causes a re-send, which Admin proves again.
+  proofs.pg.asynchronous_commit = true;
+  proofs.redis = dispatch.redis;
+  // Admin writes the proof stream: what this owner reads of it is bounded
+  // like what Admin reads of the owners' (a checkpoint entry with its 256
+  // proofs is well under 1 MiB).
+  proofs.redis.reply_limits = {.max_array_bytes = size_t{4} << 20,
+                               .max_array_elements = 1024,
+                               .max_element_bytes = size_t{2} << 20};
+  context.Start(std::make_unique<outbox::ProofReader>(proofs, context.registry()));
   return absl::OkStatus();
 }
 
@@ -84,12 +82,14 @@ void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOption
 
 }  // namespace
 
-void RegisterOwnerFlags(config::Flags& flags, OwnerOptions* options) {
+void RegisterOwnerFlags(config::Flags& flags, const ServiceFlags& common, OwnerOptions* options) {
   outbox::RegisterDispatcherFlags(flags, &options->dispatch);
   outbox::RegisterHousekeepingFlags(flags, &options->housekeeping);
   flags.String("log-keys-file", &options->log_keys_file,
                "Verifier keys of Admin's transparency log, one a line: this owner witnesses the "
-               "log, refuses forks and rollbacks, and cosigns what it accepts");
+               "log, refuses forks and rollbacks, cosigns what it accepts, and confirms its "
+               "outbox rows on the log's inclusion proofs");
+  flags.Require("log-keys-file", [&common] { return common.migrate_only(); });
 }
 
 std::vector<migrations::Migration> WithOutboxMigrations(
@@ -106,8 +106,8 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
 }
 
 absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context) {
-  RETURN_IF_ERROR(StartDispatcherAndReceipts(owner, std::move(options.dispatch),
-                                             options.log_keys_file, context));
+  RETURN_IF_ERROR(StartDispatcherAndWitness(owner, std::move(options.dispatch),
+                                            options.log_keys_file, context));
   StartHousekeeping(owner, options.housekeeping, context);
   context.Serve(
       std::make_unique<operations::OutboxOperationsService>(

@@ -1,6 +1,6 @@
 // What every data owner (Auth, App) runs beside its own gRPC service: the
-// outbox's schema and grants after the owner's, the dispatcher, the receipt
-// reader, the outbox housekeeping and the OutboxOperations service. An
+// outbox's schema and grants after the owner's, the dispatcher, the witness
+// of Admin's log and its proof reader, the outbox housekeeping and the OutboxOperations service. An
 // owner's main() is a ServiceSpec (service.h) made of these and its service.
 #pragma once
 
@@ -26,19 +26,20 @@ struct OwnerOptions {
   outbox::DispatcherOptions dispatch;
   outbox::OwnerHousekeepingOptions housekeeping;
   // The verifier keys of Admin's transparency log: the owner witnesses it
-  // (outbox/witness.h). Empty: it does not.
+  // and confirms its rows on the log's proofs (outbox/witness.h).
   std::string log_keys_file;
 };
 
-// The --dispatch-*, --log-keys-file, retention and sampling flags.
-void RegisterOwnerFlags(config::Flags& flags, OwnerOptions* options);
+// The --dispatch-*, --log-keys-file (required unless the run only
+// migrates), retention and sampling flags.
+void RegisterOwnerFlags(config::Flags& flags, const ServiceFlags& common, OwnerOptions* options);
 
 // The owner's own migrations (or grants) followed by the outbox's.
 std::vector<migrations::Migration> WithOutboxMigrations(
     const std::vector<migrations::Migration>& owner);
 std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner);
 
-// Starts the dispatcher, the receipt reader and the housekeeping jobs of
+// Starts the dispatcher, the witness and the housekeeping jobs of
 // `owner`, and serves OutboxOperations.
 absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context);
 

@@ -96,7 +96,7 @@ int RunService(const ServiceSpec& spec, int argc, char** argv) {
   common.Register(flags);
   flags.String(spec.signing_key_flag, &signing_key_file, spec.signing_key_help);
   flags.Require(spec.signing_key_flag, [&] { return common.migrate_only(); });
-  if (spec.register_flags) spec.register_flags(flags);
+  if (spec.register_flags) spec.register_flags(flags, common);
   config::ParseOrExit(flags, argc, argv);
   common.ApplyLogging();
 

@@ -124,8 +124,9 @@ struct ServiceSpec {
   // The whole schema, in order, and the DML its runtime role is granted.
   std::vector<migrations::Migration> migrations;
   std::vector<std::string> runtime_grants;
-  // Registers the service's own flags (and their checks) before parsing.
-  std::function<void(config::Flags&)> register_flags;
+  // Registers the service's own flags (and their checks) before parsing;
+  // the shared flags tell whether this run only migrates.
+  std::function<void(config::Flags&, const ServiceFlags&)> register_flags;
   // Builds the service's parts once the schema is ready: starts its workers
   // and hands over its gRPC services. An error ends start-up.
   std::function<absl::Status(ServiceContext&)> assemble;

@@ -8,6 +8,10 @@
 
 namespace ulticode::tlog {
 
+std::string ProofStreamFor(absl::string_view audit_stream) {
+  return absl::StrCat(audit_stream, ":proofs");
+}
+
 std::string CosignatureStreamFor(absl::string_view audit_stream) {
   return absl::StrCat(audit_stream, ":cosignatures");
 }

@@ -1,7 +1,7 @@
 // How the owners witness Admin's log over Redis (docs/transparency-log.md,
 // "Witnesses"):
-//  - Admin puts each new checkpoint on an owner's receipt stream
-//    (`<audit stream>:receipts`) as an entry of three fields: the signed
+//  - Admin puts each new checkpoint on an owner's proof stream
+//    (`<audit stream>:proofs`) as an entry of three fields: the signed
 //    note, the size of the checkpoint the owner last cosigned (0: none)
 //    and the RFC 9162 consistency proof from that size. The entry needs no
 //    signature of its own: the log's key signed the note, and the proof
@@ -36,7 +36,15 @@ inline constexpr size_t kProofsPerEntry = 256;
 inline constexpr char kSizeField[] = "size";
 inline constexpr char kCosignatureField[] = "cosignature";
 
-// "<audit stream>:cosignatures".
+// "<audit stream>:proofs": Admin writes, the owner reads.
+std::string ProofStreamFor(absl::string_view audit_stream);
+
+// The largest proof stream entry: kProofsPerEntry proofs in a tree of up to
+// 2^64 leaves, the consistency proof and the signed note. What a byte share
+// of a proof stream is divided by to bound it by entries.
+inline constexpr size_t kMaxProofEntryBytes = kProofsPerEntry * (36 + 2 + 20 + 64 * 44) + 8192;
+
+// "<audit stream>:cosignatures": the owner writes, Admin reads.
 std::string CosignatureStreamFor(absl::string_view audit_stream);
 
 // Base64 of the hashes, concatenated; the decoder refuses anything that is

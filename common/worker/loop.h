@@ -1,4 +1,4 @@
-// The per-thread state every worker loop shares (dispatcher, receipt reader,
+// The per-thread state every worker loop shares (dispatcher, proof reader,
 // inbox bridge, lease consumer): its own PostgreSQL connection, dialled on
 // first use and again after it broke, and the count of consecutive failures
 // that drives the back-off. Waits happen on the Waker, so Stop() is prompt.

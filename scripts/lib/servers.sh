@@ -29,7 +29,7 @@
 #   ulticode_redis_start <dir> <port> <yes|no> [aclfile]
 #                                               start daemonized redis-server (or reuse); arg 3 = AOF,
 #                                               arg 4 = ACL file to load (default user off there)
-#   ulticode_redis_maxmemory [owners] [receipts] [share] [clients] [headroom]
+#   ulticode_redis_maxmemory [owners] [proofs] [share] [clients] [headroom]
 #                                               Redis's maxmemory (bytes) from the flags
 #   ulticode_redis_superuser_acl <out> <user> <password file>
 #                                               write an ACL file: default off, <user> all-powerful
@@ -422,7 +422,7 @@ HBA
 # ---------------------------------------------------------------- keys
 
 # Dev signing keys in <secrets dir>, made once (openssl, mode 0600): each
-# owner signs its audit events, Admin its receipts; public-keys.txt is the
+# owner signs its audit events, Admin its own records; public-keys.txt is the
 # key directory every service verifies against (docs/security.md).
 ulticode_dev_signing_keys() {
   local secrets="${1:?usage: ulticode_dev_signing_keys <secrets dir> <made by>}"
@@ -565,16 +565,16 @@ ulticode_redis_superuser_acl() {
 }
 
 # Redis's memory bound, in bytes, from the mesh's flags (docs/operating.md,
-# "Redis memory, from the flags"): per owner its receipt stream
-# (--inbox-receipt-stream-bytes), its audit stream's share
+# "Redis memory, from the flags"): per owner its proof stream's share
+# (--proof-stream-max-bytes), its audit stream's share
 # (--owner-stream-max-bytes) and its cosignature stream (1 MiB), plus the
 # clients' buffers (maxmemory-clients) and headroom for what a writer adds
 # between two runs of Admin's stream guard.
-#   ulticode_redis_maxmemory [owners] [receipt bytes] [share bytes] [clients bytes] [headroom bytes]
+#   ulticode_redis_maxmemory [owners] [proof bytes] [share bytes] [clients bytes] [headroom bytes]
 ulticode_redis_maxmemory() {
-  local owners="${1:-2}" receipts="${2:-67108864}" share="${3:-201326592}"
+  local owners="${1:-2}" proofs="${2:-67108864}" share="${3:-201326592}"
   local clients="${4:-67108864}" headroom="${5:-67108864}"
-  echo $((owners * (receipts + share + 1048576) + clients + headroom))
+  echo $((owners * (proofs + share + 1048576) + clients + headroom))
 }
 
 ulticode_redis_start() {

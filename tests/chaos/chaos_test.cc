@@ -7,7 +7,7 @@
 // DEADLINE_EXCEEDED and friends, and record every call that returned OK.
 // Meanwhile a seeded, printed fault schedule kills service processes with
 // SIGKILL (restarting them after a pause), restarts Redis WITHOUT persistence
-// (streams, groups and receipts vanish; once at least while Admin is down,
+// (streams, groups and proofs vanish; once at least while Admin is down,
 // so a backlog of published events vanishes), freezes Redis with SIGSTOP,
 // crashes PostgreSQL and terminates its backends.
 //

@@ -36,7 +36,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/audit/receipt.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/tlog/witnessing.h"
@@ -374,17 +373,21 @@ std::vector<Action> Catalogue() {
          // Every key an owner can name (its own three, the other owner's
          // three, one of nobody's) under every command of a catalogue, and
          // commands that name no key, asked with ACL DRYRUN (nothing runs):
-         // only the four pairs its rules grant may pass.
+         // only the pairs its rules grant may pass (looking at its own stream
+         // and Admin's group on it is the resend sweep's, outbox/resend.h).
          const std::string own = t.mesh_->app_stream(), other = t.mesh_->auth_stream();
          const std::vector<std::string> keys = {
-             own,         audit::ReceiptStreamFor(own),   tlog::CosignatureStreamFor(own),
-             other,       audit::ReceiptStreamFor(other), tlog::CosignatureStreamFor(other),
+             own,         tlog::ProofStreamFor(own),   tlog::CosignatureStreamFor(own),
+             other,       tlog::ProofStreamFor(other), tlog::CosignatureStreamFor(other),
              "nobody:key"};
          const std::set<std::pair<std::string, std::string>> granted = {
              {"XADD", own},
+             {"XINFO", own},
+             {"XINFO GROUPS", own},
+             {"XPENDING", own},
              {"XADD", tlog::CosignatureStreamFor(own)},
-             {"XREAD", audit::ReceiptStreamFor(own)},
-             {"XINFO", audit::ReceiptStreamFor(own)}};
+             {"XREAD", tlog::ProofStreamFor(own)},
+             {"XINFO", tlog::ProofStreamFor(own)}};
          // {name, arguments before the key, arguments after it}
          struct Keyed {
            std::string name;
@@ -394,6 +397,8 @@ std::vector<Action> Catalogue() {
              {"XADD", {"XADD"}, {"*", "f", "v"}},
              {"XREAD", {"XREAD", "STREAMS"}, {"0"}},
              {"XINFO", {"XINFO", "STREAM"}, {}},
+             {"XINFO GROUPS", {"XINFO", "GROUPS"}, {}},
+             {"XPENDING", {"XPENDING"}, {"g"}},
              {"XRANGE", {"XRANGE"}, {"-", "+"}},
              {"XREVRANGE", {"XREVRANGE"}, {"+", "-"}},
              {"XLEN", {"XLEN"}, {}},

@@ -175,7 +175,7 @@ TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnc
         << id;
   }
   EXPECT_TRUE(WaitFor([&] { return AllConfirmed(); }, std::chrono::seconds(30)))
-      << "the replayed rows are receipted again";
+      << "the replayed rows are proved again";
 }
 
 TEST_F(OperationsTest, RedriveDeadOutboxPublishesDeadRowsAgainAndRefusesBadRequests) {
@@ -268,11 +268,13 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
                  "' AND signature IS NOT NULL");
   };
 
-  // --- a DEAD inbox row (its audit row never written) ---
+  // --- a DEAD inbox row (its audit row never written; a row the lease
+  // consumer gave up on kept its envelope and signature) ---
   const std::string dead = ids[0];
   for (const char* sql :
-       {"UPDATE consumer_inbox SET status = 'DEAD', attempts = 10, last_error = 'x' WHERE "
-        "event_id = '%s'",
+       {"UPDATE consumer_inbox i SET status = 'DEAD', attempts = 10, last_error = 'x',"
+        " payload = a.envelope, signature = a.signature FROM audit_logs a"
+        " WHERE a.event_id = i.event_id AND i.event_id = '%s'",
         "DELETE FROM audit_logs WHERE event_id = '%s'"}) {
     std::string q = sql;
     q.replace(q.find("%s"), 2, dead);
@@ -329,8 +331,10 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
     // nothing more.
     ASSERT_TRUE(Db(Service::kAdmin)
                     .Execute(pg::Statement{"",
-                                           "UPDATE consumer_inbox SET status = 'DEAD'"
-                                           " WHERE event_id = $1::uuid"},
+                                           "UPDATE consumer_inbox i SET status = 'DEAD',"
+                                           " payload = a.envelope, signature = a.signature"
+                                           " FROM audit_logs a WHERE a.event_id = i.event_id"
+                                           " AND i.event_id = $1::uuid"},
                              {pg::Text(ids[1])})
                     .ok());
     adminv1::RequeueDeadInboxRequest keyed;

@@ -59,7 +59,8 @@ class TransparencyLogTest : public ::testing::Test {
     testing::MeshOptions options;
     options.prefix = "tlog";
     options.admin_args = {"--log-checkpoint-interval=100ms", "--log-sequence-interval=50ms"};
-    // Unconfirmed rows are published again after 2 s (receipts_become_proofs).
+    // Rows Admin acknowledged and did not prove are published again after 2 s
+    // (AnOwnerConfirmsARowOnlyOnProofThatItsEventIsInTheLog).
     options.auth_args = {"--dispatch-resend-timeout=2s"};
     options.app_args = options.auth_args;
     mesh_ = new Mesh(*pg, *redis, options);
@@ -614,11 +615,12 @@ TEST_F(TransparencyLogTest, ALeafSignedByAKeyNotInTheDirectoryIsAnUnknownKey) {
   EXPECT_EQ(Check(Export()).exit_code, 0);
 }
 
-// Receipts become proofs: an owner confirms a row only on proof that its
-// event is in the log. While the sequencer cannot run (the test holds its
-// lock), Admin receipts the event but never logs it: the row stays
-// unconfirmed and is published again, which asks Admin for its proof again;
-// once the log moves on, the proof comes and the row is confirmed.
+// An owner confirms a row only on proof that its event is in the log. While
+// the sequencer cannot run (the test holds its lock), Admin takes the event
+// and acknowledges it but never logs it: the row stays unconfirmed and,
+// acknowledged and unproved for the resend timeout, is published again,
+// which asks Admin for its proof again; once the log moves on, the proof
+// comes and the row is confirmed.
 TEST_F(TransparencyLogTest, AnOwnerConfirmsARowOnlyOnProofThatItsEventIsInTheLog) {
   pg::ConnectOptions o;
   o.conninfo = mesh_->Dsn(Service::kAdmin);
@@ -636,7 +638,7 @@ TEST_F(TransparencyLogTest, AnOwnerConfirmsARowOnlyOnProofThatItsEventIsInTheLog
   const std::string id = *created;
   const std::string state =
       absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", id, "'");
-  // In Admin's inbox and audit_logs, receipted, published again (a
+  // In Admin's inbox and audit_logs, acknowledged, published again (a
   // re-delivery asks for the proof again): still not confirmed.
   ASSERT_TRUE(WaitFor(
       [&] {

@@ -154,7 +154,7 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRolesHaveOnlyTheirDml) {
 TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotRewriteOrBackdateOutboxRows) {
   auto auth = AsRuntime(Service::kAuth, Service::kAuth);
   ASSERT_TRUE(auth.ok()) << auth.status();
-  // PUBLISHED rows wait for their receipt: the dispatcher leaves them alone.
+  // PUBLISHED rows wait for their proof: the dispatcher leaves them alone.
   ASSERT_TRUE(Exec(**auth,
                    "INSERT INTO audit_outbox (event_id, event_type, payload, state, created_at,"
                    " published_at, publication) VALUES"
@@ -297,11 +297,20 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   };
   auto auth = as(users[0]);
   EXPECT_TRUE(auth->Command({"XADD", auth_stream, "*", "k", "v"}).ok());
-  EXPECT_TRUE(auth->Command({"XREAD", "STREAMS", auth_stream + ":receipts", "0"}).ok());
+  EXPECT_TRUE(auth->Command({"XREAD", "STREAMS", auth_stream + ":proofs", "0"}).ok());
   EXPECT_TRUE(denied(*auth, {"XADD", app_stream, "*", "k", "v"}));
-  EXPECT_TRUE(denied(*auth, {"XADD", auth_stream + ":receipts", "*", "k", "v"}));
-  EXPECT_TRUE(denied(*auth, {"XADD", app_stream + ":receipts", "*", "k", "v"}));
+  EXPECT_TRUE(denied(*auth, {"XADD", auth_stream + ":proofs", "*", "k", "v"}));
+  EXPECT_TRUE(denied(*auth, {"XADD", app_stream + ":proofs", "*", "k", "v"}));
   EXPECT_TRUE(denied(*auth, {"XREAD", "STREAMS", auth_stream, "0"}));
+  // It may look at what Admin's group acknowledged of its own stream, and
+  // what was removed unread (outbox/resend.h), on no other stream.
+  EXPECT_TRUE(auth->Command({"XINFO", "STREAM", auth_stream}).ok());
+  EXPECT_TRUE(auth->Command({"XINFO", "GROUPS", auth_stream}).ok());
+  EXPECT_TRUE(denied(*auth, {"XINFO", "STREAM", app_stream}));
+  EXPECT_TRUE(denied(*auth, {"XINFO", "GROUPS", app_stream}));
+  EXPECT_FALSE(denied(*auth, {"XPENDING", auth_stream, "admin-audit"}));
+  EXPECT_TRUE(denied(*auth, {"XPENDING", app_stream, "admin-audit"}));
+  EXPECT_TRUE(denied(*auth, {"XRANGE", auth_stream, "-", "+"}));
   EXPECT_TRUE(denied(*auth, {"XDEL", auth_stream, "0-1"}));
   EXPECT_TRUE(denied(*auth, {"FLUSHALL"}));
   EXPECT_TRUE(denied(*auth, {"CONFIG", "GET", "maxmemory"}));
@@ -332,14 +341,15 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   auto admin = as(users[1]);
   EXPECT_TRUE(admin->Command({"XGROUP", "CREATE", auth_stream, "g", "0", "MKSTREAM"}).ok());
   EXPECT_TRUE(admin->Command({"XREADGROUP", "GROUP", "g", "c", "STREAMS", auth_stream, ">"}).ok());
-  EXPECT_TRUE(admin->Command({"XADD", auth_stream + ":receipts", "*", "k", "v"}).ok());
+  EXPECT_TRUE(admin->Command({"XADD", auth_stream + ":proofs", "*", "k", "v"}).ok());
   EXPECT_TRUE(denied(*admin, {"XADD", auth_stream, "*", "k", "v"})) << "Admin never writes events";
   EXPECT_TRUE(denied(*admin, {"XGROUP", "DESTROY", auth_stream, "g"}));
   // Trimming (up to what every group acknowledged) is Admin's job; a rogue
   // Admin trimming more loses nothing: unconfirmed rows are re-sent.
   EXPECT_TRUE(admin->Command({"XTRIM", auth_stream, "MINID", "0"}).ok());
-  // Receipt streams are Admin's to keep within their byte budget.
-  EXPECT_TRUE(admin->Command({"XTRIM", app_stream + ":receipts", "MAXLEN", "~", "1000"}).ok());
+  // Proof streams are Admin's to keep within their share.
+  EXPECT_TRUE(admin->Command({"XTRIM", app_stream + ":proofs", "MAXLEN", "~", "1000"}).ok());
+  EXPECT_TRUE(admin->Command({"MEMORY", "USAGE", app_stream + ":proofs", "SAMPLES", "0"}).ok());
   // Owner-writable streams are measured without reading what the owner wrote
   // (XINFO STREAM answers with whole entries), held to their share, and the
   // owners' cosignatures trimmed once read; Admin's connections stay open
@@ -354,8 +364,8 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   EXPECT_TRUE(denied(*admin, {"XADD", cosignatures, "*", "k", "v"}));
   EXPECT_TRUE(denied(*auth, {"CLIENT", "NO-EVICT", "on"}));
   EXPECT_TRUE(denied(*auth, {"MEMORY", "USAGE", auth_stream}));
-  EXPECT_TRUE(denied(*admin, {"XDEL", app_stream + ":receipts", "0-1"}));
-  EXPECT_TRUE(denied(*admin, {"DEL", app_stream + ":receipts"}));
+  EXPECT_TRUE(denied(*admin, {"XDEL", app_stream + ":proofs", "0-1"}));
+  EXPECT_TRUE(denied(*admin, {"DEL", app_stream + ":proofs"}));
   EXPECT_TRUE(denied(*admin, {"FLUSHALL"}));
 
   auto ops = as(users[2]);
@@ -364,7 +374,7 @@ TEST_F(LeastPrivilegeTest, RedisUsersTouchOnlyTheirOwnKeys) {
   EXPECT_TRUE(denied(*ops, {"CONFIG", "SET", "appendonly", "no"}));
   EXPECT_TRUE(denied(*ops, {"ACL", "SETUSER", users[0].name, "+@all"}));
   for (const auto& u : users) (void)root.Command({"ACL", "DELUSER", u.name});
-  (void)root.Command({"DEL", auth_stream, auth_stream + ":receipts"});
+  (void)root.Command({"DEL", auth_stream, auth_stream + ":proofs"});
 }
 
 // As deploy/k8s runs a service: an init step migrates with the migration

@@ -127,8 +127,7 @@ TEST_F(StreamTrimTest, GaugesReportLengthLagPendingAndOldestIdle) {
   ASSERT_TRUE(client_->XGroupCreate(stream_, "admin-audit", "0", false).ok());
   Consume("admin-audit", 4, 1);  // 3 pending, 6 unread
   auto metrics = metrics::Metrics::Unexposed("test");
-  admin::maintenance::StreamMaintenance streams({{audit::v1::OWNER_AUTH, stream_}},
-                                                /*receipt_max_len=*/100, options_,
+  admin::maintenance::StreamMaintenance streams({{audit::v1::OWNER_AUTH, stream_}}, options_,
                                                 metrics->registry());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // some idle time to measure
   ASSERT_TRUE(streams.Sample().ok());

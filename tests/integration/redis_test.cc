@@ -396,47 +396,6 @@ TEST_F(RedisTest, AddReadAckRoundTrip) {
   EXPECT_EQ(client_->XAddBatch(key_, {{}}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The bridge's receipt and acknowledgement: one round trip, XADD (trimmed)
-// first; a refused XADD is reported on its own and the XACK still happens.
-TEST_F(RedisTest, AddThenAckAcknowledgesEvenWhenTheAddIsRefused) {
-  ASSERT_TRUE(client_->XGroupCreate(key_, "g").ok());
-  auto ids = client_->XAddBatch(key_, {{{"n", "1"}}, {{"n", "2"}}, {{"n", "3"}}});
-  ASSERT_TRUE(ids.ok()) << ids.status();
-  ASSERT_TRUE(client_->XReadGroup("g", "c1", {key_}, 10, absl::ZeroDuration()).ok());
-  const std::string receipts = key_ + ":receipts";
-
-  auto both = client_->XAddThenAck(receipts, {{"r", "1"}}, 1000, key_, "g", {(*ids)[0]});
-  ASSERT_TRUE(both.ok()) << both.status();
-  ASSERT_TRUE(both->added.has_value());
-  ASSERT_TRUE(both->added->ok()) << both->added->status();
-  EXPECT_EQ(both->acked, 1);
-  auto receipt = client_->XRead(receipts, 10, absl::ZeroDuration(), "0");
-  ASSERT_TRUE(receipt.ok()) << receipt.status();
-  ASSERT_EQ(receipt->size(), 1u);
-  EXPECT_EQ((*receipt)[0].id, *both->added.value());
-  EXPECT_THAT((*receipt)[0].fields, ElementsAre(Pair("r", "1")));
-
-  // The receipt stream's key holds a string: XADD fails with WRONGTYPE.
-  const std::string not_a_stream = key_ + ":string";
-  ASSERT_TRUE(client_->Command({"SET", not_a_stream, "x"}).ok());
-  auto refused = client_->XAddThenAck(not_a_stream, {{"r", "2"}}, 1000, key_, "g", {(*ids)[1]});
-  ASSERT_TRUE(refused.ok()) << refused.status();
-  ASSERT_TRUE(refused->added.has_value());
-  EXPECT_THAT(std::string(refused->added->status().message()), StartsWith("WRONGTYPE"));
-  EXPECT_EQ(refused->acked, 1);
-
-  // No fields: no XADD at all.
-  auto ack_only = client_->XAddThenAck(receipts, {}, 1000, key_, "g", {(*ids)[2]});
-  ASSERT_TRUE(ack_only.ok()) << ack_only.status();
-  EXPECT_FALSE(ack_only->added.has_value());
-  EXPECT_EQ(ack_only->acked, 1);
-  EXPECT_EQ(client_->XPendingSummary(key_, "g")->count, 0);
-  EXPECT_EQ(client_->XInfoStream(receipts)->length, 1);
-  EXPECT_EQ(client_->XAddThenAck(receipts, {}, 1000, key_, "g", {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(client_->Command({"DEL", receipts, not_a_stream}).ok());
-}
-
 TEST_F(RedisTest, BlockingReadOnEmptyStreamReturnsEmptyAfterTheBlockTime) {
   // The block time is longer than the command timeout: the client must
   // extend the socket timeout for this call.

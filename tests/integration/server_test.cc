@@ -76,22 +76,33 @@ TEST(ServerFlagsTest, BadFlagsExitNonZeroWithMessageBeforeServing) {
             "--grpc-plaintext contradicts --tls-cert-file"}}) {
     auto r = RunCommand(AuthBinary() +
                         " --public-keys-file=/dev/null --jwks-file=/dev/null "
-                        "--audit-signing-key-file=/dev/null " +
+                        "--audit-signing-key-file=/dev/null --log-keys-file=/dev/null " +
                         args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(want), std::string::npos) << r.output;
   }
   // The signing key is required, and a key file others can read is refused.
-  auto no_key = RunCommand(AuthBinary() + " --public-keys-file=/dev/null --jwks-file=/dev/null");
+  auto no_key = RunCommand(AuthBinary() +
+                           " --public-keys-file=/dev/null --jwks-file=/dev/null"
+                           " --log-keys-file=/dev/null");
   EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
   EXPECT_NE(no_key.output.find("--audit-signing-key-file is required"), std::string::npos)
       << no_key.output;
+  // Every owner witnesses the log and confirms on its proofs: the log's
+  // verifier keys are required.
+  auto no_log_keys = RunCommand(AuthBinary() +
+                                " --public-keys-file=/dev/null --jwks-file=/dev/null"
+                                " --audit-signing-key-file=/dev/null --grpc-plaintext");
+  EXPECT_EQ(no_log_keys.exit_code, 2) << no_log_keys.output;
+  EXPECT_NE(no_log_keys.output.find("--log-keys-file is required"), std::string::npos)
+      << no_log_keys.output;
   ::ulticode::testing::TestKeys keys;
   const std::string loose = keys.KeyFile("auth");
   ASSERT_EQ(chmod(loose.c_str(), 0644), 0);
-  auto open_key =
-      RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
-                 " --jwks-file=/dev/null --grpc-plaintext --audit-signing-key-file=" + loose);
+  auto open_key = RunCommand(AuthBinary() + " --public-keys-file=" + keys.public_keys_file() +
+                             " --jwks-file=/dev/null --grpc-plaintext --log-keys-file=/dev/null"
+                             " --audit-signing-key-file=" +
+                             loose);
   EXPECT_EQ(open_key.exit_code, 1) << open_key.output;
   EXPECT_NE(open_key.output.find("has mode 0644: group and others must have no access"),
             std::string::npos)
@@ -124,8 +135,9 @@ TEST(ServerStartupTest, SigtermWhileWaitingForTheDatabaseExitsAtOnce) {
            absl::StrCat("--pg-dsn=host=127.0.0.1 port=", closed_port, " dbname=none"),
            "--migrate=" + migrate, "--startup-timeout=5m", "--grpc-plaintext",
            "--public-keys-file=" + keys.public_keys_file(), "--jwks-file=/dev/null"},
-          {"ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys.KeyFile("auth"),
-           "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys.KeyFile("admin")}));
+          {"ULTICODE_AUDIT_SIGNING_KEY_FILE=" +
+               keys.KeyFile(binary == "admin/ulticode-admin" ? "admin" : "auth"),
+           "ULTICODE_LOG_KEYS_FILE=" + keys.LogVerifierKeyFile()}));
       ASSERT_TRUE(WaitFor(
           [&] {
             return server.Output().find("database not ready; retrying") != std::string::npos ||
@@ -221,12 +233,12 @@ class ServerTest : public ::testing::TestWithParam<Service> {
          std::string("--jwt-issuer=") + ::ulticode::testing::kTestIssuer},
         // Owners publish to a stream of this test's own.
         {"ULTICODE_DISPATCH_STREAM=test:server:" + ::ulticode::testing::RandomSuffix(),
-         "ULTICODE_AUDIT_SIGNING_KEY_FILE=" + keys_.KeyFile("auth"),
+         "ULTICODE_AUDIT_SIGNING_KEY_FILE=" +
+             keys_.KeyFile(GetParam().binary == "admin/ulticode-admin" ? "admin" : "auth"),
          "ULTICODE_REDIS_USER=" + redis.user, "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
          "ULTICODE_JWKS_FILE=" + ::ulticode::testing::SharedTestTokens().jwks_file(),
-         "ULTICODE_GRPC_PLAINTEXT=true",
-         "ULTICODE_RECEIPT_SIGNING_KEY_FILE=" + keys_.KeyFile("admin"),
-         "ULTICODE_LOG_SIGNING_KEY_FILE=" + keys_.KeyFile("log")}));
+         "ULTICODE_GRPC_PLAINTEXT=true", "ULTICODE_LOG_SIGNING_KEY_FILE=" + keys_.KeyFile("log"),
+         "ULTICODE_LOG_KEYS_FILE=" + keys_.LogVerifierKeyFile()}));
     ASSERT_TRUE(WaitFor([&] { return PortOpen(grpc_port_) || !server_.Running(); },
                         std::chrono::seconds(30)));
     ASSERT_TRUE(server_.Running()) << server_.Output();

@@ -17,7 +17,6 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "common/audit/event.h"
-#include "common/audit/receipt.h"
 #include "common/crypto/crypto.h"
 #include "common/migrations/migrations.h"
 #include "common/outbox/migrations.h"
@@ -134,7 +133,7 @@ class WitnessTest : public ::testing::Test {
     return proof.ok() ? *proof : std::vector<tlog::Hash>{};
   }
 
-  // The receipt stream entry Admin sends for `note`.
+  // The proof stream entry Admin sends for `note`.
   static redis::StreamFields Entry(const std::string& note, uint64_t from,
                                    const std::vector<tlog::Hash>& proof) {
     return {{tlog::kCheckpointField, note},
@@ -142,10 +141,10 @@ class WitnessTest : public ::testing::Test {
             {tlog::kConsistencyField, tlog::EncodeHashes(proof)}};
   }
 
-  // Puts `fields` on the receipt stream as Admin would, and observes it;
+  // Puts `fields` on the proof stream as Admin would, and observes it;
   // returns its id.
   std::string Observe(const redis::StreamFields& fields) {
-    auto ids = redis_->XAddBatch(audit::ReceiptStreamFor(stream_), {fields});
+    auto ids = redis_->XAddBatch(tlog::ProofStreamFor(stream_), {fields});
     EXPECT_TRUE(ids.ok()) << ids.status();
     redis::StreamEntry entry{ids.ok() ? ids->at(0) : "", fields};
     const absl::Status status = witness_->Observe(*owner_, *redis_, entry);
@@ -272,7 +271,6 @@ TEST_F(WitnessTest, TheFirstCheckpointIsKeptAndCosigned) {
   const auto leaves = Leaves("leaf", 5);
   const Signed s = Checkpoint(leaves, 5);
   const redis::StreamFields entry = Entry(s.note, 0, {});
-  EXPECT_TRUE(outbox::Witness::IsCheckpoint(entry));
   (Observe(entry));
 
   ExpectOutcomes({{"accepted", 1}});
@@ -441,7 +439,6 @@ TEST_F(WitnessTest, AnEntryWithoutLogFromIsMalformed) {
   const Signed s = Checkpoint(leaves, 5);
   const redis::StreamFields entry = {{tlog::kCheckpointField, s.note},
                                      {tlog::kConsistencyField, tlog::EncodeHashes({})}};
-  EXPECT_TRUE(outbox::Witness::IsCheckpoint(entry));
   (Observe(entry));
 
   ExpectOutcomes({{"malformed", 1}});

@@ -192,7 +192,7 @@ CommandResult Mesh::MigrateOnly(Service service) {
       " ULTICODE_TLS_CERT_FILE=", missing, " ULTICODE_TLS_KEY_FILE=", missing,
       " ULTICODE_TLS_CLIENT_CA_FILE=", missing, " ULTICODE_PUBLIC_KEYS_FILE=", missing,
       " ULTICODE_JWKS_FILE=", missing, " ULTICODE_AUDIT_SIGNING_KEY_FILE=", missing,
-      " ULTICODE_RECEIPT_SIGNING_KEY_FILE=", missing, " ULTICODE_REDIS_USER=", c.redis_user, " ",
+      " ULTICODE_AUDIT_SIGNING_KEY_FILE=", missing, " ULTICODE_REDIS_USER=", c.redis_user, " ",
       BinDir(), "/", BinaryPath(service),
       " --migrate=only --log-level=warn '--pg-dsn=", PgOf(service).Server(), " user=", db,
       "_runtime dbname=", db, "' --pg-migrate-user=", db, "_migrator --pg-migrate-password-file=",
@@ -271,7 +271,7 @@ bool Mesh::StartServer(Service service, int replica, std::string* error) {
       argv.push_back("--inbox-app-stream=" + app_stream_);
       argv.push_back("--inbox-consumer-name=" + name);
       argv.push_back("--consumer-instance-id=" + name);
-      argv.push_back("--receipt-signing-key-file=" + keys_.KeyFile("admin"));
+      argv.push_back("--audit-signing-key-file=" + keys_.KeyFile("admin"));
       argv.push_back("--log-signing-key-file=" + keys_.KeyFile("log"));
       argv.push_back(absl::StrCat("--log-origin=", TestKeys::kLogOrigin));
       extra = &options_.admin_args;

@@ -282,7 +282,7 @@ TEST(EntryValidationTest, AnotherOwnersKeyIsRejected) {
   SetField(entry, "key_id", Keys().app().key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("belongs to app"), HasSubstr("not to auth")));
-  // Admin's receipt key cannot sign events either.
+  // Admin's own key cannot sign an owner's events either.
   SetField(entry, "signature", Keys().admin().Sign(bytes).value());
   SetField(entry, "key_id", Keys().admin().key_id());
   ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);

@@ -1,6 +1,5 @@
-// SigningKey::Sign and audit::EncodeReceipt: a signature is 64 bytes that
-// verify, and a key that cannot sign gives an error naming what failed, never
-// an empty signature, so no unsigned receipt is ever built.
+// SigningKey::Sign: a signature is 64 bytes that verify, and a key that
+// cannot sign gives an error naming what failed, never an empty signature.
 //
 // The only failure the public API can provoke is a moved-from key; the
 // OpenSSL failures (EVP_MD_CTX_new, EVP_DigestSignInit, EVP_DigestSign) do not
@@ -11,7 +10,6 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/audit/receipt.h"
 #include "common/crypto/crypto.h"
 #include "common/crypto/key_directory.h"
 #include "gmock/gmock.h"
@@ -27,9 +25,6 @@ crypto::SigningKey NewKey() {
   EXPECT_TRUE(key.ok()) << key.status();
   return *std::move(key);
 }
-
-const std::vector<audit::ReceiptItem> kItems = {
-    {"01a22b29-6e56-75ff-86a6-5dfe3ebd9b79", crypto::Sha256("envelope")}};
 
 // Every Ed25519 encoding of a point of small order (with either sign bit):
 // such a "public key" verifies forged signatures, so no key file may hold one.
@@ -78,28 +73,6 @@ TEST(SigningTest, AKeyThatCannotSignIsAnErrorNamingIt) {
   EXPECT_EQ(sig.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(sig.status().message(), HasSubstr("signing key is empty"));
   EXPECT_TRUE(taken.Sign("message").ok());
-}
-
-TEST(SigningTest, EncodeReceiptPropagatesASigningFailure) {
-  crypto::SigningKey key = NewKey();
-  const crypto::SigningKey taken = std::move(key);
-  auto fields = audit::EncodeReceipt("audit:auth", kItems, key);  // NOLINT(bugprone-use-after-move)
-  EXPECT_EQ(fields.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(fields.status().message(), HasSubstr("Ed25519 signing"));
-}
-
-TEST(SigningTest, EncodedReceiptDecodesWithAdminsKey) {
-  const crypto::SigningKey admin = NewKey();
-  auto keys = crypto::KeyDirectory::Parse(
-      absl::StrCat("admin ", absl::Base64Escape(admin.public_key().raw()), "\n"));
-  ASSERT_TRUE(keys.ok()) << keys.status();
-  auto fields = audit::EncodeReceipt("audit:auth", kItems, admin);
-  ASSERT_TRUE(fields.ok()) << fields.status();
-  auto items = audit::DecodeReceipt("audit:auth", *fields, *keys);
-  ASSERT_TRUE(items.ok()) << items.status();
-  ASSERT_EQ(items->size(), 1u);
-  EXPECT_EQ((*items)[0].event_id, kItems[0].event_id);
-  EXPECT_EQ((*items)[0].payload_sha256, kItems[0].payload_sha256);
 }
 
 }  // namespace

@@ -150,17 +150,19 @@ std::vector<std::string> AclRules(const RedisUser& user) {
   switch (user.role) {
     case RedisRole::kOwner: {
       const std::string& stream = user.streams.at(0);
-      add({absl::StrCat("~", stream), "+xadd",
-           absl::StrCat("(%R~", stream, ":receipts +xread +xinfo|stream)"),
+      // XINFO and XPENDING on its own stream: what Admin acknowledged and
+      // what was removed unread (outbox/resend.h).
+      add({absl::StrCat("~", stream), "+xadd", "+xinfo|stream", "+xinfo|groups", "+xpending",
+           absl::StrCat("(%R~", stream, ":proofs +xread +xinfo|stream)"),
            // Its cosignatures of Admin's log checkpoints (witness.h).
            absl::StrCat("(%W~", stream, ":cosignatures +xadd)")});
       break;
     }
     case RedisRole::kAdmin: {
-      std::vector<std::string> receipts, cosignatures;
+      std::vector<std::string> proofs, cosignatures;
       for (const std::string& s : user.streams) {
         rules.push_back(absl::StrCat("~", s));
-        receipts.push_back(absl::StrCat("~", s, ":receipts"));
+        proofs.push_back(absl::StrCat("~", s, ":proofs"));
         cosignatures.push_back(absl::StrCat("~", s, ":cosignatures"));
       }
       // Lengths by XLEN and MEMORY USAGE (stream_guard.h), never XINFO
@@ -168,7 +170,7 @@ std::vector<std::string> AclRules(const RedisUser& user) {
       // Its connections are never closed for client memory (redis_client.h).
       add({"+client|no-evict", "+xreadgroup", "+xack", "+xautoclaim", "+xgroup|create", "+xlen",
            "+memory|usage", "+xtrim", "+xinfo|groups", "+xpending",
-           absl::StrCat("(", absl::StrJoin(receipts, " "), " +xadd +xtrim)"),
+           absl::StrCat("(", absl::StrJoin(proofs, " "), " +xadd +xtrim +xlen +memory|usage)"),
            absl::StrCat("(", absl::StrJoin(cosignatures, " "),
                         " +xread +xtrim +xlen +memory|usage)")});
       break;

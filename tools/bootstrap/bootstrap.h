@@ -63,11 +63,13 @@ struct RedisUser {
 
 // The ACL rules of `user` (without the name), as separate arguments of
 // ACL SETUSER; the password is given as its SHA-256 ("#<hex>"):
-// - owner: XADD to its stream only; XREAD and XINFO STREAM of its receipt
-//   stream only; nothing else.
-// - admin: read, acknowledge, claim and create groups on the owner streams,
-//   XINFO/XPENDING for the pipeline status; XADD only to their receipt
-//   streams.
+// - owner: XADD, XINFO STREAM/GROUPS and XPENDING on its stream; XADD to
+//   its cosignature stream; XREAD and XINFO STREAM of its proof stream;
+//   nothing else.
+// - admin: read, acknowledge, claim, trim and create groups on the owner
+//   streams, XINFO GROUPS/XPENDING for the pipeline status, XLEN and MEMORY
+//   USAGE for the stream guard; XADD (and trim) only to their proof
+//   streams; read and trim their cosignature streams.
 // - ops: every key and command except the dangerous ones (FLUSHALL, CONFIG,
 //   DEBUG, KEYS, ACL, SHUTDOWN, ...).
 std::vector<std::string> AclRules(const RedisUser& user);

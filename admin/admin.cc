@@ -183,7 +183,7 @@ const std::vector<std::string>& RuntimeGrants() {
       // The log only grows: leaves, nodes, checkpoints and cosignatures are
       // appended, never changed or deleted.
       "GRANT SELECT, INSERT ON log_leaves, log_nodes, log_checkpoints, log_cosignatures TO {role}",
-      // New audit rows wait here for the sequencer (migration 0015), which
+      // New audit rows wait here for the sequencer (admin/migrations/0001_admin.sql), which
       // takes them off only through log_queue_done (0016): never a row that
       // is not yet a leaf.
       "GRANT SELECT, INSERT ON log_queue TO {role}",

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/mutation/mutation.h"
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
+#include "owner/mutation/mutation.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 
 namespace ulticode::app {

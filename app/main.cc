@@ -1,11 +1,11 @@
-// Wiring only: App is the owner skeleton (common/runtime/owner_service.h)
+// Wiring only: App is the owner skeleton (owner/runtime/owner_service.h)
 // plus AppService; common/runtime/service.h has the start/stop order.
 #include "app/app_service.h"
 #include "app/migrations.h"
 #include "common/base/status_macros.h"
-#include "common/runtime/owner_service.h"
 #include "common/runtime/service.h"
 #include "common/server/grpc_server.h"
+#include "owner/runtime/owner_service.h"
 
 int main(int argc, char** argv) {
   using namespace ulticode;

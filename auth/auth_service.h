@@ -3,9 +3,9 @@
 // idempotency record in one transaction (mutation::RunMutation). Thread-safe.
 #pragma once
 
-#include "common/mutation/mutation.h"
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
+#include "owner/mutation/mutation.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
 
 namespace ulticode::auth {

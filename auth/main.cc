@@ -1,11 +1,11 @@
-// Wiring only: Auth is the owner skeleton (common/runtime/owner_service.h)
+// Wiring only: Auth is the owner skeleton (owner/runtime/owner_service.h)
 // plus AuthService; common/runtime/service.h has the start/stop order.
 #include "auth/auth_service.h"
 #include "auth/migrations.h"
 #include "common/base/status_macros.h"
-#include "common/runtime/owner_service.h"
 #include "common/runtime/service.h"
 #include "common/server/grpc_server.h"
+#include "owner/runtime/owner_service.h"
 
 int main(int argc, char** argv) {
   using namespace ulticode;

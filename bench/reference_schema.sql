@@ -12,7 +12,6 @@ CREATE TABLE audit_outbox (
   event_id uuid PRIMARY KEY, event_type text NOT NULL, payload bytea NOT NULL,
   state text NOT NULL DEFAULT 'PENDING', attempts integer NOT NULL DEFAULT 0,
   failures integer NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(),
-  claim_owner text, claim_expires_at timestamptz, fencing_token bigint NOT NULL DEFAULT 0,
   last_error text, stream_entry_id text, created_at timestamptz NOT NULL DEFAULT now(),
   published_at timestamptz, confirmed_at timestamptz, resends integer NOT NULL DEFAULT 0,
   signature bytea, key_id text);

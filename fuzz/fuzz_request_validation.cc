@@ -16,10 +16,10 @@
 #include "absl/strings/match.h"
 #include "app/app_service.h"
 #include "auth/auth_service.h"
-#include "common/mutation/mutation.h"
 #include "common/server/error_details.h"
 #include "common/server/grpc_status.h"
 #include "fuzz/fuzz_support.h"
+#include "owner/mutation/mutation.h"
 
 using namespace ::ulticode;  // NOLINT
 

@@ -13,7 +13,7 @@ namespace {
 // Payloads travel as hex text arrays (unnest of a text[]), decoded in SQL.
 // A row written PROCESSED (its audit_logs row in the same transaction) gets
 // no payload or signature: only the SHA-256 a re-delivery is compared with
-// (migration 0019).
+// (admin/migrations/0001_admin.sql).
 constexpr pg::Statement kRequestProofs{
     "inbox.request_proofs",
     "INSERT INTO log_proof_requests (event_id, owner)"

@@ -1,5 +1,5 @@
 // The bridge's side of Admin's database: consumer_inbox inserts and the
-// poison store (schema: admin/migrations/0001_audit_inbox.sql). Both take an
+// poison store (schema: admin/migrations/0001_admin.sql). Both take an
 // open transaction: the bridge makes a whole batch durable in one commit and
 // acknowledges the stream entries only after it.
 #pragma once

@@ -12,7 +12,7 @@ namespace {
 
 constexpr int64_t kCountCap = 1000000;
 
-// Through the migration role's functions (migration 0005): the runtime role
+// Through the migration role's functions (admin/migrations/0001_admin.sql): the runtime role
 // has no DELETE on these tables.
 constexpr pg::Statement kDeleteProcessed{
     "inbox.retention", "SELECT inbox_retention($1::float8, $2::integer)", absl::Seconds(30)};

@@ -5,7 +5,7 @@
 // by someone holding the owner's database login, say). Numbers an owner took
 // and never committed (rollbacks, crashes, the numbers a sequence skips after
 // a failover) are attested void by the owner itself
-// (common/outbox/number_attestor.h) and do not count as missing.
+// (owner/outbox/number_attestor.h) and do not count as missing.
 //
 // Each Check, per owner: the highest number seen becomes the horizon; once
 // the horizon is `grace` old, the numbers up to it are examined (one index

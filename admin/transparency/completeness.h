@@ -1,6 +1,6 @@
 // Completeness of the log (docs/transparency-log.md, "Completeness"): every
 // committed audit row becomes a leaf. The runtime role cannot take a row off
-// the queue before it is a leaf (log_queue_done, migration 0016); this check
+// the queue before it is a leaf (log_queue_done, admin/migrations/0001_admin.sql); this check
 // finds the rows that still have no leaf inside the newest checkpoint after
 // `unlogged_after` (a stalled
 // sequencer, or a queue entry removed by someone holding more than the

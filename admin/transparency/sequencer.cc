@@ -37,7 +37,7 @@ constexpr pg::Statement kQueued{
 // one already a leaf whose audit row was inserted again (Admin lost the row
 // and its owner sent the event again). Such an owner has not confirmed the
 // event, so its proof is sent again (log_proof_requests).
-// Only log_queue_done (migration 0016) takes entries off the queue, and only
+// Only log_queue_done (admin/migrations/0001_admin.sql) takes entries off the queue, and only
 // those of events that are leaves or whose audit row is gone.
 constexpr pg::Statement kDropStale{
     "log.drop_stale",

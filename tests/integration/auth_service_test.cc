@@ -10,12 +10,12 @@
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
-#include "common/outbox/outbox_store.h"
 #include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "owner/outbox/outbox_store.h"
 #include "tests/support/owner_service_fixture.h"
 #include "tests/support/test_env.h"
 

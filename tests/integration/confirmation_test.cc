@@ -1,6 +1,6 @@
 // One confirmation protocol: an outbox row turns CONFIRMED only on a proof
 // that its event is in Admin's log, and a row is published again only on
-// evidence that its entry was lost (common/outbox/resend.h). Real
+// evidence that its entry was lost (owner/outbox/resend.h). Real
 // PostgreSQL and Redis (a private Redis where it is wiped or bounded); the
 // log runs in-process (the sequencer and the witness feed, as Admin's log
 // job runs them) and the owner witnesses it as its service does.
@@ -30,15 +30,15 @@
 #include "admin/transparency/witness_feed.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
-#include "common/outbox/dispatcher.h"
-#include "common/outbox/migrations.h"
-#include "common/outbox/outbox_store.h"
-#include "common/outbox/proof_reader.h"
-#include "common/outbox/witness.h"
 #include "common/redis/stream_id.h"
 #include "common/tlog/note.h"
 #include "common/tlog/witnessing.h"
 #include "gtest/gtest.h"
+#include "owner/outbox/dispatcher.h"
+#include "owner/outbox/migrations.h"
+#include "owner/outbox/outbox_store.h"
+#include "owner/outbox/proof_reader.h"
+#include "owner/outbox/witness.h"
 #include "tests/support/audit_events.h"
 #include "tests/support/keys.h"
 #include "tests/support/pg_query.h"

@@ -1,6 +1,6 @@
 // The outbox dispatcher against real PostgreSQL and Redis: publication,
 // NOTIFY wake-up, Redis outages, crash windows, stalled holders, concurrency.
-#include "common/outbox/dispatcher.h"
+#include "owner/outbox/dispatcher.h"
 
 #include <set>
 
@@ -9,10 +9,10 @@
 #include "common/audit/event.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
-#include "common/outbox/migrations.h"
-#include "common/outbox/outbox_store.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
+#include "owner/outbox/migrations.h"
+#include "owner/outbox/outbox_store.h"
 #include "tests/support/audit_events.h"
 #include "tests/support/keys.h"
 #include "tests/support/pg_query.h"

@@ -1,10 +1,10 @@
-// The owner as a witness of Admin's transparency log (common/outbox/
+// The owner as a witness of Admin's transparency log (owner/outbox/
 // witness.h) on real PostgreSQL and Redis: it keeps the first checkpoint
 // and every one that extends what it holds (log_witnessed), cosigns them on
 // `<audit stream>:cosignatures`, and refuses rollbacks, forks, bad
 // signatures and malformed entries, counting each by outcome. The log is
 // built in memory (common/tlog/merkle.h) and signed with the test log key.
-#include "common/outbox/witness.h"
+#include "owner/outbox/witness.h"
 
 #include <cstdint>
 #include <map>
@@ -19,8 +19,6 @@
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
 #include "common/migrations/migrations.h"
-#include "common/outbox/migrations.h"
-#include "common/outbox/outbox_store.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/tlog/cosignature.h"
@@ -29,6 +27,8 @@
 #include "common/tlog/note.h"
 #include "common/tlog/witnessing.h"
 #include "gtest/gtest.h"
+#include "owner/outbox/migrations.h"
+#include "owner/outbox/outbox_store.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "tests/support/audit_events.h"

@@ -1,0 +1,259 @@
+#include "owner/outbox/dispatcher.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/status_macros.h"
+#include "common/log/log.h"
+#include "common/metrics/metrics.h"
+#include "common/worker/loop.h"
+#include "common/worker/notify_listener.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr char kComponent[] = "outbox.dispatcher";
+
+DispatcherOptions WithCutoff(DispatcherOptions options) {
+  options.pg.idle_in_transaction_timeout = options.claim_lease;
+  return options;
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
+    : options_(WithCutoff(std::move(options))),
+      stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream),
+      hooks_(std::move(hooks)),
+      watch_(stream_, options_.admin_group) {
+  const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
+  claimed_ = &metrics::Counter(registry, "ulticode_outbox_claimed_total",
+                               "Outbox rows claimed for publication", labels);
+  published_ =
+      &metrics::Counter(registry, "ulticode_outbox_published_total",
+                        "Outbox rows published to the stream and marked PUBLISHED", labels);
+  transient_failures_ =
+      &metrics::Counter(registry, "ulticode_outbox_retries_total",
+                        "Rows rescheduled after a transient publication failure", labels);
+  dead_ = &metrics::Counter(registry, "ulticode_outbox_dead_total",
+                            "Rows that can never be published, moved to DEAD", labels);
+  notifications_ = &metrics::Counter(registry, "ulticode_outbox_notifications_total",
+                                     "NOTIFY wake-ups received by the dispatcher listener", labels);
+  resends_ = &metrics::Counter(
+      registry, "ulticode_outbox_resends_total",
+      "Rows published again: their entries were lost, or acknowledged long ago and still "
+      "unproved",
+      labels);
+  lag_ = &prometheus::BuildHistogram()
+              .Name("ulticode_outbox_publish_lag_seconds")
+              .Help("Time from outbox insert to the row being marked PUBLISHED")
+              .Register(registry)
+              .Add(labels, metrics::LatencyBuckets());
+}
+
+Dispatcher::~Dispatcher() { Stop(); }
+
+void Dispatcher::Start() {
+  waker_.Reset();
+  for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
+  if (options_.use_notify) {
+    worker::NotifyListenerOptions listen{options_.pg, kNotifyChannel, kComponent, options_.backoff,
+                                         [this](size_t n) { notifications_->Increment(n); }};
+    threads_.emplace_back([this, listen] { worker::RunNotifyListener(listen, waker_); });
+  }
+  log::Info(kComponent, "started",
+            {{"owner", audit::OwnerName(options_.owner)},
+             {"threads", absl::StrCat(options_.threads)},
+             {"batch_size", absl::StrCat(options_.batch_size)},
+             {"poll_interval", absl::FormatDuration(options_.poll_interval)},
+             {"linger", absl::FormatDuration(options_.linger)},
+             {"notify", options_.use_notify ? "on" : "off"}});
+}
+
+void Dispatcher::Stop() {
+  waker_.Stop();
+  for (auto& t : threads_) t.join();
+  if (!threads_.empty())
+    log::Info(kComponent, "stopped", {{"owner", audit::OwnerName(options_.owner)}});
+  threads_.clear();
+}
+
+absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) const {
+  if (row.payload.size() > options_.max_event_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "event is ", row.payload.size(), " bytes, over the limit of ", options_.max_event_bytes));
+  }
+  audit::AuditEvent event;
+  if (!event.ParseFromString(row.payload)) {
+    return absl::InvalidArgumentError("payload is not a serialized AuditEvent");
+  }
+  // A type or schema version newer than this binary knows was written by a
+  // newer release of this owner (a rolling upgrade): its signed bytes are
+  // passed on untouched, and Admin decides.
+  if (absl::Status valid = audit::Validate(event, options_.known_event_types);
+      !valid.ok() && !audit::IsNewerThanKnown(valid)) {
+    return valid;
+  }
+  if (event.owner() != options_.owner) {
+    return absl::InvalidArgumentError(absl::StrCat("event owner ", audit::OwnerName(event.owner()),
+                                                   " is not this dispatcher's owner ",
+                                                   audit::OwnerName(options_.owner)));
+  }
+  if (event.event_id() != row.event_id) {
+    return absl::InvalidArgumentError("payload event_id differs from the outbox row's");
+  }
+  return redis::StreamFields{{"event_id", event.event_id()},
+                             {"owner", audit::OwnerName(event.owner())},
+                             {"event_type", event.event_type()},
+                             {"schema_version", absl::StrCat(event.schema_version())},
+                             {"envelope", row.payload},
+                             {"signature", row.signature},
+                             {"key_id", row.key_id}};
+}
+
+absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis) {
+  CycleResult result;
+  // One transaction: the row locks it takes are the claim; any failure below
+  // returns before Commit() and rolls everything back.
+  ASSIGN_OR_RETURN(pg::Transaction tx, pg.Begin());
+  ASSIGN_OR_RETURN(std::vector<ClaimedRow> rows, LockDue(tx, options_.batch_size));
+  result.claimed = static_cast<int>(rows.size());
+  if (rows.empty()) return result;
+  claimed_->Increment(static_cast<double>(rows.size()));
+  if (hooks_.after_claim) RETURN_IF_ERROR(hooks_.after_claim(rows));
+
+  std::vector<redis::StreamFields> entries;
+  std::vector<const ClaimedRow*> publishing;
+  std::vector<std::pair<const ClaimedRow*, std::string>> dead;
+  for (const ClaimedRow& row : rows) {
+    auto entry = EntryFor(row);
+    if (!entry.ok()) {
+      const std::string reason(entry.status().message());
+      ASSIGN_OR_RETURN(int64_t n, MarkDead(tx, row.event_id, reason));
+      if (n > 0) dead.emplace_back(&row, reason);
+      continue;
+    }
+    entries.push_back(std::move(entry).value());
+    publishing.push_back(&row);
+  }
+
+  absl::StatusOr<std::vector<std::string>> ids = std::vector<std::string>{};
+  if (!publishing.empty()) ids = redis.XAddBatch(stream_, entries);
+  if (!ids.ok()) {
+    std::vector<Retry> retries;
+    for (const ClaimedRow* row : publishing) {
+      retries.push_back(Retry{row->event_id, backoff::Delay(options_.backoff, row->failures + 1)});
+    }
+    const std::string error = absl::StrCat("publish to ", stream_, ": ", ids.status().ToString());
+    ASSIGN_OR_RETURN(int64_t n, Reschedule(tx, retries, error));
+    RETURN_IF_ERROR(tx.Commit());
+    result.rescheduled = static_cast<int>(n);
+    transient_failures_->Increment(static_cast<double>(n));
+    log::Warn(kComponent, "publish failed; rows rescheduled",
+              {{"error", error}, {"rows", absl::StrCat(n)}});
+  } else {
+    if (hooks_.after_publish) RETURN_IF_ERROR(hooks_.after_publish(rows));
+    std::vector<Published> done;
+    done.reserve(publishing.size());
+    for (size_t i = 0; i < publishing.size(); ++i) {
+      done.push_back(Published{publishing[i]->event_id, (*ids)[i]});
+    }
+    ASSIGN_OR_RETURN(int64_t marked, MarkPublished(tx, done));
+    RETURN_IF_ERROR(tx.Commit());
+    result.published = static_cast<int>(marked);
+    published_->Increment(static_cast<double>(marked));
+    const absl::Time now = absl::Now();
+    for (const ClaimedRow* row : publishing)
+      lag_->Observe(absl::ToDoubleSeconds(now - row->created_at));
+  }
+  // Only now that the cycle committed.
+  result.dead = static_cast<int>(dead.size());
+  dead_->Increment(static_cast<double>(dead.size()));
+  for (const auto& [row, reason] : dead) {
+    log::Error(kComponent, "event can never be published; moved to DEAD",
+               {{"event_id", row->event_id}, {"reason", reason}});
+  }
+  return result;
+}
+
+template <typename Requeue>
+absl::StatusOr<int64_t> Dispatcher::RequeueAll(const Requeue& requeue) {
+  int64_t total = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(const int64_t n, requeue(options_.batch_size));
+    total += n;
+    if (n < options_.batch_size) return total;
+  }
+}
+
+absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg, redis::Client& redis) {
+  if (options_.resend_timeout <= absl::ZeroDuration()) return 0;
+  absl::StatusOr<LossEvidence> seen = watch_.Look(redis);
+  if (absl::IsPermissionDenied(seen.status())) {
+    // A Redis ACL of a previous release: the owner may not look, so it goes
+    // by age alone, as that release did.
+    LossEvidence by_age;
+    by_age.acked.last_delivered = kMaxStreamId;
+    seen = std::move(by_age);
+  }
+  RETURN_IF_ERROR(seen.status());
+  const absl::Time now = absl::Now();
+  acked_.Record(now, seen->acked);
+  int64_t lost = 0, unproved = 0;
+  if (seen->LossPossible()) {
+    ASSIGN_OR_RETURN(lost, RequeueAll([&](int limit) { return RequeueLost(pg, *seen, limit); }));
+  }
+  const Acked then = acked_.AsOf(now - options_.resend_timeout).value_or(Acked{});
+  ASSIGN_OR_RETURN(unproved, RequeueAll([&](int limit) {
+                     return RequeueUnproved(pg, then, seen->newest, options_.resend_timeout, limit);
+                   }));
+  if (lost + unproved > 0) {
+    resends_->Increment(static_cast<double>(lost + unproved));
+    log::Warn(kComponent, "publishing again what was lost or stayed unproved",
+              {{"lost", absl::StrCat(lost)},
+               {"unproved", absl::StrCat(unproved)},
+               {"resend_timeout", absl::FormatDuration(options_.resend_timeout)}});
+  }
+  return lost + unproved;
+}
+
+void Dispatcher::WorkerLoop(int index) {
+  redis::Client client(options_.redis);
+  worker::Loop loop(waker_, options_.pg, options_.backoff, kComponent);
+  // Thread 0 also runs the resend sweep, a few times per resend timeout.
+  const absl::Duration sweep_every =
+      std::clamp(options_.resend_timeout / 4, absl::Milliseconds(100), absl::Seconds(10));
+  absl::Time next_sweep = absl::Now() + sweep_every;
+  while (!waker_.stopping()) {
+    pg::Connection* conn = loop.Database();
+    if (conn == nullptr) continue;
+    if (index == 0 && absl::Now() >= next_sweep) {
+      next_sweep = absl::Now() + sweep_every;
+      if (auto swept = SweepUnconfirmed(*conn, client); !swept.ok()) {
+        log::Warn(kComponent, "resend sweep failed", {{"error", swept.status().ToString()}});
+      }
+    }
+    // Taken before the cycle, so a NOTIFY that lands during it is not lost.
+    const uint64_t seen = waker_.Seq();
+    auto cycle = RunOnce(*conn, client);
+    if (!cycle.ok()) {
+      loop.Failed("cycle failed", cycle.status());
+      continue;
+    }
+    if (cycle->rescheduled > 0 && cycle->published == 0) {
+      loop.BackOff();  // the broker is failing: back off this thread too
+      continue;
+    }
+    loop.Succeeded();
+    if (cycle->claimed >= options_.batch_size) {
+      waker_.Wake();  // more may be due: recruit another thread, and go on
+      continue;
+    }
+    // Busy: let commits gather for one batch rather than a cycle per commit.
+    if (cycle->claimed > 0) waker_.Sleep(options_.linger);
+    waker_.WaitForWork(options_.poll_interval, seen);
+  }
+}
+
+}  // namespace ulticode::outbox

@@ -1,0 +1,144 @@
+// Dispatcher threads: move committed outbox rows to the owner's Redis Stream.
+//
+// Each thread owns one PostgreSQL connection and one Redis client. A cycle is
+// ONE transaction: it locks a batch of due rows (FOR UPDATE SKIP LOCKED, so
+// dispatchers never publish the same row at once), publishes it with one
+// pipelined XADD batch while holding the locks, marks the rows PUBLISHED in
+// one statement and commits: one write per row instead of a separate claim
+// update. It runs
+// again at once while batches come back full (waking another thread to help),
+// otherwise it waits for a NOTIFY from a committing writer (one listener
+// thread; one thread takes each wake-up) or the poll interval, whichever
+// comes first. After a cycle that found rows it first lingers briefly, so a
+// busy owner publishes many commits per cycle.
+//
+// Failures never hide in a log line, they are written to the row:
+//  - transient (Redis down or slow, PostgreSQL hiccup): the row is
+//    rescheduled with capped exponential back-off and jitter, forever;
+//  - permanent (an event that can never be published, e.g. too large or not
+//    parseable): DEAD at once, with the reason.
+// A crash anywhere rolls the cycle back and its rows are due again at once;
+// the stream may then see an event twice, which the Admin inbox absorbs. A
+// dispatcher that stalls while holding rows (frozen, stuck) is cut off by
+// PostgreSQL after `claim_lease` idle in its transaction
+// (idle_in_transaction_session_timeout), which releases the rows.
+//
+// Stop(): no new cycles; the cycle in hand is finished; threads are joined. Thread-safe: Start/Stop
+// from one controlling thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/audit/event.h"
+#include "common/backoff/backoff.h"
+#include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
+#include "common/worker/waker.h"
+#include "owner/outbox/outbox_store.h"
+#include "owner/outbox/resend.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace ulticode::outbox {
+
+struct DispatcherOptions {
+  audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
+  // Rows of other types were written by a newer release: published untouched.
+  audit::KnownEventTypes known_event_types = audit::IsKnownEventType;
+  // Stream to publish to; empty means audit::StreamFor(owner).
+  std::string stream;
+  int threads = 2;
+  int batch_size = 256;
+  absl::Duration poll_interval = absl::Seconds(1);
+  bool use_notify = true;
+  // After a cycle that found rows, wait this long before the next claim, so
+  // that under load one cycle takes many commits (a NOTIFY per commit would
+  // otherwise mean a cycle per commit). Idle, the first commit is claimed at
+  // once.
+  absl::Duration linger = absl::Milliseconds(2);
+  // How long a cycle may sit idle in its transaction (holding its rows)
+  // before PostgreSQL ends the session and other dispatchers take the rows.
+  absl::Duration claim_lease = absl::Seconds(30);
+  backoff::Policy backoff{absl::Milliseconds(200), absl::Seconds(30)};
+  size_t max_event_bytes = audit::kMaxEventBytes;
+  // Rows are published again only on evidence of loss (resend.h): at once
+  // when their entries are gone unread; when Admin acknowledged them this
+  // long ago and they are still unproved, then after twice as long, and so
+  // on (RequeueUnproved). Zero turns re-sending off.
+  absl::Duration resend_timeout = absl::Seconds(60);
+  // Admin's consumer group on the stream (Admin's --inbox-group).
+  std::string admin_group = "admin-audit";
+  pg::ConnectOptions pg;
+  redis::Options redis;
+};
+
+// Test seams at the exact crash windows. Returning an error abandons the
+// cycle there, as a crash would (its transaction rolls back).
+struct FaultHooks {
+  std::function<absl::Status(const std::vector<ClaimedRow>&)> after_claim;
+  std::function<absl::Status(const std::vector<ClaimedRow>&)> after_publish;
+};
+
+struct CycleResult {
+  int claimed = 0;
+  int published = 0;  // marked PUBLISHED
+  int rescheduled = 0;
+  int dead = 0;
+};
+
+class Dispatcher {
+ public:
+  Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks = {});
+  ~Dispatcher();
+
+  void Start();
+  void Stop();
+
+  // One lock-publish-settle cycle (one transaction) on the caller's
+  // connections. Used by the threads and by tests.
+  absl::StatusOr<CycleResult> RunOnce(pg::Connection& pg, redis::Client& redis);
+
+  // Puts PUBLISHED rows whose entries are lost, or acknowledged long ago
+  // and still unproved, back to PENDING (resend.h; thread 0 runs it a few
+  // times per resend timeout). Returns how many.
+  absl::StatusOr<int64_t> SweepUnconfirmed(pg::Connection& pg, redis::Client& redis);
+
+  // Stream entry fields for a row (event_id, owner, event_type,
+  // schema_version, envelope), or the reason it can never be published.
+  absl::StatusOr<redis::StreamFields> EntryFor(const ClaimedRow& row) const;
+
+ private:
+  void WorkerLoop(int index);
+  // The sweep's rows, `limit` at a time, until a batch comes back short.
+  template <typename Requeue>
+  absl::StatusOr<int64_t> RequeueAll(const Requeue& requeue);
+
+  const DispatcherOptions options_;
+  const std::string stream_;
+  const FaultHooks hooks_;
+
+  worker::Waker waker_;
+  std::vector<std::thread> threads_;
+  // The sweep's view of the stream (one sweeping thread, or a test).
+  StreamWatch watch_;
+  AckHistory acked_;
+
+  prometheus::Counter* claimed_;
+  prometheus::Counter* published_;
+  prometheus::Counter* transient_failures_;
+  prometheus::Counter* dead_;
+  prometheus::Counter* notifications_;
+  prometheus::Counter* resends_;
+  prometheus::Histogram* lag_;
+};
+
+}  // namespace ulticode::outbox

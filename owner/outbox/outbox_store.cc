@@ -1,0 +1,260 @@
+#include "owner/outbox/outbox_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace ulticode::outbox {
+namespace {
+
+constexpr pg::Statement kNextSequence{"outbox.next_sequence",
+                                      "SELECT nextval('audit_outbox_sequence')"};
+
+constexpr pg::Statement kAppend{
+    "outbox.append",
+    "INSERT INTO audit_outbox (event_id, event_type, payload, signature, key_id, owner_sequence)"
+    " VALUES ($1::uuid, $2, $3, $4, $5, $6)"};
+
+// Due rows, locked for the cycle's transaction; rows another dispatcher
+// holds are skipped, never waited for.
+constexpr pg::Statement kLockDue{
+    "outbox.lock_due",
+    "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
+    "   created_at, signature, key_id"
+    " FROM audit_outbox"
+    " WHERE state = 'PENDING' AND next_attempt_at <= now()"
+    " ORDER BY next_attempt_at LIMIT $1"
+    " FOR UPDATE SKIP LOCKED"};
+
+constexpr pg::Statement kMarkPublished{
+    "outbox.mark_published",
+    "UPDATE audit_outbox o SET state = 'PUBLISHED', published_at = now(),"
+    "   attempts = o.attempts + 1, publication = o.publication + 1, last_error = NULL,"
+    "   failures = 0, stream_entry_id = t.entry"
+    " FROM unnest($1::uuid[], $2::text[]) AS t(id, entry)"
+    " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
+
+constexpr pg::Statement kReschedule{
+    "outbox.reschedule",
+    "UPDATE audit_outbox o SET next_attempt_at = now() + t.delay * interval '1 second',"
+    "   attempts = o.attempts + 1, publication = o.publication + 1, failures = o.failures + 1,"
+    "   last_error = $3"
+    " FROM unnest($1::uuid[], $2::float8[]) AS t(id, delay)"
+    " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
+
+constexpr pg::Statement kMarkDead{
+    "outbox.mark_dead",
+    "UPDATE audit_outbox SET state = 'DEAD', attempts = attempts + 1, last_error = $2"
+    " WHERE event_id = $1::uuid AND state = 'PENDING'"};
+
+// Waits for a dispatcher cycle that holds any of these rows to commit, so the
+// UPDATE below (a new statement, a new snapshot) sees what it committed.
+constexpr pg::Statement kLockForConfirm{
+    "outbox.lock_for_confirm",
+    "SELECT 1 FROM audit_outbox WHERE event_id = ANY($1::uuid[]) ORDER BY event_id FOR UPDATE",
+    absl::Seconds(30)};
+
+constexpr pg::Statement kLeavesOf{
+    "outbox.leaves_of",
+    "SELECT event_id::text, coalesce(key_id, ''), coalesce(signature, ''::bytea), payload"
+    " FROM audit_outbox WHERE event_id = ANY($1::uuid[])",
+    absl::Seconds(30)};
+
+constexpr pg::Statement kConfirmLogged{
+    "outbox.confirm_logged",
+    "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
+    " WHERE event_id = ANY($1::uuid[]) AND publication > publication_floor"
+    "   AND state IN ('PUBLISHED', 'PENDING')",
+    absl::Seconds(30)};
+
+// A row's stream entry was acknowledged by Admin's group when it is at or
+// below $1 (the group's last-delivered-id; NULL: no group) and below $2 (its
+// smallest pending id; NULL: none pending).
+// Entries lost: published before the stream lost its data (at or below $3),
+// or removed (at or below $4) before the group acknowledged them.
+constexpr pg::Statement kRequeueLost{
+    "outbox.requeue_lost",
+    "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
+    " FROM (SELECT event_id FROM audit_outbox"
+    "       WHERE state = 'PUBLISHED' AND ("
+    "         log_stream_id(stream_entry_id) <= log_stream_id($3::text)"
+    "         OR (log_stream_id(stream_entry_id) <= log_stream_id($4::text)"
+    "             AND NOT coalesce("
+    "($1::text IS NOT NULL AND log_stream_id(stream_entry_id) <= log_stream_id($1)"
+    "   AND ($2::text IS NULL OR log_stream_id(stream_entry_id) < log_stream_id($2)))"
+    "               , false)))"
+    "       ORDER BY published_at LIMIT $5 FOR UPDATE SKIP LOCKED) d"
+    " WHERE o.event_id = d.event_id"};
+
+// Entries acknowledged (as above) as of at least $3 seconds ago, or above
+// the stream's last generated id $5 (written to another incarnation of the
+// stream), and still unproved; the wait doubles with each re-send (at most
+// x64 and one hour unless $3 is longer). A row without a stream id (a
+// previous release's) goes by its age alone.
+constexpr pg::Statement kRequeueUnproved{
+    "outbox.requeue_unproved",
+    "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
+    " FROM (SELECT event_id FROM audit_outbox"
+    "       WHERE state = 'PUBLISHED' AND published_at <= now() -"
+    "         least($3::float8 * power(2, least(resends, 6)), greatest($3::float8, 3600))"
+    "           * interval '1 second'"
+    "         AND (log_stream_id(stream_entry_id) IS NULL"
+    "   OR log_stream_id(stream_entry_id) > log_stream_id($5::text) OR"
+    "   ($1::text IS NOT NULL AND log_stream_id(stream_entry_id) <= log_stream_id($1)"
+    "   AND ($2::text IS NULL OR log_stream_id(stream_entry_id) < log_stream_id($2))))"
+    "       ORDER BY published_at LIMIT $4 FOR UPDATE SKIP LOCKED) d"
+    " WHERE o.event_id = d.event_id"};
+
+// publication_floor = publication + 1: past the number a cycle that published
+// and then rolled back may have used, so no proof arriving before the row is
+// published again confirms it (kConfirmLogged).
+constexpr pg::Statement kReplayConfirmed{
+    "outbox.replay_confirmed",
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), attempts = 0,"
+    "   resends = resends + 1, publication = publication + 1, publication_floor = publication + 1"
+    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE state = 'CONFIRMED'"
+    "   AND created_at >= $1 AND created_at < $2 ORDER BY event_id FOR UPDATE)",
+    absl::Minutes(5)};
+
+std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.substr(0, 1000); }
+
+}  // namespace
+
+absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
+                               const crypto::SigningKey& signer) {
+  RETURN_IF_ERROR(audit::Validate(event));
+  ASSIGN_OR_RETURN(pg::Result next, tx.Execute(kNextSequence));
+  const int64_t sequence = next.GetInt64(0, 0);
+  audit::AuditEvent numbered = event;
+  numbered.set_owner_sequence(static_cast<uint64_t>(sequence));
+  const std::string payload = audit::Serialize(numbered);
+  // An unsigned row would be refused by Admin forever: roll the change back.
+  ASSIGN_OR_RETURN(const std::string signature, signer.Sign(payload));
+  // Sent with the transaction's next statement or its COMMIT, which report
+  // its failure.
+  tx.Defer(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()), pg::Bytes(payload),
+                     pg::Bytes(signature), pg::Text(signer.key_id()), pg::Int(sequence)});
+  return sequence;
+}
+
+absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) {
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kLockDue, {pg::Int(limit)}));
+  std::vector<ClaimedRow> rows;
+  rows.reserve(r.rows());
+  const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
+            attempts = r.Column("attempts"), failures = r.Column("failures"),
+            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id");
+  for (int i = 0; i < r.rows(); ++i) {
+    rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
+                              static_cast<int>(r.GetInt64(i, attempts)),
+                              static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
+                              r.GetBytes(i, sig), r.GetString(i, key)});
+  }
+  return rows;
+}
+
+absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows) {
+  if (rows.empty()) return 0;
+  std::vector<std::string> ids, entries;
+  for (const auto& p : rows) {
+    ids.push_back(p.event_id);
+    entries.push_back(p.stream_entry_id);
+  }
+  ASSIGN_OR_RETURN(pg::Result r,
+                   tx.Execute(kMarkPublished, {pg::TextArray(ids), pg::TextArray(entries)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> Reschedule(pg::Transaction& tx, const std::vector<Retry>& rows,
+                                   const std::string& error) {
+  if (rows.empty()) return 0;
+  std::vector<std::string> ids, delays;
+  for (const auto& p : rows) {
+    ids.push_back(p.event_id);
+    delays.push_back(absl::StrCat(absl::ToDoubleSeconds(p.delay)));
+  }
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReschedule, {pg::TextArray(ids), pg::TextArray(delays),
+                                                          pg::Text(Truncated(error))}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_id,
+                                 const std::string& reason) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   tx.Execute(kMarkDead, {pg::Text(event_id), pg::Text(Truncated(reason))}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
+                                                 const std::vector<std::string>& event_ids) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLeavesOf, {pg::TextArray(event_ids)}));
+  std::vector<OutboxLeaf> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back({r.GetString(i, 0), r.GetString(i, 1), r.GetBytes(i, 2), r.GetBytes(i, 3)});
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
+                                      const std::vector<std::string>& event_ids) {
+  if (event_ids.empty()) return 0;
+  ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
+  RETURN_IF_ERROR(tx.Execute(kLockForConfirm, {pg::TextArray(event_ids)}).status());
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kConfirmLogged, {pg::TextArray(event_ids)}));
+  RETURN_IF_ERROR(tx.Commit());
+  return r.affected_rows();
+}
+
+namespace {
+
+pg::Param OrNull(const std::optional<std::string>& v) { return v ? pg::Text(*v) : pg::Null(); }
+
+}  // namespace
+
+absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence, int limit) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   conn.Execute(kRequeueLost, {OrNull(evidence.acked.last_delivered),
+                                               OrNull(evidence.acked.smallest_pending),
+                                               OrNull(evidence.lost_through),
+                                               OrNull(evidence.removed_through), pg::Int(limit)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> RequeueUnproved(pg::Connection& conn, const Acked& acked,
+                                        const std::optional<std::string>& newest,
+                                        absl::Duration resend_after, int limit) {
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Execute(kRequeueUnproved, {OrNull(acked.last_delivered), OrNull(acked.smallest_pending),
+                                      pg::Seconds(resend_after), pg::Int(limit), OrNull(newest)}));
+  return r.affected_rows();
+}
+
+absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, absl::Time to) {
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kReplayConfirmed, {pg::Time(from), pg::Time(to)}));
+  return r.affected_rows();
+}
+
+const std::vector<std::string>& RuntimeGrants() {
+  static const auto* grants = new std::vector<std::string>{
+      // The delivery columns only: the event (event_id, event_type, payload,
+      // signature, key_id, created_at) is never rewritten, and the
+      // audit_outbox_state_machine trigger (migrations/10001_outbox.sql)
+      // keeps the transitions and their timestamps honest.
+      "GRANT SELECT, INSERT ON audit_outbox TO {role}",
+      "GRANT UPDATE (state, attempts, failures, next_attempt_at, last_error, stream_entry_id,"
+      " published_at, confirmed_at, resends,"
+      " publication, publication_floor) ON audit_outbox TO {role}",
+      "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
+      // nextval and reading its position: numbers are taken, never set
+      // (setval needs UPDATE).
+      "GRANT USAGE, SELECT ON SEQUENCE audit_outbox_sequence TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON outbox_numbers_attested TO {role}",
+      "GRANT SELECT, INSERT, UPDATE ON log_witnessed TO {role}",
+      // Retention, only through these (no DELETE on the tables): housekeeping.h.
+      "GRANT EXECUTE ON FUNCTION outbox_retention(float8, integer),"
+      " idempotency_retention(float8, integer) TO {role}",
+  };
+  return *grants;
+}
+
+}  // namespace ulticode::outbox

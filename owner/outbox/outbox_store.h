@@ -1,0 +1,136 @@
+// The audit outbox table (see migrations/10001_outbox.sql): the only
+// code that reads or writes it.
+//
+// Append() is the write side of a business transaction: it takes the open
+// transaction, so no code path can write an outbox row outside one. The rest
+// is the dispatcher's side, inside its cycle's transaction: lock due rows
+// (LockDue), then settle them (published, rescheduled, dead) while the locks
+// are held; and the confirmation on proof (ConfirmLogged) and the re-send
+// sweep.
+//
+// Functions are stateless; the connection decides the thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/audit/event.h"
+#include "common/crypto/crypto.h"
+#include "common/migrations/migrations.h"
+#include "common/pg/connection.h"
+#include "owner/outbox/resend.h"
+
+namespace ulticode::outbox {
+
+// The outbox's schema (versions 10001+, applied after the service's own) is
+// outbox::Migrations() in the generated "owner/outbox/migrations.h".
+// The DML a service's runtime role needs on the outbox tables
+// (migrations::GrantRuntime).
+const std::vector<std::string>& RuntimeGrants();
+
+// LISTEN channel notified on every commit that appended rows.
+inline constexpr char kNotifyChannel[] = "audit_outbox";
+
+// Numbers (the owner's next owner_sequence), validates, signs (Ed25519 over
+// the exact serialized bytes) and appends `event` inside `tx`; returns the
+// number, which is lost if `tx` rolls back. INVALID_ARGUMENT when the event
+// breaks the contract (a bug in the caller, never the client's fault). The
+// row's INSERT is deferred (pg::Transaction::Defer): it goes out with the
+// transaction's next statement or its COMMIT, and a failure is reported there.
+absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
+                               const crypto::SigningKey& signer);
+
+// A due row, locked by the dispatcher's cycle transaction.
+struct ClaimedRow {
+  std::string event_id;
+  std::string event_type;
+  std::string payload;  // serialized AuditEvent
+  int attempts = 0;     // including this cycle's
+  int failures = 0;     // consecutive failures before this cycle
+  absl::Time created_at;
+  std::string signature;  // Ed25519 over payload; empty for rows older than signing
+  std::string key_id;
+};
+
+// The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
+// rows (FOR UPDATE SKIP LOCKED: rows another dispatcher holds are skipped),
+// publish them while holding the locks, then settle them with one of the
+// statements below and commit. A crash or a lost connection rolls the whole
+// cycle back: the rows are due again at once (the stream may then hold an
+// event twice; Admin's inbox absorbs it). A dispatcher that stalls while
+// holding rows is cut off by PostgreSQL (idle_in_transaction_session_timeout).
+absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit);
+
+struct Published {
+  std::string event_id;
+  std::string stream_entry_id;
+};
+// Marks locked rows PUBLISHED (attempts and publication + 1); returns how
+// many changed.
+absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows);
+
+struct Retry {
+  std::string event_id;
+  absl::Duration delay;
+};
+// A transient failure: due again after `delay`, attempts, publication and
+// failures + 1 (the XADD may have landed), the error kept.
+absl::StatusOr<int64_t> Reschedule(pg::Transaction& tx, const std::vector<Retry>& rows,
+                                   const std::string& error);
+
+// A permanent failure: DEAD at once with its reason.
+absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_id,
+                                 const std::string& reason);
+
+// What an outbox row contributes to its leaf in Admin's log
+// (common/tlog/leaf.h): the signed bytes, their signature and key id.
+struct OutboxLeaf {
+  std::string event_id;
+  std::string key_id;
+  std::string signature;
+  std::string payload;
+};
+// The rows of `event_ids` that exist (canonical lowercase UUIDs).
+absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
+                                                 const std::vector<std::string>& event_ids);
+
+// Marks CONFIRMED the rows of `event_ids` whose events are proved to be in
+// Admin's log (outbox/witness.h), the only way a row turns CONFIRMED. Only
+// rows handed to the publisher (PUBLISHED, or PENDING again after a
+// committed attempt) since their last replay or redrive
+// (migrations/10001_outbox.sql: a proof that arrives before the row is
+// published again confirms nothing). A proof that arrives while the
+// publishing cycle still holds the row waits for its commit. Rows are
+// locked in event_id order. Returns how many turned CONFIRMED.
+absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
+                                      const std::vector<std::string>& event_ids);
+
+// The resend sweep (resend.h): up to `limit` PUBLISHED rows whose entries
+// `evidence` shows lost go back to PENDING, due now, resends + 1.
+absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence, int limit);
+
+// Up to `limit` PUBLISHED rows whose entries `acked` (what Admin had
+// acknowledged at least `resend_after` ago) covers, or whose entries are
+// above the stream's `newest` id (written to another incarnation of the
+// stream, whose clock was ahead), published at least
+// resend_after x 2^resends ago (at most x64 and one hour unless resend_after
+// is longer), go back to PENDING, due now, resends + 1: delivered and still
+// unproved, so Admin refused the event or its proof was lost; an event Admin
+// refuses (poison: never proved) is re-sent ever more rarely.
+absl::StatusOr<int64_t> RequeueUnproved(pg::Connection& conn, const Acked& acked,
+                                        const std::optional<std::string>& newest,
+                                        absl::Duration resend_after, int limit);
+
+// OutboxOperations/Replay: every CONFIRMED row created in [from, to) goes
+// back to PENDING, due now, to be published again (Admin lost them); no
+// proof arriving before they are published again confirms them. Rows are
+// locked in event_id order, the order ConfirmLogged locks in. Returns how
+// many.
+absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, absl::Time to);
+
+}  // namespace ulticode::outbox

@@ -252,7 +252,7 @@ CREATE TABLE log_cosignatures (
   PRIMARY KEY (size, witness)
 );
 
--- Receipts are proofs (docs/transparency-log.md, "Witnesses"): an owner
+-- Confirmation on proof (docs/transparency-log.md, "Witnesses"): an owner
 -- confirms an outbox row only on proof that its event is in the log, sent
 -- with the checkpoint that covers it. An event delivered again has not been
 -- confirmed by its owner: the bridge asks for its proof to be sent again.

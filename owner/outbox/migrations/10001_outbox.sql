@@ -206,7 +206,7 @@ CREATE TABLE log_witnessed (
   size        bigint NOT NULL,
   root        bytea NOT NULL CHECK (length(root) = 32),
   note        text NOT NULL,
-  -- The receipt stream entry it last came in: an entry up to this one was
+  -- The proof stream entry it last came in: an entry up to this one was
   -- seen before (a restarted reader, another replica behind) and is not a
   -- rollback. Empty, or a Redis stream id (see log_witnessed_forward).
   entry_id    text NOT NULL DEFAULT '',

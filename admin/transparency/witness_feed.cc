@@ -296,12 +296,19 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
   ASSIGN_OR_RETURN(const std::vector<tlog::LeafProof> proofs,
                    Prove(nodes, covered, requested, latest->size));
   const std::string proof_stream = tlog::ProofStreamFor(stream);
-  RETURN_IF_ERROR(redis_
-                      .XAddBatch(proof_stream, Entries(*latest, std::min(cosigned, latest->size),
-                                                       consistency, proofs, more))
-                      .status());
-  const int64_t keep = std::max<int64_t>(
-      16, options_.proof_stream_bytes / static_cast<int64_t>(tlog::kMaxProofEntryBytes));
+  const std::vector<redis::StreamFields> entries =
+      Entries(*latest, std::min(cosigned, latest->size), consistency, proofs, more);
+  RETURN_IF_ERROR(redis_.XAddBatch(proof_stream, entries).status());
+  // As many entries of this send's size as the share holds: what the owner
+  // has not read yet stays (a checkpoint every 500 ms under load), and the
+  // stream guard holds the bytes whatever the entries' sizes.
+  size_t bytes = 0;
+  for (const redis::StreamFields& e : entries) {
+    for (const auto& [name, value] : e) bytes += name.size() + value.size();
+  }
+  const int64_t mean =
+      std::max<int64_t>(256, static_cast<int64_t>(bytes / std::max<size_t>(1, entries.size())));
+  const int64_t keep = std::max<int64_t>(16, options_.proof_stream_bytes / mean);
   RETURN_IF_ERROR(
       redis_.Command({"XTRIM", proof_stream, "MAXLEN", "~", absl::StrCat(keep)}).status());
   sent_.Add({{"witness", witness}}).Increment();

@@ -42,8 +42,8 @@ struct WitnessFeedOptions {
   const crypto::KeyDirectoryFile* keys = nullptr;
   absl::Duration resend = absl::Seconds(5);
   // Each proof stream's share of Redis's memory: after each send the stream
-  // keeps as many of the largest entries as fit (XTRIM MAXLEN ~; the stream
-  // guard holds it to its bytes besides).
+  // keeps as many entries of that send's mean size as fit (XTRIM MAXLEN ~;
+  // the stream guard holds it to its bytes besides).
   int64_t proof_stream_bytes = int64_t{64} << 20;
 };
 

@@ -39,11 +39,6 @@ inline constexpr char kCosignatureField[] = "cosignature";
 // "<audit stream>:proofs": Admin writes, the owner reads.
 std::string ProofStreamFor(absl::string_view audit_stream);
 
-// The largest proof stream entry: kProofsPerEntry proofs in a tree of up to
-// 2^64 leaves, the consistency proof and the signed note. What a byte share
-// of a proof stream is divided by to bound it by entries.
-inline constexpr size_t kMaxProofEntryBytes = kProofsPerEntry * (36 + 2 + 20 + 64 * 44) + 8192;
-
 // "<audit stream>:cosignatures": the owner writes, Admin reads.
 std::string CosignatureStreamFor(absl::string_view audit_stream);
 

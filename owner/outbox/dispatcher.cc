@@ -189,6 +189,7 @@ absl::StatusOr<int64_t> Dispatcher::RequeueAll(const Requeue& requeue) {
 
 absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg, redis::Client& redis) {
   if (options_.resend_timeout <= absl::ZeroDuration()) return 0;
+  ASSIGN_OR_RETURN(const absl::Time look_began, DatabaseClock(pg));
   absl::StatusOr<LossEvidence> seen = watch_.Look(redis);
   if (absl::IsPermissionDenied(seen.status())) {
     // A Redis ACL of a previous release: the owner may not look, so it goes
@@ -199,10 +200,13 @@ absl::StatusOr<int64_t> Dispatcher::SweepUnconfirmed(pg::Connection& pg, redis::
   }
   RETURN_IF_ERROR(seen.status());
   const absl::Time now = absl::Now();
+  // What a lost stream's group acknowledged says nothing of the new one.
+  if (seen->lost_through.has_value()) acked_.Clear();
   acked_.Record(now, seen->acked);
   int64_t lost = 0, unproved = 0;
   if (seen->LossPossible()) {
-    ASSIGN_OR_RETURN(lost, RequeueAll([&](int limit) { return RequeueLost(pg, *seen, limit); }));
+    ASSIGN_OR_RETURN(
+        lost, RequeueAll([&](int limit) { return RequeueLost(pg, *seen, look_began, limit); }));
   }
   const Acked then = acked_.AsOf(now - options_.resend_timeout).value_or(Acked{});
   ASSIGN_OR_RETURN(unproved, RequeueAll([&](int limit) {

@@ -66,16 +66,20 @@ constexpr pg::Statement kConfirmLogged{
     "   AND state IN ('PUBLISHED', 'PENDING')",
     absl::Seconds(30)};
 
+constexpr pg::Statement kClock{"outbox.clock", "SELECT clock_timestamp()"};
+
 // A row's stream entry was acknowledged by Admin's group when it is at or
 // below $1 (the group's last-delivered-id; NULL: no group) and below $2 (its
 // smallest pending id; NULL: none pending).
 // Entries lost: published before the stream lost its data (at or below $3),
-// or removed (at or below $4) before the group acknowledged them.
+// or removed (at or below $4) before the group acknowledged them; only rows
+// published before $6, when the sweep began to look (a row published since
+// may be in a stream the look did not see).
 constexpr pg::Statement kRequeueLost{
     "outbox.requeue_lost",
     "UPDATE audit_outbox o SET state = 'PENDING', next_attempt_at = now(), resends = o.resends + 1"
     " FROM (SELECT event_id FROM audit_outbox"
-    "       WHERE state = 'PUBLISHED' AND ("
+    "       WHERE state = 'PUBLISHED' AND published_at < $6 AND ("
     "         log_stream_id(stream_entry_id) <= log_stream_id($3::text)"
     "         OR (log_stream_id(stream_entry_id) <= log_stream_id($4::text)"
     "             AND NOT coalesce("
@@ -210,12 +214,19 @@ pg::Param OrNull(const std::optional<std::string>& v) { return v ? pg::Text(*v) 
 
 }  // namespace
 
-absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence, int limit) {
-  ASSIGN_OR_RETURN(pg::Result r,
-                   conn.Execute(kRequeueLost, {OrNull(evidence.acked.last_delivered),
-                                               OrNull(evidence.acked.smallest_pending),
-                                               OrNull(evidence.lost_through),
-                                               OrNull(evidence.removed_through), pg::Int(limit)}));
+absl::StatusOr<absl::Time> DatabaseClock(pg::Connection& conn) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kClock));
+  return r.GetTime(0, 0);
+}
+
+absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence,
+                                    absl::Time published_before, int limit) {
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Execute(kRequeueLost,
+                   {OrNull(evidence.acked.last_delivered), OrNull(evidence.acked.smallest_pending),
+                    OrNull(evidence.lost_through), OrNull(evidence.removed_through), pg::Int(limit),
+                    pg::Time(published_before)}));
   return r.affected_rows();
 }
 

@@ -110,9 +110,15 @@ absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
 absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
                                       const std::vector<std::string>& event_ids);
 
+// The database's clock now (clock_timestamp()).
+absl::StatusOr<absl::Time> DatabaseClock(pg::Connection& conn);
+
 // The resend sweep (resend.h): up to `limit` PUBLISHED rows whose entries
-// `evidence` shows lost go back to PENDING, due now, resends + 1.
-absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence, int limit);
+// `evidence` shows lost go back to PENDING, due now, resends + 1; only rows
+// published before `published_before` (taken before the look: a row
+// published since may be in a stream the look did not see).
+absl::StatusOr<int64_t> RequeueLost(pg::Connection& conn, const LossEvidence& evidence,
+                                    absl::Time published_before, int limit);
 
 // Up to `limit` PUBLISHED rows whose entries `acked` (what Admin had
 // acknowledged at least `resend_after` ago) covers, or whose entries are

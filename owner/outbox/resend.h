@@ -17,6 +17,9 @@
 //    doubling on each re-send.
 // An entry that is in the stream and not yet read (Admin is down or behind)
 // is never published again: the drain after an outage reads each event once.
+// Only rows published before the sweep began to look count as lost (a row
+// published since may be in a stream the look did not see), and a look at a
+// lost stream forgets what its group had acknowledged.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +82,7 @@ class StreamWatch {
 class AckHistory {
  public:
   void Record(absl::Time at, const Acked& acked);
+  void Clear() { seen_.clear(); }
   std::optional<Acked> AsOf(absl::Time cutoff);
 
  private:

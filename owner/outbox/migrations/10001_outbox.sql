@@ -99,7 +99,10 @@ CREATE TRIGGER audit_outbox_notify AFTER INSERT ON audit_outbox
 --   * publication numbers only grow;
 --   * published_at and confirmed_at are the database's clock at the moment
 --     of that transition, whatever the statement says, and never change
---     otherwise, so a confirmation cannot be back-dated into retention.
+--     otherwise, so a confirmation cannot be back-dated into retention;
+--     published_at is the clock at the UPDATE itself (clock_timestamp()),
+--     so it falls after the cycle's XADD (the resend sweep bounds its look
+--     by it, outbox/resend.h).
 -- Any state may go back to PENDING (re-send, replay, redrive) or to DEAD
 -- (both are loud: alerted and never deleted).
 CREATE FUNCTION audit_outbox_state_machine() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -122,7 +125,7 @@ BEGIN
     NEW.confirmed_at := OLD.confirmed_at;
   END IF;
   IF NEW.state = 'PUBLISHED' AND OLD.state <> 'PUBLISHED' THEN
-    NEW.published_at := now();
+    NEW.published_at := clock_timestamp();
   ELSE
     NEW.published_at := OLD.published_at;
   END IF;

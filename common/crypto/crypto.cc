@@ -1,6 +1,7 @@
 #include "common/crypto/crypto.h"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -45,6 +46,23 @@ absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
 }
 
 }  // namespace
+
+std::string HmacSha256(absl::string_view key, absl::string_view data) {
+  std::string out(kSha256Bytes, '\0');
+  size_t len = 0;
+  // As for Sha256: fails only when OpenSSL cannot allocate.
+  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key.data(), key.size(),
+                reinterpret_cast<const unsigned char*>(data.data()), data.size(),
+                reinterpret_cast<unsigned char*>(out.data()), out.size(), &len) == nullptr ||
+      len != kSha256Bytes) {
+    std::abort();
+  }
+  return out;
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 std::string Sha256(absl::string_view data) {
   std::string out(kSha256Bytes, '\0');
@@ -289,6 +307,23 @@ absl::StatusOr<std::string> SigningKey::Sign(absl::string_view message) const {
                                             "-byte signature, not ", kEd25519SignatureBytes));
   }
   return sig;
+}
+
+absl::StatusOr<std::string> SigningKey::DeriveSecret(absl::string_view label) const {
+  if (key_ == nullptr) {
+    return absl::FailedPreconditionError("key derivation: the signing key is empty (moved from)");
+  }
+  unsigned char seed[32];
+  size_t len = sizeof(seed);
+  if (EVP_PKEY_get_raw_private_key(key_.get(), seed, &len) != 1 || len != sizeof(seed)) {
+    OPENSSL_cleanse(seed, sizeof(seed));
+    return absl::InternalError(
+        absl::StrCat("key derivation with key ", key_id(),
+                     ": EVP_PKEY_get_raw_private_key failed: ", TakeOpensslError()));
+  }
+  std::string out = HmacSha256(absl::string_view(reinterpret_cast<char*>(seed), len), label);
+  OPENSSL_cleanse(seed, sizeof(seed));
+  return out;
 }
 
 absl::StatusOr<std::string> SigningKey::PrivatePem() const {

@@ -24,6 +24,13 @@ inline constexpr size_t kEd25519SignatureBytes = 64;
 // SHA-256 of `data`: 32 raw bytes.
 std::string Sha256(absl::string_view data);
 
+// HMAC-SHA256 of `data` under `key`: 32 raw bytes.
+std::string HmacSha256(absl::string_view key, absl::string_view data);
+
+// True when `a` and `b` are equal, in time that depends on their lengths
+// only (for comparing MACs).
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
 // Reads a secret (password, private key) from `path`. Refuses, with
 // FAILED_PRECONDITION naming the path (and the mode), a file that others may
 // access or its group may write, a file its group may read unless root owns
@@ -74,6 +81,10 @@ class SigningKey {
   // FAILED_PRECONDITION for a moved-from key; never a short or empty
   // signature.
   absl::StatusOr<std::string> Sign(absl::string_view message) const;
+  // A 32-byte secret for `label`, derived from the private key
+  // (HMAC-SHA256 keyed by the Ed25519 seed): another key for another job,
+  // with nothing more to store or rotate. Never the key itself.
+  absl::StatusOr<std::string> DeriveSecret(absl::string_view label) const;
   // PKCS#8 PEM of the private key (for writing dev keys to a 0600 file);
   // INTERNAL when OpenSSL cannot write it.
   absl::StatusOr<std::string> PrivatePem() const;

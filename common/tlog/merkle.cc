@@ -59,6 +59,19 @@ void Subproof(uint64_t m, absl::Span<const Hash> d, bool complete, std::vector<H
   }
 }
 
+// MTH(d[lo, hi)); appends to paths[i], for every i in [lo, hi), the
+// sibling at each level above the leaf, deepest first (RFC 9162 PATH).
+Hash BuildPaths(absl::Span<const Hash> d, size_t lo, size_t hi,
+                std::vector<std::vector<Hash>>& paths) {
+  if (hi - lo == 1) return d[lo];
+  const size_t k = Split(hi - lo);
+  const Hash left = BuildPaths(d, lo, lo + k, paths);
+  const Hash right = BuildPaths(d, lo + k, hi, paths);
+  for (size_t i = lo; i < lo + k; ++i) paths[i].push_back(right);
+  for (size_t i = lo + k; i < hi; ++i) paths[i].push_back(left);
+  return NodeHash(left, right);
+}
+
 absl::Status Mismatch(absl::string_view what) {
   return absl::FailedPreconditionError(std::string(what));
 }
@@ -93,6 +106,14 @@ absl::StatusOr<std::vector<Hash>> InclusionProof(uint64_t index, absl::Span<cons
   return out;
 }
 
+absl::StatusOr<RootAndPaths> AllInclusionProofs(absl::Span<const Hash> leaves) {
+  if (leaves.empty()) return absl::InvalidArgumentError("no leaves to prove");
+  RootAndPaths out;
+  out.paths.resize(leaves.size());
+  out.root = BuildPaths(leaves, 0, leaves.size(), out.paths);
+  return out;
+}
+
 absl::StatusOr<std::vector<Hash>> ConsistencyProof(uint64_t m, absl::Span<const Hash> leaves) {
   if (m == 0 || m > leaves.size()) {
     return absl::InvalidArgumentError(
@@ -103,8 +124,8 @@ absl::StatusOr<std::vector<Hash>> ConsistencyProof(uint64_t m, absl::Span<const 
   return out;
 }
 
-absl::Status VerifyInclusion(uint64_t index, uint64_t size, const Hash& leaf,
-                             absl::Span<const Hash> proof, const Hash& root) {
+absl::StatusOr<Hash> RootFromInclusion(uint64_t index, uint64_t size, const Hash& leaf,
+                                       absl::Span<const Hash> proof) {
   if (index >= size) return Mismatch(absl::StrCat("index ", index, " is not below size ", size));
   uint64_t fn = index, sn = size - 1;
   Hash r = leaf;
@@ -123,7 +144,14 @@ absl::Status VerifyInclusion(uint64_t index, uint64_t size, const Hash& leaf,
     sn >>= 1;
   }
   if (sn != 0) return Mismatch("inclusion proof shorter than the tree");
-  if (r != root) return Mismatch("inclusion proof does not lead to the root");
+  return r;
+}
+
+absl::Status VerifyInclusion(uint64_t index, uint64_t size, const Hash& leaf,
+                             absl::Span<const Hash> proof, const Hash& root) {
+  absl::StatusOr<Hash> r = RootFromInclusion(index, size, leaf, proof);
+  if (!r.ok()) return r.status();
+  if (*r != root) return Mismatch("inclusion proof does not lead to the root");
   return absl::OkStatus();
 }
 

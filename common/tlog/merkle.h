@@ -34,6 +34,20 @@ absl::StatusOr<std::vector<Hash>> InclusionProof(uint64_t index, absl::Span<cons
 // PROOF(m, D[0:n]): INVALID_ARGUMENT unless 0 < m <= n.
 absl::StatusOr<std::vector<Hash>> ConsistencyProof(uint64_t m, absl::Span<const Hash> leaves);
 
+// MTH(D[0:n]) and PATH(i, D[0:n]) for every i < n at once (n - 1 node
+// hashes: what sealing a bundle needs). INVALID_ARGUMENT for no leaves.
+struct RootAndPaths {
+  Hash root;
+  std::vector<std::vector<Hash>> paths;
+};
+absl::StatusOr<RootAndPaths> AllInclusionProofs(absl::Span<const Hash> leaves);
+
+// The root that `proof` leads to from the leaf with hash `leaf` at `index`
+// in a tree of `size` leaves (RFC 9162 2.1.3.2 without the comparison);
+// FAILED_PRECONDITION when the proof's length does not fit the tree.
+absl::StatusOr<Hash> RootFromInclusion(uint64_t index, uint64_t size, const Hash& leaf,
+                                       absl::Span<const Hash> proof);
+
 // RFC 9162 2.1.3.2: OK when `proof` shows the leaf with hash `leaf` at
 // `index` in the tree of `size` leaves whose root is `root`; otherwise
 // FAILED_PRECONDITION saying what does not match.

@@ -1,5 +1,5 @@
 // One signature for a bundle of messages, and a seal per message that
-// proves it was in the bundle (docs/transparency-log.md, "Seals").
+// proves it was in the bundle.
 //
 // The messages' RFC 9162 leaf hashes make a Merkle tree; the signer signs
 // its root and size once; each message's seal carries its index, the

@@ -67,9 +67,9 @@ absl::StatusOr<Seal> Decode(absl::string_view bytes) {
         absl::StrCat("a seal is at least ", kHeaderBytes + sig, " bytes, not ", bytes.size()));
   }
   if (bytes[0] != kSealVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("seal version ", static_cast<int>(static_cast<uint8_t>(bytes[0])),
-                     " is not ", static_cast<int>(kSealVersion)));
+    return absl::InvalidArgumentError(absl::StrCat("seal version ",
+                                                   static_cast<int>(static_cast<uint8_t>(bytes[0])),
+                                                   " is not ", static_cast<int>(kSealVersion)));
   }
   Seal out;
   out.index = GetBigEndian32(bytes.substr(1, 4));
@@ -84,9 +84,9 @@ absl::StatusOr<Seal> Decode(absl::string_view bytes) {
   }
   const size_t hashes = PathLength(out.index, out.size);
   if (bytes.size() != kHeaderBytes + 32 * hashes + sig) {
-    return absl::InvalidArgumentError(absl::StrCat("a seal of index ", out.index, " in a bundle of ",
-                                                   out.size, " is ", kHeaderBytes + 32 * hashes + sig,
-                                                   " bytes, not ", bytes.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a seal of index ", out.index, " in a bundle of ", out.size, " is ",
+                     kHeaderBytes + 32 * hashes + sig, " bytes, not ", bytes.size()));
   }
   for (size_t i = 0; i < hashes; ++i) {
     tlog::Hash h;
@@ -107,8 +107,7 @@ absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey& si
   leaves.reserve(messages.size());
   for (absl::string_view m : messages) leaves.push_back(tlog::LeafHash(m));
   ASSIGN_OR_RETURN(tlog::RootAndPaths tree, tlog::AllInclusionProofs(leaves));
-  ASSIGN_OR_RETURN(std::string signature,
-                   signer.Sign(SignedMessage(messages.size(), tree.root)));
+  ASSIGN_OR_RETURN(std::string signature, signer.Sign(SignedMessage(messages.size(), tree.root)));
   std::vector<std::string> seals;
   seals.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -121,13 +120,12 @@ absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey& si
 absl::Status Verifier::Verify(const crypto::VerifyKey& key, absl::string_view message,
                               absl::string_view seal_bytes) {
   ASSIGN_OR_RETURN(const Seal seal, Decode(seal_bytes));
-  ASSIGN_OR_RETURN(const tlog::Hash root, tlog::RootFromInclusion(seal.index, seal.size,
-                                                                  tlog::LeafHash(message),
-                                                                  seal.path));
+  ASSIGN_OR_RETURN(
+      const tlog::Hash root,
+      tlog::RootFromInclusion(seal.index, seal.size, tlog::LeafHash(message), seal.path));
   const std::string signed_message = SignedMessage(seal.size, root);
   // What was verified: this key, this signed message, this signature.
-  std::string digest =
-      crypto::Sha256(absl::StrCat(key.raw(), signed_message, seal.signature));
+  std::string digest = crypto::Sha256(absl::StrCat(key.raw(), signed_message, seal.signature));
   if (Known(digest)) return absl::OkStatus();
   if (!key.Verify(signed_message, seal.signature)) {
     return absl::FailedPreconditionError(absl::StrCat(

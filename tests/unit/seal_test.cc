@@ -3,6 +3,8 @@
 // another message, another key, another position, a changed byte of the
 // seal, or a seal a cache hit would wave through. Generated from a seed
 // (ULTICODE_SEAL_SEED; each failure prints it), so a run can be repeated.
+#include "common/seal/seal.h"
+
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -12,7 +14,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto/crypto.h"
-#include "common/seal/seal.h"
 #include "common/tlog/merkle.h"
 #include "gtest/gtest.h"
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/big_endian.h"
 #include "common/base/status_macros.h"
 
 namespace ulticode::seal {
@@ -12,39 +13,11 @@ namespace {
 constexpr char kDomain[] = "ulticode/bundle/v1\n";
 constexpr size_t kHeaderBytes = 9;
 
-void PutBigEndian(uint64_t v, int bytes, std::string& out) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint32_t GetBigEndian32(absl::string_view b) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(b[i]);
-  return v;
-}
-
-// The number of hashes in PATH(index, D[0:size]) (index < size).
-size_t PathLength(uint64_t index, uint64_t size) {
-  size_t n = 0;
-  uint64_t fn = index, sn = size - 1;
-  while (sn != 0) {
-    if ((fn & 1) == 1 || fn == sn) {
-      while ((fn & 1) == 0 && fn != 0) {
-        fn >>= 1;
-        sn >>= 1;
-      }
-    }
-    fn >>= 1;
-    sn >>= 1;
-    ++n;
-  }
-  return n;
-}
-
 }  // namespace
 
 std::string SignedMessage(uint64_t size, const tlog::Hash& root) {
   std::string out(kDomain);
-  PutBigEndian(size, 8, out);
+  base::AppendBigEndian<8>(size, out);
   out.append(reinterpret_cast<const char*>(root.data()), root.size());
   return out;
 }
@@ -53,8 +26,8 @@ std::string Encode(const Seal& seal) {
   std::string out;
   out.reserve(kHeaderBytes + 32 * seal.path.size() + seal.signature.size());
   out.push_back(kSealVersion);
-  PutBigEndian(seal.index, 4, out);
-  PutBigEndian(seal.size, 4, out);
+  base::AppendBigEndian<4>(seal.index, out);
+  base::AppendBigEndian<4>(seal.size, out);
   for (const tlog::Hash& h : seal.path) out.append(reinterpret_cast<const char*>(h.data()), 32);
   out.append(seal.signature);
   return out;
@@ -72,8 +45,8 @@ absl::StatusOr<Seal> Decode(absl::string_view bytes) {
                                                    " is not ", static_cast<int>(kSealVersion)));
   }
   Seal out;
-  out.index = GetBigEndian32(bytes.substr(1, 4));
-  out.size = GetBigEndian32(bytes.substr(5, 4));
+  out.index = static_cast<uint32_t>(base::ReadBigEndian<4>(bytes.substr(1)));
+  out.size = static_cast<uint32_t>(base::ReadBigEndian<4>(bytes.substr(5)));
   if (out.size == 0 || out.size > kMaxBundle) {
     return absl::InvalidArgumentError(
         absl::StrCat("seal bundle size ", out.size, " is not in 1..", kMaxBundle));
@@ -82,7 +55,7 @@ absl::StatusOr<Seal> Decode(absl::string_view bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("seal index ", out.index, " is not below its bundle size ", out.size));
   }
-  const size_t hashes = PathLength(out.index, out.size);
+  const size_t hashes = tlog::InclusionProofLength(out.index, out.size);
   if (bytes.size() != kHeaderBytes + 32 * hashes + sig) {
     return absl::InvalidArgumentError(
         absl::StrCat("a seal of index ", out.index, " in a bundle of ", out.size, " is ",

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/base/big_endian.h"
 #include "common/base/status_macros.h"
 #include "common/tlog/note.h"
 
@@ -10,18 +11,6 @@ namespace ulticode::tlog {
 namespace {
 
 constexpr size_t kTimeBytes = 8;
-
-std::string BigEndian64(uint64_t v) {
-  std::string out(kTimeBytes, '\0');
-  for (size_t i = 0; i < kTimeBytes; ++i) out[i] = static_cast<char>(v >> (8 * (7 - i)));
-  return out;
-}
-
-uint64_t ReadBigEndian64(absl::string_view b) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < kTimeBytes; ++i) v = (v << 8) | static_cast<uint8_t>(b[i]);
-  return v;
-}
 
 absl::Status CheckText(absl::string_view checkpoint_text) {
   if (checkpoint_text.empty() || !absl::EndsWith(checkpoint_text, "\n")) {
@@ -55,7 +44,7 @@ absl::StatusOr<std::string> CosignatureSigner::Cosign(absl::string_view checkpoi
                                                       uint64_t time) const {
   RETURN_IF_ERROR(CheckText(checkpoint_text));
   ASSIGN_OR_RETURN(const std::string signature, key_->Sign(SignedMessage(checkpoint_text, time)));
-  return SignatureLine(name_, key_id_, BigEndian64(time) + signature);
+  return SignatureLine(name_, key_id_, base::BigEndian<kTimeBytes>(time) + signature);
 }
 
 absl::StatusOr<CosignatureVerifier> CosignatureVerifier::Parse(absl::string_view vkey) {
@@ -77,7 +66,7 @@ absl::StatusOr<uint64_t> CosignatureVerifier::Verify(absl::string_view checkpoin
         absl::StrCat("cosignature by ", name_, ": ", sig.signature.size(),
                      " bytes after the key id, not an 8-byte time and a 64-byte signature"));
   }
-  const uint64_t time = ReadBigEndian64(sig.signature);
+  const uint64_t time = base::ReadBigEndian<kTimeBytes>(sig.signature);
   if (!key_.Verify(SignedMessage(checkpoint_text, time), sig.signature.substr(kTimeBytes))) {
     return absl::FailedPreconditionError(
         absl::StrCat("cosignature by ", name_, " at time ", time, " does not verify"));

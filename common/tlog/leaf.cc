@@ -3,26 +3,20 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/big_endian.h"
 
 namespace ulticode::tlog {
 namespace {
 
 void Field(std::string& out, absl::string_view x) {
-  const auto n = static_cast<uint32_t>(x.size());
-  out.push_back(static_cast<char>(n >> 24));
-  out.push_back(static_cast<char>(n >> 16));
-  out.push_back(static_cast<char>(n >> 8));
-  out.push_back(static_cast<char>(n));
+  base::AppendBigEndian<4>(static_cast<uint32_t>(x.size()), out);
   out.append(x.data(), x.size());
 }
 
 absl::Status ReadField(absl::string_view& in, const char* name, std::string* out) {
   if (in.size() < 4)
     return absl::InvalidArgumentError(absl::StrCat("leaf: ", name, ": truncated length"));
-  const uint32_t n = (uint32_t{static_cast<uint8_t>(in[0])} << 24) |
-                     (uint32_t{static_cast<uint8_t>(in[1])} << 16) |
-                     (uint32_t{static_cast<uint8_t>(in[2])} << 8) |
-                     uint32_t{static_cast<uint8_t>(in[3])};
+  const auto n = static_cast<uint32_t>(base::ReadBigEndian<4>(in));
   in.remove_prefix(4);
   if (n > kMaxLeafFieldBytes) {
     return absl::InvalidArgumentError(

@@ -124,6 +124,19 @@ absl::StatusOr<std::vector<Hash>> ConsistencyProof(uint64_t m, absl::Span<const 
   return out;
 }
 
+size_t InclusionProofLength(uint64_t index, uint64_t size) {
+  size_t n = 0;
+  for (uint64_t fn = index, sn = size - 1; sn != 0; fn >>= 1, sn >>= 1, ++n) {
+    if ((fn & 1) == 1 || fn == sn) {
+      while ((fn & 1) == 0 && fn != 0) {
+        fn >>= 1;
+        sn >>= 1;
+      }
+    }
+  }
+  return n;
+}
+
 absl::StatusOr<Hash> RootFromInclusion(uint64_t index, uint64_t size, const Hash& leaf,
                                        absl::Span<const Hash> proof) {
   if (index >= size) return Mismatch(absl::StrCat("index ", index, " is not below size ", size));

@@ -42,6 +42,9 @@ struct RootAndPaths {
 };
 absl::StatusOr<RootAndPaths> AllInclusionProofs(absl::Span<const Hash> leaves);
 
+// The number of hashes in PATH(index, D[0:size]) (index < size).
+size_t InclusionProofLength(uint64_t index, uint64_t size);
+
 // The root that `proof` leads to from the leaf with hash `leaf` at `index`
 // in a tree of `size` leaves (RFC 9162 2.1.3.2 without the comparison);
 // FAILED_PRECONDITION when the proof's length does not fit the tree.

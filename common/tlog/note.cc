@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/base/big_endian.h"
 #include "common/base/status_macros.h"
 
 namespace ulticode::tlog {
@@ -18,15 +19,10 @@ namespace {
 
 constexpr absl::string_view kDash = "\xe2\x80\x94 ";  // U+2014 and a space
 
-std::string BigEndian(uint32_t v) {
-  return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                     static_cast<char>(v >> 8), static_cast<char>(v)};
-}
+std::string BigEndian(uint32_t v) { return base::BigEndian<4>(v); }
 
 uint32_t ReadBigEndian(absl::string_view b) {
-  return (uint32_t{static_cast<uint8_t>(b[0])} << 24) |
-         (uint32_t{static_cast<uint8_t>(b[1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(b[2])} << 8) | uint32_t{static_cast<uint8_t>(b[3])};
+  return static_cast<uint32_t>(base::ReadBigEndian<4>(b));
 }
 
 absl::Status CheckNoteKeyName(absl::string_view name) {

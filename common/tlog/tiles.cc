@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/base/big_endian.h"
 
 namespace ulticode::tlog {
 
@@ -59,11 +60,7 @@ absl::StatusOr<std::vector<Hash>> DecodeTile(absl::string_view bytes, uint64_t w
 std::string EncodeEntryBundle(const std::vector<std::string>& leaves) {
   std::string bytes;
   for (const std::string& leaf : leaves) {
-    const uint32_t n = static_cast<uint32_t>(leaf.size());
-    bytes += static_cast<char>(n >> 24);
-    bytes += static_cast<char>(n >> 16);
-    bytes += static_cast<char>(n >> 8);
-    bytes += static_cast<char>(n);
+    base::AppendBigEndian<4>(static_cast<uint32_t>(leaf.size()), bytes);
     bytes += leaf;
   }
   return bytes;
@@ -76,9 +73,7 @@ absl::StatusOr<std::vector<std::string>> DecodeEntryBundle(absl::string_view byt
       return absl::InvalidArgumentError(
           absl::StrCat("entry ", leaves.size(), " of the bundle: its length is cut short"));
     }
-    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-    const uint64_t n =
-        (uint64_t{p[0]} << 24) | (uint64_t{p[1]} << 16) | (uint64_t{p[2]} << 8) | p[3];
+    const uint64_t n = base::ReadBigEndian<4>(bytes);
     bytes.remove_prefix(4);
     if (bytes.size() < n) {
       return absl::InvalidArgumentError(absl::StrCat("entry ", leaves.size(), " of the bundle has ",

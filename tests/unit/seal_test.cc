@@ -76,6 +76,7 @@ TEST(SealTest, AllInclusionProofsAreEachLeafsPath) {
     EXPECT_EQ(all->root, tlog::RootOf(leaves)) << n;
     for (size_t i = 0; i < n; ++i) {
       EXPECT_EQ(all->paths[i], *tlog::InclusionProof(i, leaves)) << n << " " << i;
+      EXPECT_EQ(tlog::InclusionProofLength(i, n), all->paths[i].size()) << n << " " << i;
       EXPECT_EQ(*tlog::RootFromInclusion(i, n, leaves[i], all->paths[i]), all->root);
     }
   }

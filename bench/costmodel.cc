@@ -66,6 +66,7 @@
 #include "common/migrations/migrations.h"
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
+#include "common/seal/seal.h"
 #include "common/server/grpc_server.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
@@ -258,6 +259,7 @@ Stage CryptoStage(const crypto::SigningKey& key) {
              {"sign_us", PerCall([&] { (void)key.Sign(envelope); })},
              {"verify_us", PerCall([&] { (void)key.public_key().Verify(envelope, signature); })},
              {"sha256_us", PerCall([&] { (void)crypto::Sha256(envelope); })},
+             {"row_mac_us", PerCall([&] { (void)outbox::RowMac(key, envelope); })},
              {"inclusion_proof_hashes", static_cast<double>(proof.size())},
              {"inclusion_verify_us", PerCall([&] {
                 (void)tlog::VerifyInclusion(7, leaves.size(), leaves[7], proof, root);
@@ -302,7 +304,8 @@ Stage TxnStage(const Options& o, const crypto::SigningKey& key) {
 
 // ---- publish, xadd, xread ----------------------------------------------------------
 
-absl::StatusOr<Stage> PublishStage(const Options& o, redis::Client& redis) {
+absl::StatusOr<Stage> PublishStage(const Options& o, const crypto::SigningKey& key,
+                                   redis::Client& redis) {
   pg::ConnectOptions c = Database(o, kAuthDb);
   c.asynchronous_commit = true;  // as the dispatcher's connection
   ASSIGN_OR_RETURN(auto conn, pg::Connection::Connect(c));
@@ -311,6 +314,7 @@ absl::StatusOr<Stage> PublishStage(const Options& o, redis::Client& redis) {
   d.owner = audit::v1::OWNER_AUTH;
   d.stream = kStream;
   d.batch_size = o.batch;
+  d.signer = &key;
   outbox::Dispatcher dispatcher(d, registry);
   const CpuMeter meter({"postgres", "redis-server"});
   const CpuReading before = meter.Read();
@@ -369,6 +373,7 @@ absl::StatusOr<Stage> InboxStage(const Options& o, const crypto::SigningKey& key
   ASSIGN_OR_RETURN(const crypto::KeyDirectory keys,
                    crypto::KeyDirectory::Parse(
                        absl::StrCat("auth ", absl::Base64Escape(key.public_key().raw()), "\n")));
+  seal::Verifier seals;
   const CpuMeter meter({"postgres"});
   const CpuReading before = meter.Read();
   int64_t written = 0;
@@ -378,7 +383,7 @@ absl::StatusOr<Stage> InboxStage(const Options& o, const crypto::SigningKey& key
       items.push_back({audit::v1::OWNER_AUTH, kStream, &entries[j]});
     }
     const admin::inbox::PreparedBatch batch =
-        admin::inbox::PrepareBatch(items, absl::Now(), keys, {});
+        admin::inbox::PrepareBatch(items, absl::Now(), keys, seals, {});
     ASSIGN_OR_RETURN(pg::Transaction tx, conn->Begin());
     ASSIGN_OR_RETURN(
         admin::inbox::InsertedBatch inserted,
@@ -437,27 +442,43 @@ absl::StatusOr<Stage> ProveStage(const Options& o, Proven* proven) {
   return stage;
 }
 
-absl::StatusOr<Stage> ConfirmStage(const Options& o, const std::vector<redis::StreamEntry>& entries,
+// As the owner's witness confirms (outbox/witness.cc, ConfirmProved): the
+// rows' payloads, each leaf's seal (one verification a bundle), its
+// inclusion proof, then CONFIRMED.
+absl::StatusOr<Stage> ConfirmStage(const Options& o, const crypto::SigningKey& key,
+                                   const std::vector<redis::StreamEntry>& entries,
                                    const Proven& proven) {
   pg::ConnectOptions c = Database(o, kAuthDb);
   c.asynchronous_commit = true;  // as the proof reader's connection
   ASSIGN_OR_RETURN(auto conn, pg::Connection::Connect(c));
+  // What the proofs carry: each event's seal, as the log holds it.
+  absl::flat_hash_map<std::string, std::string> seal_of;
+  for (const redis::StreamEntry& e : entries) {
+    audit::AuditEvent event;
+    event.ParseFromString(*redis::FieldOf(e.fields, audit::kEnvelopeField));
+    seal_of[event.event_id()] = *redis::FieldOf(e.fields, audit::kSealField);
+  }
+  seal::Verifier seals;
   const CpuMeter meter({"postgres"});
   const CpuReading before = meter.Read();
   int64_t confirmed = 0;
-  for (size_t i = 0; i < entries.size(); i += o.batch) {
-    std::vector<std::string> ids;
-    for (size_t j = i; j < std::min(entries.size(), i + o.batch); ++j) {
-      ids.push_back(*redis::FieldOf(entries[j].fields, "event_id"));
-    }
-    ASSIGN_OR_RETURN(std::vector<outbox::OutboxLeaf> leaves, outbox::LeavesOf(*conn, ids));
-    for (const outbox::OutboxLeaf& l : leaves) {
-      const auto it = proven.by_event.find(l.event_id);
+  std::vector<std::string> all_ids;
+  for (const auto& [id, unused] : seal_of) all_ids.push_back(id);
+  for (size_t i = 0; i < all_ids.size(); i += o.batch) {
+    const std::vector<std::string> ids(
+        all_ids.begin() + static_cast<std::ptrdiff_t>(i),
+        all_ids.begin() + static_cast<std::ptrdiff_t>(std::min(all_ids.size(), i + o.batch)));
+    ASSIGN_OR_RETURN(std::vector<outbox::OutboxPayload> rows, outbox::PayloadsOf(*conn, ids));
+    for (const outbox::OutboxPayload& row : rows) {
+      const auto it = proven.by_event.find(row.event_id);
       if (it == proven.by_event.end()) return absl::NotFoundError("a row not in the log");
+      const std::string& sealed = seal_of.at(row.event_id);
+      RETURN_IF_ERROR(seals.Verify(key.public_key(), row.payload, sealed));
       const auto& [index, proof] = it->second;
       RETURN_IF_ERROR(tlog::VerifyInclusion(
           index, proven.size,
-          tlog::LeafHash(tlog::EncodeLeaf({"auth", l.event_id, l.key_id, l.signature, l.payload})),
+          tlog::LeafHash(
+              tlog::EncodeLeaf({"auth", row.event_id, key.key_id(), sealed, row.payload})),
           proof, proven.root));
     }
     ASSIGN_OR_RETURN(const int64_t n, outbox::ConfirmLogged(*conn, ids));
@@ -480,7 +501,7 @@ absl::StatusOr<std::vector<Stage>> DataStages(const Options& o, const crypto::Si
   RETURN_IF_ERROR(redis.Command({"DEL", kStream, kFloorStream}).status());
   std::vector<Stage> stages;
   stages.push_back(TxnStage(o, key));
-  ASSIGN_OR_RETURN(Stage publish, PublishStage(o, redis));
+  ASSIGN_OR_RETURN(Stage publish, PublishStage(o, key, redis));
   stages.push_back(std::move(publish));
   ASSIGN_OR_RETURN(const std::vector<redis::StreamEntry> all, AllEntries(redis));
   ASSIGN_OR_RETURN(Stage xadd, XAddStage(o, redis, all));
@@ -495,7 +516,7 @@ absl::StatusOr<std::vector<Stage>> DataStages(const Options& o, const crypto::Si
   Proven proven;
   ASSIGN_OR_RETURN(Stage prove, ProveStage(o, &proven));
   stages.push_back(std::move(prove));
-  ASSIGN_OR_RETURN(Stage confirm, ConfirmStage(o, read, proven));
+  ASSIGN_OR_RETURN(Stage confirm, ConfirmStage(o, key, read, proven));
   stages.push_back(std::move(confirm));
   RETURN_IF_ERROR(redis.Command({"DEL", kStream, kFloorStream}).status());
   return stages;

@@ -14,7 +14,7 @@ CREATE TABLE audit_outbox (
   failures integer NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(),
   last_error text, stream_entry_id text, created_at timestamptz NOT NULL DEFAULT now(),
   published_at timestamptz, confirmed_at timestamptz, resends integer NOT NULL DEFAULT 0,
-  signature bytea, key_id text);
+  mac bytea, key_id text);
 CREATE INDEX audit_outbox_due ON audit_outbox (next_attempt_at) WHERE state = 'PENDING';
 CREATE INDEX audit_outbox_unconfirmed ON audit_outbox (published_at) WHERE state = 'PUBLISHED';
 CREATE TABLE idempotency_keys (

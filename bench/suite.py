@@ -645,12 +645,12 @@ class Suite:
               SET LOCAL session_replication_role = replica;  -- not queued: leaves already
               INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,
                   entity_type, entity_id, old_value, new_value, client_ip, user_agent, request_id,
-                  trace_id, occurred_at, ingested_at, envelope, signature, key_id)
+                  trace_id, occurred_at, ingested_at, envelope, seal, key_id)
                 SELECT {ident.format(ms=ms, variant='8000')}, t.owner, t.event_type,
                   'user-' || (i % 10000), t.subject, t.action, t.entity_type, 'g' || i,
                   t.old_value, t.new_value, t.client_ip, t.user_agent, 'growth-' || i, t.trace_id,
                   to_timestamp({ms} / 1000.0), to_timestamp({ms} / 1000.0 + 0.005), t.envelope,
-                  t.signature, t.key_id
+                  t.seal, t.key_id
                 FROM generate_series({lo}, {hi - 1}) i
                 JOIN bench_growth_template t ON t.k = i % {templates};
               INSERT INTO log_leaves (log_index, event_id)
@@ -670,10 +670,10 @@ class Suite:
                 FROM (SELECT * FROM audit_outbox ORDER BY event_id LIMIT 500) s;
               INSERT INTO audit_outbox (event_id, event_type, payload, state, attempts,
                   next_attempt_at, stream_entry_id, created_at, published_at, confirmed_at,
-                  signature, key_id, publication, publication_floor)
+                  mac, key_id, publication, publication_floor)
                 SELECT {ident.format(ms=ms, variant='900' + str(i))}, t.event_type, t.payload,
                   'CONFIRMED', 1, now(), '0-1', to_timestamp({ms} / 1000.0), now(), now(),
-                  t.signature, t.key_id, 1, 0
+                  t.mac, t.key_id, 1, 0
                 FROM generate_series(0, {half - 1}) i
                 JOIN t ON t.k = i % (SELECT count(*) FROM t)""")
             log(f"growth: {half} outbox rows kept in {db} ({time.time() - t0:.0f} s)")

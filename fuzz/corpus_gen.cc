@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "admin/query/list_token.h"
 #include "admin/query/page_token.h"
+#include "common/seal/seal.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
@@ -98,12 +99,15 @@ audit::AuditEvent RichEvent() {
   return e;
 }
 
+std::string SealOf(const crypto::SigningKey& signer, const std::string& envelope) {
+  auto sealed = seal::SealBundle(signer, {absl::string_view(envelope)});
+  FUZZ_CHECK(sealed.ok(), sealed.status().ToString());
+  return (*sealed)[0];
+}
+
 redis::StreamFields Entry(const audit::AuditEvent& e, const std::string& envelope,
                           const crypto::SigningKey& signer) {
-  return {{"event_id", e.event_id()},     {"owner", audit::OwnerName(e.owner())},
-          {"event_type", e.event_type()}, {"schema_version", absl::StrCat(e.schema_version())},
-          {"envelope", envelope},         {"signature", fuzz::MustSign(signer, envelope)},
-          {"key_id", signer.key_id()}};
+  return {{"envelope", envelope}, {"seal", SealOf(signer, envelope)}, {"key_id", signer.key_id()}};
 }
 
 redis::StreamFields Entry(const audit::AuditEvent& e) {
@@ -134,10 +138,20 @@ void EntryValidation() {
   Write(t, "app_entry_on_auth_stream", fuzz::EncodeFields(0, Entry(app)));
 
   auto f = Entry(auth);
-  std::string sig = fuzz::MustSign(keys.auth, audit::Serialize(auth));
-  sig[10] ^= 1;
-  Set(f, "signature", sig);
+  std::string sealed = SealOf(keys.auth, audit::Serialize(auth));
+  sealed[sealed.size() - 10] ^= 1;
+  Set(f, "seal", sealed);
   Write(t, "bad_signature", fuzz::EncodeFields(0, f));
+  f = Entry(auth);
+  {
+    // The second event of a bundle of three: a seal with a path.
+    const std::string envelopes[] = {audit::Serialize(app), audit::Serialize(auth),
+                                     audit::Serialize(RichEvent())};
+    auto seals = seal::SealBundle(keys.auth, {envelopes[0], envelopes[1], envelopes[2]});
+    FUZZ_CHECK(seals.ok(), seals.status().ToString());
+    Set(f, "seal", (*seals)[1]);
+  }
+  Write(t, "valid_auth_in_a_bundle", fuzz::EncodeFields(0, f));
 
   Write(t, "signed_by_app_key",
         fuzz::EncodeFields(0, Entry(auth, audit::Serialize(auth), keys.app)));
@@ -147,23 +161,24 @@ void EntryValidation() {
   Set(f, "key_id", "0123456789abcdef");
   Write(t, "unknown_key", fuzz::EncodeFields(0, f));
   f = Entry(auth);
-  Set(f, "signature", "");
+  Set(f, "seal", "");
   Write(t, "unsigned", fuzz::EncodeFields(0, f));
   f = Entry(auth);
-  Drop(f, "schema_version");
+  Drop(f, "envelope");
   Write(t, "missing_field", fuzz::EncodeFields(0, f));
   f = Entry(auth);
-  f.emplace_back("owner", "auth");
+  f.emplace_back("key_id", keys.auth.key_id());
   Write(t, "duplicate_field", fuzz::EncodeFields(0, f));
   f = Entry(auth);
   f.emplace_back("trace_hint", "extra fields are tolerated");
   Write(t, "valid_extra_field", fuzz::EncodeFields(0, f));
-  f = Entry(auth);
-  Set(f, "event_id", absl::AsciiStrToUpper(kId1));
-  Write(t, "uppercase_event_id", fuzz::EncodeFields(0, f));
-  f = Entry(auth);
-  Set(f, "schema_version", "01");
-  Write(t, "schema_version_01", fuzz::EncodeFields(0, f));
+  audit::AuditEvent upper = auth;
+  upper.set_event_id(absl::AsciiStrToUpper(kId1));
+  upper.mutable_record()->set_audit_id(upper.event_id());
+  Write(t, "uppercase_event_id", fuzz::EncodeFields(0, Entry(upper)));
+  audit::AuditEvent v2 = auth;
+  v2.set_schema_version(2);
+  Write(t, "schema_version_2", fuzz::EncodeFields(0, Entry(v2)));
 
   Write(t, "envelope_garbage",
         fuzz::EncodeFields(0, Entry(auth, "not a serialized AuditEvent", keys.auth)));
@@ -375,8 +390,8 @@ void Tlog() {
   const std::string t = "fuzz_tlog";
   const auto& keys = fuzz::Keys();
   Write(t, "leaf",
-        std::string(1, '\0') +
-            tlog::EncodeLeaf({"auth", kId1, "0123456789abcdef", std::string(64, 's'), "envelope"}));
+        std::string(1, '\0') + tlog::EncodeLeaf({"auth", kId1, "0123456789abcdef",
+                                                 SealOf(keys.auth, "envelope"), "envelope"}));
   const tlog::Checkpoint c{"fuzz.log", 5, tlog::LeafHash("x"), {"extension"}};
   Write(t, "checkpoint", "\x01" + tlog::CheckpointText(c));
   auto signer = tlog::NoteSigner::Create("fuzz.log", keys.admin);
@@ -387,8 +402,12 @@ void Tlog() {
   Write(t, "signed_note", "\x03" + *note);
   Write(t, "entry_bundle", "\x04" + tlog::EncodeEntryBundle({"leaf-0", "", "leaf-2"}));
   Write(t, "proofs",
-        "\x05" + tlog::EncodeProofs(
-                     {{kId1, 3, {tlog::LeafHash("a"), tlog::LeafHash("b")}}, {kId1, 0, {}}}));
+        "\x05" + tlog::EncodeProofs({{kId1,
+                                      3,
+                                      {tlog::LeafHash("a"), tlog::LeafHash("b")},
+                                      keys.auth.key_id(),
+                                      SealOf(keys.auth, "a")},
+                                     {kId1, 0, {}, keys.auth.key_id(), SealOf(keys.auth, "b")}}));
   auto witness = tlog::CosignatureSigner::Create("fuzz.witness", keys.admin);
   FUZZ_CHECK(witness.ok(), witness.status().ToString());
   auto line = witness->Cosign(tlog::CheckpointText(c), 1700000000);

@@ -2,9 +2,9 @@
 //
 // Input: fuzz_support.h's field format. Header bits: 0 = the app stream (else
 // auth), 1 = a deleted entry, 2 = tight size limits (512-byte envelope,
-// 1 KiB entry). Keys: Keys().directory, so correctly signed seeds reach the
+// 1 KiB entry). Keys: Keys().directory, so correctly sealed seeds reach the
 // envelope checks. Invariants: an accepted entry is one Admin can store and
-// its signature verifies with the stream owner's key; a rejection's detail
+// its seal verifies with the stream owner's key; a rejection's detail
 // fits a PostgreSQL text column and its event id is canonical or empty.
 #include <cstddef>
 #include <cstdint>
@@ -43,8 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     limits.max_entry_bytes = 1024;
   }
   const fuzz::FixedKeys& keys = fuzz::Keys();
+  seal::Verifier seals;
   const admin::inbox::Verdict verdict =
-      admin::inbox::ValidateEntry(owner, entry, fuzz::Now(), keys.directory, limits);
+      admin::inbox::ValidateEntry(owner, entry, fuzz::Now(), keys.directory, seals, limits);
 
   if (const auto* a = std::get_if<AcceptedEntry>(&verdict)) {
     FUZZ_CHECK(!entry.deleted, "deleted entry accepted");
@@ -52,8 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(IsCanonical(a->event_id), a->event_id);
     FUZZ_CHECK(a->envelope.size() <= limits.max_event_bytes, "oversized envelope accepted");
     FUZZ_CHECK(a->key_id == keys.owner(owner).key_id(), "accepted with another party's key");
-    FUZZ_CHECK(keys.owner(owner).public_key().Verify(a->envelope, a->signature),
-               "accepted a signature that does not verify");
+    seal::Verifier fresh;  // nothing remembered
+    FUZZ_CHECK(fresh.Verify(keys.owner(owner).public_key(), a->envelope, a->seal).ok(),
+               "accepted a seal that does not verify");
     FUZZ_CHECK(a->occurred_at >= limits.min_occurred_at &&
                    a->occurred_at <= fuzz::Now() + limits.max_future_skew,
                "accepted an occurred_at out of range");

@@ -15,16 +15,16 @@ constexpr pg::Statement kInsert{
     "audit_logs.insert",
     "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action, entity_type,"
     "   entity_id, old_value, new_value, client_ip, user_agent, request_id, trace_id,"
-    "   occurred_at, envelope, signature, key_id, owner_sequence)"
+    "   occurred_at, envelope, seal, key_id, owner_sequence)"
     " SELECT t.id, t.owner, t.type, t.actor, t.subject, t.action, t.etype, t.eid,"
     "   NULLIF(t.old, '')::jsonb, NULLIF(t.new, '')::jsonb, t.ip, t.ua, t.req, t.trace,"
-    "   t.at::timestamptz, decode(t.env, 'hex'), NULLIF(decode(t.sig, 'hex'), ''), NULLIF(t.key, "
+    "   t.at::timestamptz, decode(t.env, 'hex'), NULLIF(decode(t.seal, 'hex'), ''), NULLIF(t.key, "
     "''), NULLIF(t.seq, '0')::bigint"
     " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
     "   $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],"
     "   $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])"
     "   AS t(id, owner, type, actor, subject, action, etype, eid, old, new, ip, ua, req, trace,"
-    "        at, env, sig, key, seq)"
+    "        at, env, seal, key, seq)"
     " ON CONFLICT (event_id) DO NOTHING",
     absl::Seconds(30)};
 
@@ -69,7 +69,7 @@ absl::StatusOr<int64_t> InsertAuditLogs(pg::Transaction& tx,
                                     r.trace_id(),
                                     absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
                                     absl::BytesToHexString(*in.envelope),
-                                    absl::BytesToHexString(*in.signature),
+                                    absl::BytesToHexString(*in.seal),
                                     *in.key_id,
                                     absl::StrCat(e.owner_sequence())};
     for (int i = 0; i < 19; ++i) cols[i].push_back(values[i]);

@@ -22,8 +22,8 @@ namespace ulticode::admin::audit_logs {
 
 struct AuditLogInput {
   const audit::AuditEvent* event;
-  const std::string* envelope;   // the owner's exact bytes
-  const std::string* signature;  // the owner's Ed25519 signature of them
+  const std::string* envelope;  // the owner's exact bytes
+  const std::string* seal;      // their seal (common/seal/seal.h)
   const std::string* key_id;
 };
 

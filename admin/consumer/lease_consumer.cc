@@ -100,8 +100,8 @@ absl::StatusOr<LeaseConsumer::Committed> LeaseConsumer::Commit(pg::Connection& c
   std::vector<audit_logs::AuditLogInput> logs;
   for (const Work* w : batch) {
     if (still_held.contains(w->row->id))
-      logs.push_back(audit_logs::AuditLogInput{&w->event, &w->row->payload, &w->row->signature,
-                                               &w->row->key_id});
+      logs.push_back(
+          audit_logs::AuditLogInput{&w->event, &w->row->payload, &w->row->seal, &w->row->key_id});
   }
   ASSIGN_OR_RETURN(int64_t written, audit_logs::InsertAuditLogs(tx, logs));
   RETURN_IF_ERROR(tx.Commit());

@@ -23,7 +23,7 @@ constexpr pg::Statement kClaim{
     "   fencing_token = nextval('consumer_inbox_fencing_token'), attempts = c.attempts + 1"
     " FROM (SELECT id FROM pending UNION SELECT id FROM expired) d WHERE c.id = d.id"
     " RETURNING c.id, c.event_id::text AS event_id, c.payload, c.fencing_token, c.attempts,"
-    "   c.signature, c.key_id"};
+    "   c.seal, c.key_id"};
 
 constexpr pg::Statement kExpireAtLimit{
     "inbox.expire_at_limit",
@@ -108,11 +108,11 @@ absl::StatusOr<std::vector<LeasedRow>> Claim(pg::Connection& conn, const std::st
   rows.reserve(r.rows());
   const int id = r.Column("id"), event_id = r.Column("event_id"), payload = r.Column("payload"),
             token = r.Column("fencing_token"), attempts = r.Column("attempts"),
-            signature = r.Column("signature"), key_id = r.Column("key_id");
+            seal = r.Column("seal"), key_id = r.Column("key_id");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(LeasedRow{r.GetInt64(i, id), r.GetString(i, event_id), r.GetBytes(i, payload),
                              r.GetInt64(i, token), static_cast<int>(r.GetInt64(i, attempts)),
-                             r.GetBytes(i, signature), r.GetString(i, key_id)});
+                             r.GetBytes(i, seal), r.GetString(i, key_id)});
   }
   return rows;
 }

@@ -19,8 +19,8 @@ struct LeasedRow {
   std::string event_id;
   std::string payload;  // the owner's serialized AuditEvent
   int64_t fencing_token = 0;
-  int attempts = 0;       // including this claim
-  std::string signature;  // the owner's signature of `payload`, and its key
+  int attempts = 0;  // including this claim
+  std::string seal;  // the seal of `payload` (common/seal/seal.h), and its key
   std::string key_id;
 };
 

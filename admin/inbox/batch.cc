@@ -38,12 +38,13 @@ void SortByEventId(PreparedBatch& batch) {
 }  // namespace
 
 PreparedBatch PrepareBatch(const std::vector<BatchItem>& items, absl::Time now,
-                           const crypto::KeyDirectory& keys, const ValidationLimits& limits) {
+                           const crypto::KeyDirectory& keys, seal::Verifier& seals,
+                           const ValidationLimits& limits) {
   PreparedBatch batch;
   absl::flat_hash_map<std::string, size_t> first_of;  // event id -> arrival
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchItem& item = items[i];
-    Verdict verdict = ValidateEntry(item.owner, *item.entry, now, keys, limits);
+    Verdict verdict = ValidateEntry(item.owner, *item.entry, now, keys, seals, limits);
     if (auto* r = std::get_if<Rejection>(&verdict)) {
       batch.refused.push_back({i, r->reason, r->event_id, r->detail});
       continue;
@@ -103,7 +104,7 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
   if (as == InsertAs::kProcessed) {
     for (const Arrival* a : out.take.fresh) {
       out.logs.push_back(audit_logs::AuditLogInput{&a->entry.event, &a->entry.envelope,
-                                                   &a->entry.signature, &a->entry.key_id});
+                                                   &a->entry.seal, &a->entry.key_id});
     }
     ASSIGN_OR_RETURN(out.written, audit_logs::InsertAuditLogs(tx, out.logs));
   }

@@ -60,7 +60,8 @@ struct PreparedBatch {
 };
 
 PreparedBatch PrepareBatch(const std::vector<BatchItem>& items, absl::Time now,
-                           const crypto::KeyDirectory& keys, const ValidationLimits& limits);
+                           const crypto::KeyDirectory& keys, seal::Verifier& seals,
+                           const ValidationLimits& limits);
 
 struct InsertedBatch {
   TakeOver take;

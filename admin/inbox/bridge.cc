@@ -193,7 +193,7 @@ absl::StatusOr<BridgeCycle> InboxBridge::TakeOverBatch(
   items.reserve(entries.size());
   for (const redis::StreamEntry& e : entries) items.push_back({cursor.owner, cursor.stream, &e});
   const PreparedBatch batch =
-      PrepareBatch(items, absl::Now(), *options_.keys->Current(), options_.limits);
+      PrepareBatch(items, absl::Now(), *options_.keys->Current(), seals_, options_.limits);
   if (hooks_.before_insert) RETURN_IF_ERROR(hooks_.before_insert(entries));
 
   ASSIGN_OR_RETURN(const Absorbed absorbed, AbsorbOrFallBack(pg, cursor.stream, entries, batch));

@@ -174,6 +174,8 @@ class InboxBridge {
   const BridgeHooks hooks_;
   worker::Waker waker_;
   std::vector<std::thread> threads_;
+  // Bundle signatures already verified: one Ed25519 verification a bundle.
+  seal::Verifier seals_;
 
   audit_logs::WriterMetrics writer_metrics_;
   prometheus::Counter* direct_fallbacks_;

@@ -5,16 +5,15 @@
 #include <variant>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/ids/uuid.h"
 
 namespace ulticode::admin::inbox {
 namespace {
 
-constexpr const char* kRequiredFields[] = {"event_id", "owner",     "event_type", "schema_version",
-                                           "envelope", "signature", "key_id"};
-constexpr size_t kSignatureField = 5;
+constexpr const char* kRequiredFields[] = {audit::kEnvelopeField, audit::kSealField,
+                                           audit::kKeyIdField};
+constexpr size_t kEnvelope = 0, kSeal = 1, kKeyId = 2;
 
 // Values are echoed into details; keep them short and printable.
 std::string Shown(absl::string_view v) {
@@ -29,6 +28,17 @@ bool IsCanonicalId(absl::string_view id) {
   return ids::IsValidUuid(id) && absl::AsciiStrToLower(id) == id;
 }
 
+// The id an envelope claims, for the poison row of an entry refused before
+// its envelope was trusted; "" when it has none.
+std::string ClaimedId(absl::string_view envelope, const ValidationLimits& limits) {
+  audit::AuditEvent event;
+  if (envelope.size() > limits.max_event_bytes ||
+      !event.ParseFromArray(envelope.data(), envelope.size())) {
+    return "";
+  }
+  return IsCanonicalId(event.event_id()) ? event.event_id() : "";
+}
+
 std::string Utc(absl::Time t) {
   return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone());
 }
@@ -37,23 +47,18 @@ Rejection Reject(PoisonReason reason, std::string detail, std::string event_id =
   return Rejection{reason, std::move(detail), std::move(event_id)};
 }
 
-// The required fields of an entry that has its form.
+// The fields of an entry that has its form.
 struct Fields {
-  std::string event_id;
-  std::string owner;
-  std::string event_type;
-  std::string schema_version;
   std::string envelope;
-  std::string signature;
+  std::string seal;
   std::string key_id;
-  uint32_t version = 0;  // schema_version, once checked
 };
 
 using FieldsOrRejection = std::variant<Fields, Rejection>;
 
-// Form: not deleted, within the size limit, each required field exactly once
-// and a non-empty signature. Unknown extra fields are tolerated (a producer
-// may add routing hints) but never trusted.
+// Form: not deleted, within the size limits, each field exactly once, a
+// non-empty seal and key id. Unknown extra fields are tolerated (a producer
+// may add routing hints) but never read.
 FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLimits& limits) {
   if (entry.deleted) {
     return Reject(PoisonReason::kDeleted,
@@ -82,123 +87,91 @@ FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLi
       fields[i] = value;
     }
   }
-  const std::string claimed_id = fields[0].value_or("");
-  for (size_t i = 0; i < std::size(kRequiredFields); ++i) {
-    if (i >= kSignatureField && (!fields[i].has_value() || fields[i]->empty())) {
+  if (!fields[kEnvelope].has_value()) {
+    return Reject(PoisonReason::kMissingField,
+                  absl::StrCat("required field ", audit::kEnvelopeField, " is missing"));
+  }
+  const std::string claimed_id = ClaimedId(*fields[kEnvelope], limits);
+  for (size_t i : {kSeal, kKeyId}) {
+    if (!fields[i].has_value() || fields[i]->empty()) {
       return Reject(
           PoisonReason::kMissingSignature,
-          absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsigned entry"),
-          IsCanonicalId(claimed_id) ? claimed_id : "");
-    }
-    if (!fields[i].has_value()) {
-      return Reject(PoisonReason::kMissingField,
-                    absl::StrCat("required field ", kRequiredFields[i], " is missing"),
-                    IsCanonicalId(claimed_id) ? claimed_id : "");
+          absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsealed entry"),
+          claimed_id);
     }
   }
-  return Fields{*std::move(fields[0]), *std::move(fields[1]), *std::move(fields[2]),
-                *std::move(fields[3]), *std::move(fields[4]), *std::move(fields[5]),
-                *std::move(fields[6])};
-}
-
-// The fields themselves, before any signature work: the id's form, the
-// stream's owner, a known event type and schema version, the envelope size.
-std::optional<Rejection> CheckFields(audit::Owner stream_owner, Fields& f,
-                                     const ValidationLimits& limits) {
-  if (!IsCanonicalId(f.event_id)) {
-    return Reject(PoisonReason::kBadEventId,
-                  absl::StrCat("event_id \"", Shown(f.event_id), "\" is not a lowercase UUID"));
-  }
-  const std::string stream_owner_name = audit::OwnerName(stream_owner);
-  if (f.owner != stream_owner_name) {
-    return Reject(PoisonReason::kOwnerMismatch,
-                  absl::StrCat("owner field \"", Shown(f.owner), "\" arrived on the ",
-                               stream_owner_name, " stream"),
-                  f.event_id);
-  }
-  if (!audit::IsKnownEventType(stream_owner, f.event_type)) {
-    return Reject(PoisonReason::kUnknownEventType,
-                  absl::StrCat("event_type \"", Shown(f.event_type), "\" is not defined for owner ",
-                               stream_owner_name),
-                  f.event_id);
-  }
-  if (!absl::SimpleAtoi(f.schema_version, &f.version) || f.version != audit::kSchemaVersion ||
-      f.schema_version != absl::StrCat(f.version)) {
-    return Reject(PoisonReason::kUnsupportedSchemaVersion,
-                  absl::StrCat("schema_version \"", Shown(f.schema_version),
-                               "\" is not supported (", audit::kSchemaVersion, " is)"),
-                  f.event_id);
-  }
-  if (f.envelope.size() > limits.max_event_bytes) {
+  if (fields[kEnvelope]->size() > limits.max_event_bytes) {
     return Reject(PoisonReason::kTooLarge,
-                  absl::StrCat("envelope is ", f.envelope.size(), " bytes, over the limit of ",
-                               limits.max_event_bytes),
-                  f.event_id);
+                  absl::StrCat("envelope is ", fields[kEnvelope]->size(),
+                               " bytes, over the limit of ", limits.max_event_bytes));
   }
-  return std::nullopt;
+  return Fields{*std::move(fields[kEnvelope]), *std::move(fields[kSeal]),
+                *std::move(fields[kKeyId])};
 }
 
-// The signature, with a key the directory lists for the stream's owner: a
-// forger with Redis access but no owner key writes nothing.
-std::optional<Rejection> CheckSignature(audit::Owner stream_owner, const Fields& f,
-                                        const crypto::KeyDirectory& keys) {
+// The seal, with a key the directory lists for the stream's owner: a forger
+// with Redis access but no owner key writes nothing.
+std::optional<Rejection> CheckSeal(audit::Owner stream_owner, const Fields& f,
+                                   const crypto::KeyDirectory& keys, seal::Verifier& seals,
+                                   const ValidationLimits& limits) {
   const crypto::KeyDirectory::Entry* key = keys.Find(f.key_id);
   if (key == nullptr) {
     return Reject(PoisonReason::kUnknownKey,
                   absl::StrCat("key_id \"", Shown(f.key_id), "\" is not in the key directory"),
-                  f.event_id);
+                  ClaimedId(f.envelope, limits));
   }
   const std::string stream_owner_name = audit::OwnerName(stream_owner);
   if (key->party != stream_owner_name) {
     return Reject(PoisonReason::kKeyOwnerMismatch,
                   absl::StrCat("key ", f.key_id, " belongs to ", Shown(key->party), ", not to ",
                                stream_owner_name),
-                  f.event_id);
+                  ClaimedId(f.envelope, limits));
   }
-  if (!key->key.Verify(f.envelope, f.signature)) {
+  if (absl::Status s = seals.Verify(key->key, f.envelope, f.seal); !s.ok()) {
     return Reject(PoisonReason::kBadSignature,
-                  absl::StrCat("signature does not verify with key ", f.key_id), f.event_id);
+                  absl::StrCat("seal does not verify with key ", f.key_id, ": ", s.message()),
+                  ClaimedId(f.envelope, limits));
   }
   return std::nullopt;
 }
 
-// The signed envelope, parsed, says what the fields say.
+// The sealed envelope, parsed: an event of the stream's owner, of a type and
+// schema version Admin reads.
 std::optional<Rejection> ParseEnvelope(audit::Owner stream_owner, const Fields& f,
                                        audit::AuditEvent& event) {
   if (f.envelope.empty() || !event.ParseFromString(f.envelope)) {
     return Reject(PoisonReason::kEnvelopeUnparseable,
-                  "envelope is not a serialized ulticode.audit.v1.AuditEvent", f.event_id);
+                  "envelope is not a serialized ulticode.audit.v1.AuditEvent");
   }
-  if (event.event_id() != f.event_id) {
-    return Reject(PoisonReason::kEventIdMismatch,
-                  absl::StrCat("envelope event_id \"", Shown(event.event_id()),
-                               "\" differs from the event_id field"),
-                  f.event_id);
+  const std::string& id = event.event_id();
+  if (!IsCanonicalId(id)) {
+    return Reject(PoisonReason::kBadEventId,
+                  absl::StrCat("event_id \"", Shown(id), "\" is not a lowercase UUID"));
   }
-  if (event.record().audit_id() != f.event_id) {
+  if (event.record().audit_id() != id) {
     return Reject(PoisonReason::kAuditIdMismatch,
                   absl::StrCat("record.audit_id \"", Shown(event.record().audit_id()),
                                "\" differs from the event id"),
-                  f.event_id);
+                  id);
   }
+  const std::string stream_owner_name = audit::OwnerName(stream_owner);
   if (event.owner() != stream_owner) {
     return Reject(PoisonReason::kEnvelopeOwnerMismatch,
                   absl::StrCat("envelope owner \"", audit::OwnerName(event.owner()),
-                               "\" arrived on the ", audit::OwnerName(stream_owner), " stream"),
-                  f.event_id);
+                               "\" arrived on the ", stream_owner_name, " stream"),
+                  id);
   }
-  if (event.event_type() != f.event_type) {
-    return Reject(
-        PoisonReason::kFieldMismatch,
-        absl::StrCat("event_type field \"", Shown(f.event_type),
-                     "\" differs from the envelope's \"", Shown(event.event_type()), "\""),
-        f.event_id);
+  if (event.schema_version() != audit::kSchemaVersion) {
+    return Reject(PoisonReason::kUnsupportedSchemaVersion,
+                  absl::StrCat("schema_version ", event.schema_version(), " is not supported (",
+                               audit::kSchemaVersion, " is)"),
+                  id);
   }
-  if (event.schema_version() != f.version) {
-    return Reject(PoisonReason::kFieldMismatch,
-                  absl::StrCat("schema_version field ", f.version, " differs from the envelope's ",
-                               event.schema_version()),
-                  f.event_id);
+  if (!audit::IsKnownEventType(stream_owner, event.event_type())) {
+    return Reject(PoisonReason::kUnknownEventType,
+                  absl::StrCat("event_type \"", Shown(event.event_type()),
+                               "\" is not defined for owner ", stream_owner_name),
+                  id);
   }
   return std::nullopt;
 }
@@ -242,22 +215,16 @@ absl::string_view PoisonReasonName(PoisonReason reason) {
       return "duplicate_field";
     case PoisonReason::kBadEventId:
       return "bad_event_id";
-    case PoisonReason::kOwnerMismatch:
-      return "owner_mismatch";
     case PoisonReason::kUnknownEventType:
       return "unknown_event_type";
     case PoisonReason::kUnsupportedSchemaVersion:
       return "unsupported_schema_version";
     case PoisonReason::kEnvelopeUnparseable:
       return "envelope_unparseable";
-    case PoisonReason::kEventIdMismatch:
-      return "event_id_mismatch";
     case PoisonReason::kAuditIdMismatch:
       return "audit_id_mismatch";
     case PoisonReason::kEnvelopeOwnerMismatch:
       return "envelope_owner_mismatch";
-    case PoisonReason::kFieldMismatch:
-      return "field_mismatch";
     case PoisonReason::kBadTimestamp:
       return "bad_timestamp";
     case PoisonReason::kInvalidRecord:
@@ -279,27 +246,23 @@ absl::string_view PoisonReasonName(PoisonReason reason) {
 }
 
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
-                      const crypto::KeyDirectory& keys, const ValidationLimits& limits) {
+                      const crypto::KeyDirectory& keys, seal::Verifier& seals,
+                      const ValidationLimits& limits) {
   FieldsOrRejection read = ReadFields(entry, limits);
   if (auto* r = std::get_if<Rejection>(&read)) return std::move(*r);
   Fields& f = std::get<Fields>(read);
-  if (auto r = CheckFields(stream_owner, f, limits)) return *std::move(r);
-  if (auto r = CheckSignature(stream_owner, f, keys)) return *std::move(r);
+  if (auto r = CheckSeal(stream_owner, f, keys, seals, limits)) return *std::move(r);
   audit::AuditEvent event;
   if (auto r = ParseEnvelope(stream_owner, f, event)) return *std::move(r);
   absl::Time occurred;
   if (auto r = CheckOccurredAt(event, now, limits, &occurred)) return *std::move(r);
   if (absl::Status s = audit::Validate(event); !s.ok()) {
-    return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), f.event_id);
+    return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), event.event_id());
   }
-  return AcceptedEntry{f.event_id,
-                       stream_owner,
-                       f.event_type,
-                       occurred,
-                       std::move(f.envelope),
-                       std::move(f.signature),
-                       std::move(f.key_id),
-                       std::move(event)};
+  std::string id = event.event_id(), type = event.event_type();
+  return AcceptedEntry{
+      std::move(id),         stream_owner,      std::move(type),     occurred,
+      std::move(f.envelope), std::move(f.seal), std::move(f.key_id), std::move(event)};
 }
 
 }  // namespace ulticode::admin::inbox

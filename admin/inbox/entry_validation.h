@@ -1,8 +1,10 @@
 // What Admin accepts from an owner stream. Admin trusts nothing on the wire:
 // every entry is checked against the stream it came from before anything is
 // taken over, and a failed check has its own reason so operators can tell a
-// producer bug (missing field, stale schema) from a forgery (owner mismatch,
-// id mismatch) in the poison store.
+// producer bug (missing field, stale schema) from a forgery (a seal that
+// does not verify, a key of another party) in the poison store. An entry is
+// the envelope, its seal and the key id (audit::kEnvelopeField...): the seal
+// is checked first, then everything else is read from the sealed bytes.
 //
 // Pure logic, no I/O.
 #pragma once
@@ -15,6 +17,7 @@
 #include "common/audit/event.h"
 #include "common/crypto/key_directory.h"
 #include "common/redis/redis_client.h"
+#include "common/seal/seal.h"
 
 namespace ulticode::admin::inbox {
 
@@ -23,22 +26,19 @@ enum class PoisonReason {
   kTooLarge,                  // entry or envelope over the size limit
   kMissingField,              // a required field is absent
   kDuplicateField,            // a field appears twice
-  kBadEventId,                // event_id is not a UUID
-  kOwnerMismatch,             // the owner field is not the stream's owner
+  kBadEventId,                // the envelope's event_id is not a lowercase UUID
   kUnknownEventType,          // event_type is not defined for the stream's owner
   kUnsupportedSchemaVersion,  // schema_version is not one Admin reads
   kEnvelopeUnparseable,       // envelope is not a serialized AuditEvent
-  kEventIdMismatch,           // envelope.event_id differs from the event_id field
   kAuditIdMismatch,           // record.audit_id differs from the event id
   kEnvelopeOwnerMismatch,     // envelope.owner is not the stream's owner
-  kFieldMismatch,             // event_type / schema_version fields differ from the envelope
   kBadTimestamp,              // occurred_at missing, malformed, too old or in the future
   kInvalidRecord,             // the record breaks the contract (audit::Validate)
   kConflict,                  // same event id already taken over with different bytes
-  kMissingSignature,          // no signature or key_id field (or an empty one)
+  kMissingSignature,          // no seal or key_id field (or an empty one)
   kUnknownKey,                // key_id is not in Admin's key directory
   kKeyOwnerMismatch,          // the key belongs to another party than the stream's owner
-  kBadSignature,              // the signature does not verify over the envelope bytes
+  kBadSignature,              // the seal does not decode or verify over the envelope bytes
   kEventIdOfAnotherOwner,     // the event id is already taken over from another owner
 };
 // The last reason (keep it last): metrics initialise a series per reason.
@@ -63,8 +63,8 @@ struct AcceptedEntry {
   audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
   std::string event_type;
   absl::Time occurred_at;
-  std::string envelope;   // the owner's exact bytes
-  std::string signature;  // the owner's Ed25519 signature of `envelope`
+  std::string envelope;  // the owner's exact bytes
+  std::string seal;      // its seal (common/seal/seal.h) by the owner's key
   std::string key_id;
   audit::AuditEvent event;  // `envelope`, parsed and validated
 };
@@ -72,16 +72,18 @@ struct AcceptedEntry {
 struct Rejection {
   PoisonReason reason;
   std::string detail;    // human-readable, names the offending field
-  std::string event_id;  // the id the entry claimed, if any (for the poison row)
+  std::string event_id;  // the envelope's id, if it has one (for the poison row)
 };
 
 using Verdict = std::variant<AcceptedEntry, Rejection>;
 
 // Checks `entry` read from `stream_owner`'s stream, at Admin time `now`: its
-// form, then its signature against the keys `keys` lists for the stream's
-// owner (a forger with Redis access but no owner key writes nothing), then
-// the envelope against the fields and the contract.
+// form, then its seal against the keys `keys` lists for the stream's owner
+// (a forger with Redis access but no owner key writes nothing; `seals`
+// remembers verified bundle signatures, so a bundle costs one Ed25519
+// verification), then the envelope against the stream and the contract.
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
-                      const crypto::KeyDirectory& keys, const ValidationLimits& limits = {});
+                      const crypto::KeyDirectory& keys, seal::Verifier& seals,
+                      const ValidationLimits& limits = {});
 
 }  // namespace ulticode::admin::inbox

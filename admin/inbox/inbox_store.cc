@@ -12,7 +12,7 @@ namespace {
 
 // Payloads travel as hex text arrays (unnest of a text[]), decoded in SQL.
 // A row written PROCESSED (its audit_logs row in the same transaction) gets
-// no payload or signature: only the SHA-256 a re-delivery is compared with
+// no payload or seal: only the SHA-256 a re-delivery is compared with
 // (admin/migrations/0001_admin.sql).
 constexpr pg::Statement kRequestProofs{
     "inbox.request_proofs",
@@ -22,14 +22,14 @@ constexpr pg::Statement kRequestProofs{
 constexpr pg::Statement kInsert{
     "inbox.insert_if_absent",
     "INSERT INTO consumer_inbox (consumer, event_id, owner, event_type, payload, payload_sha256,"
-    "   stream, stream_entry_id, signature, key_id, status, processed_at)"
+    "   stream, stream_entry_id, seal, key_id, status, processed_at)"
     " SELECT $1, t.id, t.owner, t.type, CASE WHEN $10 = 'PENDING' THEN decode(t.p, 'hex') END,"
     "   decode(t.sha, 'hex'), t.stream, t.entry,"
-    "   CASE WHEN $10 = 'PENDING' THEN decode(t.sig, 'hex') END, t.key, $10,"
+    "   CASE WHEN $10 = 'PENDING' THEN decode(t.seal, 'hex') END, t.key, $10,"
     "   CASE WHEN $10 = 'PROCESSED' THEN now() END"
     " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
     "   $8::text[], $9::text[], $11::text[])"
-    "   AS t(id, owner, type, p, stream, entry, sig, key, sha)"
+    "   AS t(id, owner, type, p, stream, entry, seal, key, sha)"
     " ON CONFLICT (consumer, event_id) DO NOTHING"
     " RETURNING event_id::text",
     absl::Seconds(30)};
@@ -107,9 +107,9 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
   TakeOver result;
   if (arrivals.empty()) return result;
   const bool keep_payload = status == InsertAs::kPending;
-  std::vector<std::string> ids, owners, types, payloads, streams, entries, signatures, keys, shas;
+  std::vector<std::string> ids, owners, types, payloads, streams, entries, seals, keys, shas;
   for (const Arrival& a : arrivals) {
-    signatures.push_back(keep_payload ? absl::BytesToHexString(a.entry.signature) : "");
+    seals.push_back(keep_payload ? absl::BytesToHexString(a.entry.seal) : "");
     keys.push_back(a.entry.key_id);
     ids.push_back(a.entry.event_id);
     owners.push_back(audit::OwnerName(a.entry.owner));
@@ -123,7 +123,7 @@ absl::StatusOr<TakeOver> InsertIfAbsent(pg::Transaction& tx, const std::string& 
       pg::Result inserted,
       tx.Execute(kInsert, {pg::Text(consumer), pg::TextArray(ids), pg::TextArray(owners),
                            pg::TextArray(types), pg::TextArray(payloads), pg::TextArray(streams),
-                           pg::TextArray(entries), pg::TextArray(signatures), pg::TextArray(keys),
+                           pg::TextArray(entries), pg::TextArray(seals), pg::TextArray(keys),
                            pg::Text(keep_payload ? "PENDING" : "PROCESSED"), pg::TextArray(shas)}));
   result.inserted = inserted.rows();
   if (result.inserted == static_cast<int64_t>(arrivals.size())) {

@@ -39,7 +39,7 @@ struct TakeOver {
 };
 
 // How new rows are inserted: PENDING for the lease consumer (with the
-// envelope and its signature, which it writes to audit_logs), or PROCESSED
+// envelope and its seal, which it writes to audit_logs), or PROCESSED
 // when the caller writes their audit_logs rows in the same transaction (the
 // SHA-256 of the envelope only: each payload is stored once).
 enum class InsertAs { kPending, kProcessed };

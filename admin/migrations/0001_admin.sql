@@ -22,8 +22,8 @@ CREATE TABLE consumer_inbox (
   -- committed it, and its SHA-256 (a re-delivery with other bytes is a
   -- conflict, never an overwrite). Each payload is kept once: a row written
   -- PROCESSED together with its audit_logs row keeps only the SHA-256, which
-  -- is all a re-delivery is compared with (the envelope and its signature
-  -- live in audit_logs). A row the lease consumer must still write (PENDING,
+  -- is all a re-delivery is compared with (the envelope and its seal live
+  -- in audit_logs). A row the lease consumer must still write (PENDING,
   -- and so PROCESSING and DEAD) keeps both (consumer_inbox_payload_kept).
   payload          bytea,
   payload_sha256   bytea NOT NULL,
@@ -45,9 +45,9 @@ CREATE TABLE consumer_inbox (
   first_failed_at  timestamptz,
   received_at      timestamptz NOT NULL DEFAULT now(),
   processed_at     timestamptz,
-  -- The owner's Ed25519 signature over the exact envelope bytes and the id
-  -- of the key that made it, kept for the writer.
-  signature        bytea,
+  -- The envelope's seal (common/seal/seal.h: its path to a bundle root the
+  -- owner's key signed) and that key's id, kept for the writer.
+  seal             bytea,
   key_id           text,
   CONSTRAINT consumer_inbox_consumer_event UNIQUE (consumer, event_id),
   CONSTRAINT consumer_inbox_payload_kept CHECK (status = 'PROCESSED' OR payload IS NOT NULL)
@@ -144,13 +144,14 @@ CREATE TABLE audit_logs (
   trace_id       text NOT NULL DEFAULT '',
   occurred_at    timestamptz NOT NULL,
   ingested_at    timestamptz NOT NULL DEFAULT now(),
-  -- The owner's exact bytes (for signature checks and the hash chain).
+  -- The owner's exact bytes (for seal checks and the log's leaf).
   envelope       bytea NOT NULL,
-  -- The owner's Ed25519 signature over the envelope and the id of the key
-  -- that made it, kept beside the envelope so that any row can be
-  -- re-verified later by someone holding only the owner's public key
-  -- (audit_logs_signed).
-  signature      bytea,
+  -- The envelope's seal (common/seal/seal.h): its index in a bundle, the
+  -- bundle's size, its path to the bundle's root and the owner's Ed25519
+  -- signature of that root; and the id of the key. Kept beside the envelope
+  -- so that any row can be re-verified later by someone holding only the
+  -- owner's public key (audit_logs_signed).
+  seal           bytea,
   key_id         text,
   -- The owner's number for the event (AuditEvent.owner_sequence, signed in
   -- the envelope); NULL for Admin's own records. SequenceWatch
@@ -171,12 +172,14 @@ CREATE INDEX audit_logs_owner ON audit_logs (owner, occurred_at DESC, event_id D
 CREATE INDEX audit_logs_owner_sequence ON audit_logs (owner, owner_sequence)
   WHERE owner_sequence IS NOT NULL;
 
--- A new audit row carries an owner's signature: a 64-byte Ed25519
--- signature and the id of the key that made it, so no credential of Admin's
--- runtime can write a row that no owner signed. Whether the signature
--- verifies is for the readers of the log (ulticode-verify).
+-- A new audit row carries an owner's seal (version 1: 9 bytes of header,
+-- 0 to 16 path hashes, a 64-byte Ed25519 signature) and the id of the key
+-- that made it, so no credential of Admin's runtime can write a row that no
+-- owner sealed. Whether the seal verifies is for the readers of the log
+-- (ulticode-verify).
 ALTER TABLE audit_logs ADD CONSTRAINT audit_logs_signed
-  CHECK (signature IS NOT NULL AND length(signature) = 64 AND key_id IS NOT NULL AND key_id <> '');
+  CHECK (seal IS NOT NULL AND get_byte(seal, 0) = 1 AND length(seal) BETWEEN 73 AND 585
+         AND (length(seal) - 73) % 32 = 0 AND key_id IS NOT NULL AND key_id <> '');
 
 -- Per owner: every number up to `through` has been examined; `horizon` is
 -- the highest number seen at `horizon_at`, examined once the grace passed.

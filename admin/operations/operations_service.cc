@@ -14,6 +14,7 @@
 #include "common/base/status_macros.h"
 #include "common/mutation/actor.h"
 #include "common/mutation/idempotency.h"
+#include "common/seal/seal.h"
 #include "common/server/grpc_server.h"
 #include "common/server/grpc_status.h"
 #include "common/text/text.h"
@@ -251,10 +252,13 @@ absl::StatusOr<std::string> AdminOperationsService::Record(
   *r->mutable_new_value() = values;
   RETURN_IF_ERROR(audit::Validate(event));
   const std::string envelope = audit::Serialize(event);
-  ASSIGN_OR_RETURN(const std::string signature, options_.signer->Sign(envelope));
+  // A bundle of one: the seal's path is empty, its root the envelope's
+  // leaf hash.
+  ASSIGN_OR_RETURN(const std::vector<std::string> sealed,
+                   seal::SealBundle(*options_.signer, {absl::string_view(envelope)}));
   const std::string key_id = options_.signer->key_id();
   ASSIGN_OR_RETURN(int64_t written,
-                   audit_logs::InsertAuditLogs(tx, {{&event, &envelope, &signature, &key_id}}));
+                   audit_logs::InsertAuditLogs(tx, {{&event, &envelope, &sealed[0], &key_id}}));
   if (written != 1) return absl::InternalError("the operator's audit record was not written");
   return event.event_id();
 }
@@ -431,7 +435,7 @@ absl::StatusOr<AdminOperationsService::Replayed> AdminOperationsService::ReplayE
     chosen_of_item.push_back(i);
   }
   const inbox::PreparedBatch batch =
-      inbox::PrepareBatch(items, absl::Now(), *options_.keys->Current(), options_.limits);
+      inbox::PrepareBatch(items, absl::Now(), *options_.keys->Current(), seals_, options_.limits);
   ASSIGN_OR_RETURN(const inbox::InsertedBatch inserted,
                    inbox::InsertBatch(tx, options_.consumer, batch, inbox::InsertAs::kProcessed));
   for (const inbox::Refusal& r : inserted.refused) {

@@ -17,6 +17,7 @@
 #include "common/crypto/crypto.h"
 #include "common/crypto/key_directory.h"
 #include "common/pg/pool.h"
+#include "common/seal/seal.h"
 #include "common/server/principal.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 
@@ -82,6 +83,8 @@ class AdminOperationsService final : public admin::v1::AdminOperations::Service 
   pg::Pool& pool_;
   const server::Authorizer& authorizer_;
   const OperationsOptions options_;
+  // Replayed entries' bundle signatures (thread-safe; a cache, so mutable).
+  mutable seal::Verifier seals_;
 };
 
 }  // namespace ulticode::admin::operations

@@ -175,7 +175,7 @@ SqlQuery BuildQuery(const AuditQuery& q, int64_t max_page_bytes) {
       "SELECT event_id, event_id::text AS event_text, owner, event_type, actor, subject, action,"
       " entity_type, entity_id, old_value::text AS old_text, new_value::text AS new_text,"
       " client_ip, user_agent, request_id, trace_id, occurred_at, ingested_at, log_index,"
-      " envelope, coalesce(key_id, '') AS key_text, coalesce(signature, ''::bytea) AS sig,"
+      " envelope, coalesce(key_id, '') AS key_text, coalesce(seal, ''::bytea) AS sig,"
       " (SELECT n.hash FROM log_nodes n WHERE n.level = 0 AND n.idx = log_index) AS leaf_hash"
       " FROM audit_logs LEFT JOIN log_leaves USING (event_id)";
   if (!where.empty()) absl::StrAppend(&rows, " WHERE ", absl::StrJoin(where, " AND "));

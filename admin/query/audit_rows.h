@@ -33,14 +33,14 @@ struct AuditFilters {
 
 // The columns every audit log read returns, in AuditRowFromResult's order,
 // from audit_logs LEFT JOIN log_leaves (the row's log index): the indexed
-// columns (what filters use), the signed envelope with its signature and key
+// columns (what filters use), the sealed envelope with its seal and key
 // id (what is served), and the stored hash of the row's leaf (what binds the
 // row to the log's checkpoints).
 #define ULTI_AUDIT_LOG_COLUMNS                                                          \
   "event_id::text, owner, event_type, actor, subject, action, entity_type, entity_id, " \
   "old_value::text, new_value::text, client_ip, user_agent, request_id, trace_id, "     \
   "occurred_at, ingested_at, log_index, envelope, coalesce(key_id, ''), "               \
-  "coalesce(signature, ''::bytea), "                                                    \
+  "coalesce(seal, ''::bytea), "                                                         \
   "(SELECT n.hash FROM log_nodes n WHERE n.level = 0 AND n.idx = log_index)"
 inline constexpr int kAuditLogColumns = 21;
 inline constexpr int kOccurredAtColumn = 14;

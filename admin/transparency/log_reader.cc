@@ -47,11 +47,11 @@ constexpr pg::Statement kCheckpointsFrom{"log.read.checkpoints_from",
 constexpr pg::Statement kLeaves{
     "log.read.leaves",
     "SELECT log_index, owner, event_id::text, coalesce(key_id, ''),"
-    " coalesce(signature, ''::bytea), envelope FROM ("
+    " coalesce(seal, ''::bytea), envelope FROM ("
     "  SELECT l.log_index, a.*,"
-    "   sum(length(a.envelope) + coalesce(length(a.signature), 0) + 128)"
+    "   sum(length(a.envelope) + coalesce(length(a.seal), 0) + 128)"
     "   OVER (ORDER BY l.log_index ROWS UNBOUNDED PRECEDING) AS running,"
-    "   length(a.envelope) + coalesce(length(a.signature), 0) + 128 AS own"
+    "   length(a.envelope) + coalesce(length(a.seal), 0) + 128 AS own"
     "  FROM log_leaves l JOIN audit_logs a USING (event_id)"
     "  WHERE l.log_index >= $1 AND l.log_index < $1 + $2"
     "  ORDER BY l.log_index) page"

@@ -29,7 +29,7 @@ constexpr pg::Statement kHead{"log.head",
 // leaf already.
 constexpr pg::Statement kQueued{
     "log.queued",
-    "SELECT a.event_id::text, a.owner, coalesce(a.key_id, ''), coalesce(a.signature, ''::bytea),"
+    "SELECT a.event_id::text, a.owner, coalesce(a.key_id, ''), coalesce(a.seal, ''::bytea),"
     " a.envelope, (SELECT l.log_index FROM log_leaves l WHERE l.event_id = a.event_id) IS NOT NULL"
     " FROM audit_logs a WHERE a.event_id = ANY($1::uuid[])"};
 

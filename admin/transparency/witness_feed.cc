@@ -72,19 +72,21 @@ constexpr pg::Statement kKeep{
     "       AND cosigned_size <= $1))"};
 
 // The events of a witness a checkpoint newly covers, and those it asked
-// for again (a re-delivery): their leaf indexes. Driven by the range of
-// leaves (each one's owner an index probe), never by the owner's rows.
+// for again (a re-delivery): their leaf indexes, and the key id and seal
+// their leaves hold. Driven by the range of leaves (each one's row an index
+// probe), never by the owner's rows.
 constexpr pg::Statement kCovered{
     "log.witness.covered",
-    "SELECT l.event_id::text, l.log_index FROM log_leaves l"
-    " WHERE l.log_index >= $2 AND l.log_index < $3"
-    "   AND (SELECT a.owner FROM audit_logs a WHERE a.event_id = l.event_id) = $1"
+    "SELECT l.event_id::text, l.log_index, a.key_id, a.seal FROM log_leaves l"
+    " JOIN audit_logs a ON a.event_id = l.event_id"
+    " WHERE l.log_index >= $2 AND l.log_index < $3 AND a.owner = $1"
     " ORDER BY l.log_index LIMIT $4"};
 
 constexpr pg::Statement kRequested{
     "log.witness.requested",
-    "SELECT r.event_id::text, l.log_index FROM log_proof_requests r JOIN log_leaves l"
-    " USING (event_id) WHERE r.owner = $1 AND l.log_index < $2 ORDER BY l.log_index LIMIT $3"};
+    "SELECT r.event_id::text, l.log_index, a.key_id, a.seal FROM log_proof_requests r"
+    " JOIN log_leaves l USING (event_id) JOIN audit_logs a ON a.event_id = r.event_id"
+    " WHERE r.owner = $1 AND l.log_index < $2 ORDER BY l.log_index LIMIT $3"};
 
 constexpr pg::Statement kAnswered{
     "log.witness.answered", "DELETE FROM log_proof_requests WHERE event_id = ANY($1::uuid[])"};
@@ -96,6 +98,8 @@ constexpr int kMaxProofsPerRun = 8 * static_cast<int>(tlog::kProofsPerEntry);
 struct Located {
   std::string event_id;
   uint64_t index = 0;
+  std::string key_id;
+  std::string seal;
 };
 
 absl::StatusOr<std::vector<Located>> Locate(pg::Connection& conn, const pg::Statement& statement,
@@ -103,7 +107,8 @@ absl::StatusOr<std::vector<Located>> Locate(pg::Connection& conn, const pg::Stat
   ASSIGN_OR_RETURN(pg::Result r, conn.Execute(statement, params));
   std::vector<Located> out;
   for (int i = 0; i < r.rows(); ++i) {
-    out.push_back({r.GetString(i, 0), static_cast<uint64_t>(r.GetInt64(i, 1))});
+    out.push_back({r.GetString(i, 0), static_cast<uint64_t>(r.GetInt64(i, 1)), r.GetString(i, 2),
+                   r.GetBytes(i, 3)});
   }
   return out;
 }
@@ -153,7 +158,7 @@ absl::StatusOr<std::vector<tlog::LeafProof>> Prove(NodeCache& nodes,
     for (const Located& e : *events) {
       ASSIGN_OR_RETURN(std::vector<tlog::Hash> path,
                        tlog::StoredInclusionProof(e.index, size, read));
-      proofs.push_back({e.event_id, e.index, std::move(path)});
+      proofs.push_back({e.event_id, e.index, std::move(path), e.key_id, e.seal});
     }
   }
   return proofs;

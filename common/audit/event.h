@@ -24,6 +24,13 @@ inline constexpr size_t kMaxEventBytes = 256 * 1024;
 // 9999-12-31T23:59:59Z: the last second RFC 3339 and timestamptz agree on.
 inline constexpr int64_t kMaxOccurredAtSeconds = 253402300799;
 
+// An owner stream's entry: one event's exact bytes, its seal (common/seal:
+// the path to a bundle root the owner's key signed) and that key's id.
+// Nothing else is read; everything Admin needs is inside the sealed bytes.
+inline constexpr char kEnvelopeField[] = "envelope";
+inline constexpr char kSealField[] = "seal";
+inline constexpr char kKeyIdField[] = "key_id";
+
 // "auth" / "app"; "" for OWNER_UNSPECIFIED.
 std::string OwnerName(Owner owner);
 // Inverse of OwnerName; OWNER_UNSPECIFIED for anything else.

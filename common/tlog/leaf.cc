@@ -38,7 +38,7 @@ std::string EncodeLeaf(const LeafV1& leaf) {
   Field(out, leaf.owner);
   Field(out, leaf.event_id);
   Field(out, leaf.key_id);
-  Field(out, leaf.signature);
+  Field(out, leaf.seal);
   Field(out, leaf.envelope);
   return out;
 }
@@ -49,10 +49,9 @@ absl::StatusOr<LeafV1> DecodeLeaf(absl::string_view bytes) {
   }
   bytes.remove_prefix(1);
   LeafV1 leaf;
-  for (auto [name, field] :
-       {std::pair{"owner", &leaf.owner}, std::pair{"event_id", &leaf.event_id},
-        std::pair{"key_id", &leaf.key_id}, std::pair{"signature", &leaf.signature},
-        std::pair{"envelope", &leaf.envelope}}) {
+  for (auto [name, field] : {std::pair{"owner", &leaf.owner}, std::pair{"event_id", &leaf.event_id},
+                             std::pair{"key_id", &leaf.key_id}, std::pair{"seal", &leaf.seal},
+                             std::pair{"envelope", &leaf.envelope}}) {
     if (absl::Status s = ReadField(bytes, name, field); !s.ok()) return s;
   }
   if (!bytes.empty()) {

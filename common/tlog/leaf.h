@@ -6,8 +6,9 @@
 //          field(owner)              "auth", "app" or "admin"
 //          field(event_id)           lowercase hyphenated UUID
 //          field(key_id)             the signing key's id
-//          field(signature)          64-byte Ed25519 signature
-//          field(envelope)           the signed envelope bytes, verbatim
+//          field(seal)               the envelope's seal (common/seal/seal.h):
+//                                    its path to a bundle root the key signed
+//          field(envelope)           the sealed envelope bytes, verbatim
 //   field(x) = 4-byte big-endian length of x, then x
 //
 // One row has exactly one encoding; decoding refuses anything else
@@ -29,7 +30,7 @@ struct LeafV1 {
   std::string owner;
   std::string event_id;
   std::string key_id;
-  std::string signature;
+  std::string seal;
   std::string envelope;
   bool operator==(const LeafV1&) const = default;
 };

@@ -36,7 +36,8 @@ absl::StatusOr<std::vector<Hash>> DecodeHashes(absl::string_view encoded) {
 
 std::string EncodeProofs(const std::vector<LeafProof>& proofs) {
   return absl::StrJoin(proofs, ",", [](std::string* out, const LeafProof& p) {
-    absl::StrAppend(out, p.event_id, ":", p.index, ":", EncodeHashes(p.hashes));
+    absl::StrAppend(out, p.event_id, ":", p.index, ":", EncodeHashes(p.hashes), ":", p.key_id, ":",
+                    absl::Base64Escape(p.seal));
   });
 }
 
@@ -46,11 +47,13 @@ absl::StatusOr<std::vector<LeafProof>> DecodeProofs(absl::string_view encoded) {
   for (absl::string_view item : absl::StrSplit(encoded, ',')) {
     const std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
     LeafProof p;
-    if (parts.size() != 3 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &p.index)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("proofs: item ", proofs.size(), " is not <event id>:<index>:<hashes>"));
+    if (parts.size() != 5 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &p.index) ||
+        parts[3].empty() || !absl::Base64Unescape(parts[4], &p.seal) || p.seal.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "proofs: item ", proofs.size(), " is not <event id>:<index>:<hashes>:<key id>:<seal>"));
     }
     p.event_id = std::string(parts[0]);
+    p.key_id = std::string(parts[3]);
     auto hashes = DecodeHashes(parts[2]);
     if (!hashes.ok()) {
       return absl::InvalidArgumentError(

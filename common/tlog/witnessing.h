@@ -47,14 +47,20 @@ std::string CosignatureStreamFor(absl::string_view audit_stream);
 std::string EncodeHashes(const std::vector<Hash>& hashes);
 absl::StatusOr<std::vector<Hash>> DecodeHashes(absl::string_view encoded);
 
-// One event's place in the log: its leaf index and RFC 9162 PATH.
+// One event's place in the log: its leaf index and RFC 9162 PATH, and the
+// key id and seal its leaf holds (Admin logs the seal of the first delivery
+// it accepted; a re-send carries another, so the owner cannot rebuild the
+// leaf from its own row alone).
 struct LeafProof {
   std::string event_id;
   uint64_t index = 0;
   std::vector<Hash> hashes;
+  std::string key_id;
+  std::string seal;
   bool operator==(const LeafProof&) const = default;
 };
-// "<event id>:<index>:<EncodeHashes>,..."; empty for none.
+// "<event id>:<index>:<EncodeHashes>:<key id>:<base64 seal>,..."; empty
+// for none.
 std::string EncodeProofs(const std::vector<LeafProof>& proofs);
 // INVALID_ARGUMENT naming the item that is malformed.
 absl::StatusOr<std::vector<LeafProof>> DecodeProofs(absl::string_view encoded);

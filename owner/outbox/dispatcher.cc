@@ -7,6 +7,7 @@
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
+#include "common/seal/seal.h"
 #include "common/worker/loop.h"
 #include "common/worker/notify_listener.h"
 
@@ -27,6 +28,8 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
       stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream),
       hooks_(std::move(hooks)),
       watch_(stream_, options_.admin_group) {
+  for (const crypto::SigningKey& key : options_.previous_keys) mac_keys_[key.key_id()] = &key;
+  if (options_.signer != nullptr) mac_keys_[options_.signer->key_id()] = options_.signer;
   const prometheus::Labels labels{{"owner", audit::OwnerName(options_.owner)}};
   claimed_ = &metrics::Counter(registry, "ulticode_outbox_claimed_total",
                                "Outbox rows claimed for publication", labels);
@@ -79,18 +82,30 @@ void Dispatcher::Stop() {
   threads_.clear();
 }
 
-absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) const {
+absl::Status Dispatcher::CheckRow(const ClaimedRow& row) const {
   if (row.payload.size() > options_.max_event_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "event is ", row.payload.size(), " bytes, over the limit of ", options_.max_event_bytes));
+  }
+  const auto key = mac_keys_.find(row.key_id);
+  if (key == mac_keys_.end()) {
+    return absl::UnavailableError(
+        absl::StrCat("the row's MAC key ", row.key_id.substr(0, 64),
+                     " is not loaded here (--previous-audit-signing-key-files)"));
+  }
+  ASSIGN_OR_RETURN(const std::string mac, RowMac(*key->second, row.payload));
+  if (!crypto::ConstantTimeEquals(mac, row.mac)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the row's MAC does not verify with key ", row.key_id,
+                     ": it was not written by this owner's code (forged or altered)"));
   }
   audit::AuditEvent event;
   if (!event.ParseFromString(row.payload)) {
     return absl::InvalidArgumentError("payload is not a serialized AuditEvent");
   }
   // A type or schema version newer than this binary knows was written by a
-  // newer release of this owner (a rolling upgrade): its signed bytes are
-  // passed on untouched, and Admin decides.
+  // newer release of this owner (a rolling upgrade): its bytes are passed on
+  // untouched, and Admin decides.
   if (absl::Status valid = audit::Validate(event, options_.known_event_types);
       !valid.ok() && !audit::IsNewerThanKnown(valid)) {
     return valid;
@@ -103,13 +118,27 @@ absl::StatusOr<redis::StreamFields> Dispatcher::EntryFor(const ClaimedRow& row) 
   if (event.event_id() != row.event_id) {
     return absl::InvalidArgumentError("payload event_id differs from the outbox row's");
   }
-  return redis::StreamFields{{"event_id", event.event_id()},
-                             {"owner", audit::OwnerName(event.owner())},
-                             {"event_type", event.event_type()},
-                             {"schema_version", absl::StrCat(event.schema_version())},
-                             {"envelope", row.payload},
-                             {"signature", row.signature},
-                             {"key_id", row.key_id}};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Dispatcher::Publish(
+    redis::Client& redis, const std::vector<const ClaimedRow*>& rows) {
+  if (options_.signer == nullptr) {
+    return absl::FailedPreconditionError("dispatcher: no signing key to seal with");
+  }
+  std::vector<absl::string_view> payloads;
+  payloads.reserve(rows.size());
+  for (const ClaimedRow* row : rows) payloads.push_back(row->payload);
+  ASSIGN_OR_RETURN(const std::vector<std::string> seals,
+                   seal::SealBundle(*options_.signer, payloads));
+  std::vector<redis::StreamFields> entries;
+  entries.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    entries.push_back({{audit::kEnvelopeField, rows[i]->payload},
+                       {audit::kSealField, seals[i]},
+                       {audit::kKeyIdField, options_.signer->key_id()}});
+  }
+  return redis.XAddBatch(stream_, entries);
 }
 
 absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis) {
@@ -123,23 +152,33 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
   claimed_->Increment(static_cast<double>(rows.size()));
   if (hooks_.after_claim) RETURN_IF_ERROR(hooks_.after_claim(rows));
 
-  std::vector<redis::StreamFields> entries;
   std::vector<const ClaimedRow*> publishing;
+  std::vector<Retry> waiting;  // for a dispatcher that holds their MAC key
+  std::string waiting_error;
   std::vector<std::pair<const ClaimedRow*, std::string>> dead;
   for (const ClaimedRow& row : rows) {
-    auto entry = EntryFor(row);
-    if (!entry.ok()) {
-      const std::string reason(entry.status().message());
+    const absl::Status check = CheckRow(row);
+    if (absl::IsUnavailable(check)) {
+      waiting.push_back(Retry{row.event_id, backoff::Delay(options_.backoff, row.failures + 1)});
+      waiting_error = std::string(check.message());
+    } else if (!check.ok()) {
+      const std::string reason(check.message());
       ASSIGN_OR_RETURN(int64_t n, MarkDead(tx, row.event_id, reason));
       if (n > 0) dead.emplace_back(&row, reason);
-      continue;
+    } else {
+      publishing.push_back(&row);
     }
-    entries.push_back(std::move(entry).value());
-    publishing.push_back(&row);
+  }
+  if (!waiting.empty()) {
+    ASSIGN_OR_RETURN(const int64_t n, Reschedule(tx, waiting, waiting_error));
+    result.rescheduled += static_cast<int>(n);
+    transient_failures_->Increment(static_cast<double>(n));
+    log::Warn(kComponent, "rows wait for a dispatcher that holds their MAC key",
+              {{"error", waiting_error}, {"rows", absl::StrCat(n)}});
   }
 
   absl::StatusOr<std::vector<std::string>> ids = std::vector<std::string>{};
-  if (!publishing.empty()) ids = redis.XAddBatch(stream_, entries);
+  if (!publishing.empty()) ids = Publish(redis, publishing);
   if (!ids.ok()) {
     std::vector<Retry> retries;
     for (const ClaimedRow* row : publishing) {
@@ -148,7 +187,7 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
     const std::string error = absl::StrCat("publish to ", stream_, ": ", ids.status().ToString());
     ASSIGN_OR_RETURN(int64_t n, Reschedule(tx, retries, error));
     RETURN_IF_ERROR(tx.Commit());
-    result.rescheduled = static_cast<int>(n);
+    result.rescheduled += static_cast<int>(n);
     transient_failures_->Increment(static_cast<double>(n));
     log::Warn(kComponent, "publish failed; rows rescheduled",
               {{"error", error}, {"rows", absl::StrCat(n)}});

@@ -12,6 +12,11 @@
 // comes first. After a cycle that found rows it first lingers briefly, so a
 // busy owner publishes many commits per cycle.
 //
+// Each row's MAC is checked (RowMac, with the key it names) and the rows of
+// a cycle are sealed as one bundle (common/seal): one Ed25519 signature per
+// cycle, a seal per row. A row whose MAC fails was not written by this
+// owner's code (someone holding only its database login): DEAD.
+//
 // Failures never hide in a log line, they are written to the row:
 //  - transient (Redis down or slow, PostgreSQL hiccup): the row is
 //    rescheduled with capped exponential back-off and jitter, forever;
@@ -35,10 +40,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
 #include "common/backoff/backoff.h"
+#include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/worker/waker.h"
@@ -77,6 +84,11 @@ struct DispatcherOptions {
   absl::Duration resend_timeout = absl::Seconds(60);
   // Admin's consumer group on the stream (Admin's --inbox-group).
   std::string admin_group = "admin-audit";
+  // Seals each cycle's bundle; required.
+  const crypto::SigningKey* signer = nullptr;
+  // Keys of earlier releases whose rows may still be due (a rotation in
+  // progress): their MACs are checked, the bundle is sealed by `signer`.
+  std::vector<crypto::SigningKey> previous_keys;
   pg::ConnectOptions pg;
   redis::Options redis;
 };
@@ -112,18 +124,25 @@ class Dispatcher {
   // times per resend timeout). Returns how many.
   absl::StatusOr<int64_t> SweepUnconfirmed(pg::Connection& pg, redis::Client& redis);
 
-  // Stream entry fields for a row (event_id, owner, event_type,
-  // schema_version, envelope), or the reason it can never be published.
-  absl::StatusOr<redis::StreamFields> EntryFor(const ClaimedRow& row) const;
+  // OK when `row` can be published: INVALID_ARGUMENT with the reason it
+  // never can (DEAD: too large, not an event of this owner, a MAC that does
+  // not verify), UNAVAILABLE when its MAC's key is not loaded here (the row
+  // waits for a dispatcher that holds it).
+  absl::Status CheckRow(const ClaimedRow& row) const;
 
  private:
   void WorkerLoop(int index);
+  // Publishes `rows` as one sealed bundle; the ids of their entries.
+  absl::StatusOr<std::vector<std::string>> Publish(redis::Client& redis,
+                                                   const std::vector<const ClaimedRow*>& rows);
   // The sweep's rows, `limit` at a time, until a batch comes back short.
   template <typename Requeue>
   absl::StatusOr<int64_t> RequeueAll(const Requeue& requeue);
 
   const DispatcherOptions options_;
   const std::string stream_;
+  // key id -> the key, for MAC checks (the signer's and previous_keys).
+  absl::flat_hash_map<std::string, const crypto::SigningKey*> mac_keys_;
   const FaultHooks hooks_;
 
   worker::Waker waker_;

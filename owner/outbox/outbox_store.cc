@@ -11,7 +11,7 @@ constexpr pg::Statement kNextSequence{"outbox.next_sequence",
 
 constexpr pg::Statement kAppend{
     "outbox.append",
-    "INSERT INTO audit_outbox (event_id, event_type, payload, signature, key_id, owner_sequence)"
+    "INSERT INTO audit_outbox (event_id, event_type, payload, mac, key_id, owner_sequence)"
     " VALUES ($1::uuid, $2, $3, $4, $5, $6)"};
 
 // Due rows, locked for the cycle's transaction; rows another dispatcher
@@ -19,7 +19,7 @@ constexpr pg::Statement kAppend{
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
     "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
-    "   created_at, signature, key_id"
+    "   created_at, mac, key_id"
     " FROM audit_outbox"
     " WHERE state = 'PENDING' AND next_attempt_at <= now()"
     " ORDER BY next_attempt_at LIMIT $1"
@@ -53,10 +53,9 @@ constexpr pg::Statement kLockForConfirm{
     "SELECT 1 FROM audit_outbox WHERE event_id = ANY($1::uuid[]) ORDER BY event_id FOR UPDATE",
     absl::Seconds(30)};
 
-constexpr pg::Statement kLeavesOf{
-    "outbox.leaves_of",
-    "SELECT event_id::text, coalesce(key_id, ''), coalesce(signature, ''::bytea), payload"
-    " FROM audit_outbox WHERE event_id = ANY($1::uuid[])",
+constexpr pg::Statement kPayloadsOf{
+    "outbox.payloads_of",
+    "SELECT event_id::text, payload FROM audit_outbox WHERE event_id = ANY($1::uuid[])",
     absl::Seconds(30)};
 
 constexpr pg::Statement kConfirmLogged{
@@ -121,7 +120,14 @@ constexpr pg::Statement kReplayConfirmed{
 
 std::string Truncated(const std::string& s) { return s.size() <= 1000 ? s : s.substr(0, 1000); }
 
+constexpr char kRowMacLabel[] = "ulticode/outbox-mac/v1";
+
 }  // namespace
+
+absl::StatusOr<std::string> RowMac(const crypto::SigningKey& key, absl::string_view payload) {
+  ASSIGN_OR_RETURN(const std::string secret, key.DeriveSecret(kRowMacLabel));
+  return crypto::HmacSha256(secret, payload);
+}
 
 absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
                                const crypto::SigningKey& signer) {
@@ -131,12 +137,12 @@ absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& eve
   audit::AuditEvent numbered = event;
   numbered.set_owner_sequence(static_cast<uint64_t>(sequence));
   const std::string payload = audit::Serialize(numbered);
-  // An unsigned row would be refused by Admin forever: roll the change back.
-  ASSIGN_OR_RETURN(const std::string signature, signer.Sign(payload));
+  // A row without its MAC could never be sealed: roll the change back.
+  ASSIGN_OR_RETURN(const std::string mac, RowMac(signer, payload));
   // Sent with the transaction's next statement or its COMMIT, which report
   // its failure.
   tx.Defer(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()), pg::Bytes(payload),
-                     pg::Bytes(signature), pg::Text(signer.key_id()), pg::Int(sequence)});
+                     pg::Bytes(mac), pg::Text(signer.key_id()), pg::Int(sequence)});
   return sequence;
 }
 
@@ -146,12 +152,12 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
   rows.reserve(r.rows());
   const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
             attempts = r.Column("attempts"), failures = r.Column("failures"),
-            created = r.Column("created_at"), sig = r.Column("signature"), key = r.Column("key_id");
+            created = r.Column("created_at"), mac = r.Column("mac"), key = r.Column("key_id");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
-                              r.GetBytes(i, sig), r.GetString(i, key)});
+                              r.GetBytes(i, mac), r.GetString(i, key)});
   }
   return rows;
 }
@@ -188,13 +194,11 @@ absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_i
   return r.affected_rows();
 }
 
-absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
-                                                 const std::vector<std::string>& event_ids) {
-  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kLeavesOf, {pg::TextArray(event_ids)}));
-  std::vector<OutboxLeaf> out;
-  for (int i = 0; i < r.rows(); ++i) {
-    out.push_back({r.GetString(i, 0), r.GetString(i, 1), r.GetBytes(i, 2), r.GetBytes(i, 3)});
-  }
+absl::StatusOr<std::vector<OutboxPayload>> PayloadsOf(pg::Connection& conn,
+                                                      const std::vector<std::string>& event_ids) {
+  ASSIGN_OR_RETURN(pg::Result r, conn.Execute(kPayloadsOf, {pg::TextArray(event_ids)}));
+  std::vector<OutboxPayload> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back({r.GetString(i, 0), r.GetBytes(i, 1)});
   return out;
 }
 
@@ -248,7 +252,7 @@ absl::StatusOr<int64_t> ReplayConfirmed(pg::Transaction& tx, absl::Time from, ab
 const std::vector<std::string>& RuntimeGrants() {
   static const auto* grants = new std::vector<std::string>{
       // The delivery columns only: the event (event_id, event_type, payload,
-      // signature, key_id, created_at) is never rewritten, and the
+      // mac, key_id, created_at) is never rewritten, and the
       // audit_outbox_state_machine trigger (migrations/10001_outbox.sql)
       // keeps the transitions and their timestamps honest.
       "GRANT SELECT, INSERT ON audit_outbox TO {role}",

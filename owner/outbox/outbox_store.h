@@ -36,7 +36,12 @@ const std::vector<std::string>& RuntimeGrants();
 // LISTEN channel notified on every commit that appended rows.
 inline constexpr char kNotifyChannel[] = "audit_outbox";
 
-// Numbers (the owner's next owner_sequence), validates, signs (Ed25519 over
+// The MAC of an outbox row's payload: HMAC-SHA256 under a secret derived
+// from `key` (SigningKey::DeriveSecret), so the key that signs the row's
+// bundle later is the only thing that can make or check it.
+absl::StatusOr<std::string> RowMac(const crypto::SigningKey& key, absl::string_view payload);
+
+// Numbers (the owner's next owner_sequence), validates, MACs (RowMac over
 // the exact serialized bytes) and appends `event` inside `tx`; returns the
 // number, which is lost if `tx` rolls back. INVALID_ARGUMENT when the event
 // breaks the contract (a bug in the caller, never the client's fault). The
@@ -53,8 +58,8 @@ struct ClaimedRow {
   int attempts = 0;     // including this cycle's
   int failures = 0;     // consecutive failures before this cycle
   absl::Time created_at;
-  std::string signature;  // Ed25519 over payload; empty for rows older than signing
-  std::string key_id;
+  std::string mac;     // RowMac of payload
+  std::string key_id;  // the key the MAC was made with
 };
 
 // The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
@@ -88,16 +93,14 @@ absl::StatusOr<int64_t> MarkDead(pg::Transaction& tx, const std::string& event_i
                                  const std::string& reason);
 
 // What an outbox row contributes to its leaf in Admin's log
-// (common/tlog/leaf.h): the signed bytes, their signature and key id.
-struct OutboxLeaf {
+// (common/tlog/leaf.h): the event's exact bytes.
+struct OutboxPayload {
   std::string event_id;
-  std::string key_id;
-  std::string signature;
   std::string payload;
 };
 // The rows of `event_ids` that exist (canonical lowercase UUIDs).
-absl::StatusOr<std::vector<OutboxLeaf>> LeavesOf(pg::Connection& conn,
-                                                 const std::vector<std::string>& event_ids);
+absl::StatusOr<std::vector<OutboxPayload>> PayloadsOf(pg::Connection& conn,
+                                                      const std::vector<std::string>& event_ids);
 
 // Marks CONFIRMED the rows of `event_ids` whose events are proved to be in
 // Admin's log (outbox/witness.h), the only way a row turns CONFIRMED. Only

@@ -45,6 +45,9 @@ constexpr pg::Statement kAccept{
 
 absl::StatusOr<std::unique_ptr<Witness>> Witness::Create(WitnessOptions options,
                                                          prometheus::Registry& registry) {
+  if (options.key == nullptr || options.keys == nullptr) {
+    return absl::InvalidArgumentError("witness: the owner's key and the key directory are needed");
+  }
   ASSIGN_OR_RETURN(tlog::CosignatureSigner signer,
                    tlog::CosignatureSigner::Create(audit::OwnerName(options.owner), *options.key));
   return std::unique_ptr<Witness>(new Witness(std::move(options), std::move(signer), registry));
@@ -293,20 +296,24 @@ absl::Status Witness::ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& 
     if (ids::IsValidUuid(p.event_id)) ids.push_back(p.event_id);
   }
   if (ids.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const std::vector<OutboxLeaf> rows, LeavesOf(pg, ids));
-  absl::flat_hash_map<std::string, const OutboxLeaf*> by_id;
-  for (const OutboxLeaf& row : rows) by_id[row.event_id] = &row;
+  ASSIGN_OR_RETURN(const std::vector<OutboxPayload> rows, PayloadsOf(pg, ids));
+  absl::flat_hash_map<std::string, const std::string*> payload_of;
+  for (const OutboxPayload& row : rows) payload_of[row.event_id] = &row.payload;
   const std::string owner(audit::OwnerName(options_.owner));
+  const auto keys = options_.keys->Current();
   std::vector<std::string> proved;
   int refused = 0;
   for (const tlog::LeafProof& p : proofs) {
-    auto row = by_id.find(p.event_id);
-    if (row == by_id.end()) continue;  // not this owner's, or retention took it
-    const std::string leaf = tlog::EncodeLeaf(
-        {owner, p.event_id, row->second->key_id, row->second->signature, row->second->payload});
-    if (tlog::VerifyInclusion(p.index, checkpoint.size, tlog::LeafHash(leaf), p.hashes,
-                              checkpoint.root)
-            .ok()) {
+    auto row = payload_of.find(p.event_id);
+    if (row == payload_of.end()) continue;  // not this owner's, or retention took it
+    const std::string& payload = *row->second;
+    const crypto::KeyDirectory::Entry* key = keys->Find(p.key_id);
+    const bool sealed =
+        key != nullptr && key->party == owner && seals_.Verify(key->key, payload, p.seal).ok();
+    const std::string leaf = tlog::EncodeLeaf({owner, p.event_id, p.key_id, p.seal, payload});
+    if (sealed && tlog::VerifyInclusion(p.index, checkpoint.size, tlog::LeafHash(leaf), p.hashes,
+                                        checkpoint.root)
+                      .ok()) {
       proved.push_back(p.event_id);
     } else {
       ++refused;

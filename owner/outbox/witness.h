@@ -12,8 +12,11 @@
 //    accepted before (log_witnessed): the same tree, or a larger one with a
 //    consistency proof from it that verifies; the first one is taken as is;
 //  - with the checkpoint it holds, checks the inclusion proofs that come
-//    with it: each leaf is computed from the owner's own outbox row, and a
-//    row whose proof verifies turns CONFIRMED (the only way a row does);
+//    with it: each leaf is computed from the owner's own outbox row and the
+//    key id and seal the proof says the leaf holds; the seal must verify
+//    with one of this owner's keys in the key directory (so the log holds
+//    an entry an auditor can check), and a row whose proof verifies turns
+//    CONFIRMED (the only way a row does);
 //  - then returns a cosignature/v1 line signed with the owner's own key,
 //    named as the owner ("auth", "app"), on `<audit stream>:cosignatures`
 //    (once it has every part of a send no further send follows: the
@@ -36,8 +39,10 @@
 #include "absl/status/status.h"
 #include "common/audit/event.h"
 #include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
+#include "common/seal/seal.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/note.h"
 #include "common/tlog/witnessing.h"
@@ -53,6 +58,9 @@ struct WitnessOptions {
   std::string audit_stream;
   std::vector<tlog::NoteVerifier> log_keys;
   const crypto::SigningKey* key = nullptr;  // the owner's own
+  // The parties' public keys: the seals of proved leaves must verify with
+  // one of this owner's.
+  const crypto::KeyDirectoryFile* keys = nullptr;
 };
 
 class Witness {
@@ -109,6 +117,7 @@ class Witness {
 
   const WitnessOptions options_;
   const tlog::CosignatureSigner signer_;
+  seal::Verifier seals_;
   // The parts seen of the latest send (the proof reader's thread only).
   uint64_t parts_size_ = 0;
   uint64_t parts_total_ = 0;

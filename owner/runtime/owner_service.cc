@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "absl/strings/str_split.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
 #include "common/retention/retention.h"
@@ -20,9 +21,16 @@
 namespace ulticode::runtime {
 namespace {
 
-absl::Status StartDispatcherAndWitness(audit::Owner owner, outbox::DispatcherOptions dispatch,
-                                       const std::string& log_keys_file, ServiceContext& context) {
+absl::Status StartDispatcherAndWitness(audit::Owner owner, const OwnerOptions& options,
+                                       ServiceContext& context) {
+  outbox::DispatcherOptions dispatch = options.dispatch;
   dispatch.owner = owner;
+  dispatch.signer = &context.signer();
+  for (absl::string_view file :
+       absl::StrSplit(options.previous_signing_key_files, ',', absl::SkipWhitespace())) {
+    ASSIGN_OR_RETURN(crypto::SigningKey key, crypto::SigningKey::FromFile(std::string(file)));
+    dispatch.previous_keys.push_back(std::move(key));
+  }
   dispatch.pg = context.Connection("dispatcher");
   // Cycle commits (PUBLISHED, re-schedules) and sweeps: a lost one leaves the
   // row to be published again (docs/guarantees.md).
@@ -32,8 +40,9 @@ absl::Status StartDispatcherAndWitness(audit::Owner owner, outbox::DispatcherOpt
       dispatch.stream.empty() ? audit::StreamFor(owner) : dispatch.stream;
   context.Start(std::make_unique<outbox::Dispatcher>(dispatch, context.registry()));
 
-  outbox::WitnessOptions witness{owner, audit_stream, {}, &context.signer()};
-  ASSIGN_OR_RETURN(witness.log_keys, tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys_file));
+  outbox::WitnessOptions witness{owner, audit_stream, {}, &context.signer(), &context.keys()};
+  ASSIGN_OR_RETURN(witness.log_keys,
+                   tlog::VerifiersFromFile<tlog::NoteVerifier>(options.log_keys_file));
   ASSIGN_OR_RETURN(std::unique_ptr<outbox::Witness> made,
                    outbox::Witness::Create(std::move(witness), context.registry()));
 
@@ -90,6 +99,10 @@ void RegisterOwnerFlags(config::Flags& flags, const ServiceFlags& common, OwnerO
                "log, refuses forks and rollbacks, cosigns what it accepts, and confirms its "
                "outbox rows on the log's inclusion proofs");
   flags.Require("log-keys-file", [&common] { return common.migrate_only(); });
+  flags.String("previous-audit-signing-key-files", &options->previous_signing_key_files,
+               "private keys this owner used before a rotation (comma-separated, mode 0600): "
+               "the MACs of outbox rows they made are still checked; drop a file once no row "
+               "of its key is PENDING");
 }
 
 std::vector<migrations::Migration> WithOutboxMigrations(
@@ -106,8 +119,7 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
 }
 
 absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context) {
-  RETURN_IF_ERROR(StartDispatcherAndWitness(owner, std::move(options.dispatch),
-                                            options.log_keys_file, context));
+  RETURN_IF_ERROR(StartDispatcherAndWitness(owner, options, context));
   StartHousekeeping(owner, options.housekeeping, context);
   context.Serve(
       std::make_unique<operations::OutboxOperationsService>(

@@ -20,7 +20,8 @@ namespace ulticode::runtime {
 // The signing-key flag of every owner.
 inline constexpr char kAuditSigningKeyFlag[] = "audit-signing-key-file";
 inline constexpr char kAuditSigningKeyHelp[] =
-    "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): signs every audit event";
+    "this owner's Ed25519 private key (PKCS#8 PEM, mode 0600): MACs every outbox row in its "
+    "transaction and seals each published bundle of them";
 
 struct OwnerOptions {
   outbox::DispatcherOptions dispatch;
@@ -28,10 +29,14 @@ struct OwnerOptions {
   // The verifier keys of Admin's transparency log: the owner witnesses it
   // and confirms its rows on the log's proofs (outbox/witness.h).
   std::string log_keys_file;
+  // Private keys this owner signed with before (a rotation in progress):
+  // the MACs of rows they made are still checked. Comma-separated paths.
+  std::string previous_signing_key_files;
 };
 
 // The --dispatch-*, --log-keys-file (required unless the run only
-// migrates), retention and sampling flags.
+// migrates), --previous-audit-signing-key-files, retention and sampling
+// flags.
 void RegisterOwnerFlags(config::Flags& flags, const ServiceFlags& common, OwnerOptions* options);
 
 // The owner's own migrations (or grants) followed by the outbox's.

@@ -264,16 +264,15 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
   auto record = [&](const std::string& event_id, const std::string& type) {
     return Admin("SELECT count(*) FROM audit_logs WHERE event_id = '" + event_id +
                  "' AND owner = 'admin' AND event_type = '" + type +
-                 "' AND actor = 'olivia' AND key_id = '" + admin_key +
-                 "' AND signature IS NOT NULL");
+                 "' AND actor = 'olivia' AND key_id = '" + admin_key + "' AND seal IS NOT NULL");
   };
 
   // --- a DEAD inbox row (its audit row never written; a row the lease
-  // consumer gave up on kept its envelope and signature) ---
+  // consumer gave up on kept its envelope and seal) ---
   const std::string dead = ids[0];
   for (const char* sql :
        {"UPDATE consumer_inbox i SET status = 'DEAD', attempts = 10, last_error = 'x',"
-        " payload = a.envelope, signature = a.signature FROM audit_logs a"
+        " payload = a.envelope, seal = a.seal FROM audit_logs a"
         " WHERE a.event_id = i.event_id AND i.event_id = '%s'",
         "DELETE FROM audit_logs WHERE event_id = '%s'"}) {
     std::string q = sql;
@@ -332,7 +331,7 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
     ASSERT_TRUE(Db(Service::kAdmin)
                     .Execute(pg::Statement{"",
                                            "UPDATE consumer_inbox i SET status = 'DEAD',"
-                                           " payload = a.envelope, signature = a.signature"
+                                           " payload = a.envelope, seal = a.seal"
                                            " FROM audit_logs a WHERE a.event_id = i.event_id"
                                            " AND i.event_id = $1::uuid"},
                              {pg::Text(ids[1])})
@@ -378,7 +377,7 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
   redis::StreamFields unsigned_fields = testing::EntryFields(
       testing::SampleEvent(audit::v1::OWNER_AUTH, "unsigned"), &mesh_->keys().auth());
   unsigned_fields.erase(std::remove_if(unsigned_fields.begin(), unsigned_fields.end(),
-                                       [](const auto& f) { return f.first == "signature"; }),
+                                       [](const auto& f) { return f.first == "seal"; }),
                         unsigned_fields.end());
   redis.Add(unsigned_fields);
   adminv1::ListPoisonResponse poison;

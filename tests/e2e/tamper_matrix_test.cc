@@ -10,7 +10,7 @@
 //   read       QueryAuditLogs (every page), GetAuditLog of the row and a
 //              WatchAuditLogs from the start end in DATA_LOSS;
 //   proofs     a client checking every row of QueryAuditLogs in the PROVEN view
-//              (its leaf and owner signature, its proof, the checkpoint's
+//              (its leaf and owner seal, its proof, the checkpoint's
 //              witness policy) finds one that does not hold;
 //   verify     ulticode-verify check with the witness policy and both
 //              owners' own views exits 1 (a break) or 3 (unwitnessed);
@@ -45,6 +45,7 @@
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/pg/params.h"
+#include "common/seal/seal.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
@@ -306,9 +307,9 @@ class TamperMatrixTest : public ::testing::Test {
   }
 
   // A row no owner sent: a new event whose fields agree with its envelope,
-  // with made-up signature bytes under a real key id of its owner. It
-  // enters the queue (triggers on) and the sequencer logs it; only a check
-  // of the owner's signature tells it from a real one.
+  // with a well-formed seal of made-up signature bytes under a real key id
+  // of its owner. It enters the queue (triggers on) and the sequencer logs
+  // it; only a check of the owner's seal tells it from a real one.
   static Applied MadeUpRow(const Round& r) {
     audit::v1::AuditEvent event;
     EXPECT_TRUE(event.ParseFromString(absl::HexStringToBytes(QueryText(
@@ -319,24 +320,25 @@ class TamperMatrixTest : public ::testing::Test {
     event.mutable_record()->set_audit_id(id);
     event.mutable_record()->set_actor("mallory");
     const std::string envelope = event.SerializeAsString();
-    Applied a{.event = id, .what = "signed with made-up bytes"};
-    a.refused = !Run(r, CopyRow(r.target, id, envelope, std::string(64, 's'), "'mallory'"),
+    Applied a{.event = id, .what = "sealed with made-up bytes"};
+    const std::string made_up = seal::Encode({0, 1, {}, std::string(64, 's')});
+    a.refused = !Run(r, CopyRow(r.target, id, envelope, made_up, "'mallory'"),
                      /*triggers_off=*/false);
     return a;
   }
 
-  // An INSERT of leaf `of`'s row as event `id` with `envelope`, `signature`
+  // An INSERT of leaf `of`'s row as event `id` with `envelope`, `sealed`
   // (under the row's key id) and the actor `actor` (SQL).
   static std::string CopyRow(uint64_t of, const std::string& id, const std::string& envelope,
-                             const std::string& signature, const std::string& actor = "actor") {
+                             const std::string& sealed, const std::string& actor = "actor") {
     return absl::StrCat(
         "INSERT INTO audit_logs (event_id, owner, event_type, actor, subject, action,"
         " entity_type, entity_id, old_value, new_value, client_ip, user_agent, request_id,"
-        " trace_id, occurred_at, envelope, signature, key_id) SELECT '",
+        " trace_id, occurred_at, envelope, seal, key_id) SELECT '",
         id, "', owner, event_type, ", actor,
         ", subject, action, entity_type, entity_id, old_value, new_value, client_ip, user_agent,"
         " request_id, trace_id, occurred_at, '\\x",
-        absl::BytesToHexString(envelope), "', '\\x", absl::BytesToHexString(signature),
+        absl::BytesToHexString(envelope), "', '\\x", absl::BytesToHexString(sealed),
         "', key_id FROM audit_logs WHERE ", At(of));
   }
 
@@ -446,7 +448,8 @@ class TamperMatrixTest : public ::testing::Test {
     const std::string owner = audit::v1::Owner_Name(event.owner()) == "OWNER_APP" ? "app" : "auth";
     const crypto::SigningKey& key = mesh_->keys().owner(owner);
     Applied a{.event = id};
-    const std::string insert = CopyRow(r.target, id, envelope, *key.Sign(envelope));
+    const std::string insert =
+        CopyRow(r.target, id, envelope, (*seal::SealBundle(key, {absl::string_view(envelope)}))[0]);
     a.refused = !Run(r,
                      absl::StrCat("BEGIN; ", insert, "; DELETE FROM log_queue WHERE event_id = '",
                                   id, "'; COMMIT"),

@@ -22,6 +22,7 @@
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/pg/params.h"
+#include "common/seal/seal.h"
 #include "common/server/error_details.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
@@ -204,25 +205,29 @@ class TransparencyLogTest : public ::testing::Test {
   }
 
   // "event_id = <the event of leaf `index`>".
+  static std::string SealOf(const crypto::SigningKey& key, const std::string& envelope) {
+    return seal::SealBundle(key, {absl::string_view(envelope)}).value()[0];
+  }
+
   static std::string At(int index) {
     return absl::StrCat("event_id = (SELECT event_id FROM log_leaves WHERE log_index = ", index,
                         ")");
   }
 
-  // Inserts a copy of row `of` as event `event_id` with `envelope` signed by
+  // Inserts a copy of row `of` as event `event_id` with `envelope` sealed by
   // `key`, and its leaf at log index `index`.
   static void InsertForged(int of, int index, const std::string& event_id,
                            const std::string& envelope, const crypto::SigningKey& key) {
     const std::string sql = absl::StrCat(
         "INSERT INTO audit_logs SELECT (jsonb_populate_record(a, jsonb_build_object("
         "'event_id', $1::text, 'envelope', '\\x' || encode($2::bytea, 'hex'),"
-        " 'signature', '\\x' || encode($3::bytea, 'hex'), 'key_id', $4::text))).*"
+        " 'seal', '\\x' || encode($3::bytea, 'hex'), 'key_id', $4::text))).*"
         " FROM audit_logs a WHERE ",
         At(of));
     Sql("SET session_replication_role = replica");
     auto r = db_->Execute(pg::Statement{"test.forge", sql.c_str(), absl::Seconds(30)},
                           {pg::Text(event_id), pg::Bytes(envelope),
-                           pg::Bytes(key.Sign(envelope).value()), pg::Text(key.key_id())});
+                           pg::Bytes(SealOf(key, envelope)), pg::Text(key.key_id())});
     Sql("SET session_replication_role = origin");
     ASSERT_TRUE(r.ok()) << r.status();
     Sql(absl::StrCat("INSERT INTO log_leaves VALUES (", index, ", '", event_id, "')"));
@@ -486,17 +491,17 @@ TEST_F(TransparencyLogTest, TheVerifyingTailPrintsOnlyProvedRowsAndStopsAtABreak
   event.mutable_record()->set_actor("mallory");
   const std::string forged = event.SerializeAsString();
   const crypto::SigningKey& key = mesh_->keys().owner(owner);
-  const std::string signature = key.Sign(forged).value();
+  const std::string sealed = seal::SealBundle(key, {absl::string_view(forged)}).value()[0];
   const tlog::Hash leaf =
-      tlog::LeafHash(tlog::EncodeLeaf({owner, id, key.key_id(), signature, forged}));
+      tlog::LeafHash(tlog::EncodeLeaf({owner, id, key.key_id(), sealed, forged}));
   Sql("CREATE TEMP TABLE saved AS SELECT * FROM audit_logs WHERE " + At(4) +
       "; CREATE TEMP TABLE saved_node AS SELECT * FROM log_nodes WHERE level = 0 AND idx = 4");
   auto set = db_->Execute(
       pg::Statement{"test.forge",
-                    "WITH a AS (UPDATE audit_logs SET envelope = $1, signature = $2,"
+                    "WITH a AS (UPDATE audit_logs SET envelope = $1, seal = $2,"
                     " actor = 'mallory' WHERE event_id = $3::uuid)"
                     " UPDATE log_nodes SET hash = $4 WHERE level = 0 AND idx = 4"},
-      {pg::Bytes(forged), pg::Bytes(signature), pg::Text(id), pg::Bytes(tlog::ToBytes(leaf))});
+      {pg::Bytes(forged), pg::Bytes(sealed), pg::Text(id), pg::Bytes(tlog::ToBytes(leaf))});
   ASSERT_TRUE(set.ok()) << set.status();
   r = tail(size);
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -599,19 +604,18 @@ TEST_F(TransparencyLogTest, AnEditedCheckpointIsABadSignature) {
 
 TEST_F(TransparencyLogTest, ALeafSignedByAKeyNotInTheDirectoryIsAnUnknownKey) {
   const std::string saved = QueryText(
-      *db_, absl::StrCat("SELECT key_id || ':' || encode(signature, 'hex') FROM audit_logs WHERE ",
-                         At(11)));
+      *db_,
+      absl::StrCat("SELECT key_id || ':' || encode(seal, 'hex') FROM audit_logs WHERE ", At(11)));
   const crypto::SigningKey stranger = crypto::SigningKey::Generate().value();
   const std::string resign =
-      absl::StrCat("UPDATE audit_logs SET key_id = $1, signature = $2 WHERE ", At(11));
-  auto r =
-      db_->Execute(pg::Statement{"test.resign_leaf", resign.c_str()},
-                   {pg::Text(stranger.key_id()), pg::Bytes(stranger.Sign(Envelope(11)).value())});
+      absl::StrCat("UPDATE audit_logs SET key_id = $1, seal = $2 WHERE ", At(11));
+  auto r = db_->Execute(pg::Statement{"test.resign_leaf", resign.c_str()},
+                        {pg::Text(stranger.key_id()), pg::Bytes(SealOf(stranger, Envelope(11)))});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(FirstBreak(), HasSubstr("FIRST BREAK at index 11: unknown key"));
   Sql(absl::StrCat("UPDATE audit_logs SET key_id = split_part('", saved,
-                   "', ':', 1), signature = decode(split_part('", saved,
-                   "', ':', 2), 'hex') WHERE ", At(11)));
+                   "', ':', 1), seal = decode(split_part('", saved, "', ':', 2), 'hex') WHERE ",
+                   At(11)));
   EXPECT_EQ(Check(Export()).exit_code, 0);
 }
 

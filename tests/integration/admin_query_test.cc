@@ -17,6 +17,7 @@
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/redis/redis_client.h"
+#include "common/seal/seal.h"
 #include "common/server/bearer_resolver.h"
 #include "common/server/error_details.h"
 #include "common/server/grpc_server.h"
@@ -807,10 +808,11 @@ TEST_F(AdminQueryTest, RowsThatDisagreeWithTheirEnvelopeOrLeafAreNeverServed) {
   const crypto::SigningKey& key = ::ulticode::testing::SharedTestKeys().owner("auth");
   const std::string envelope = audit::Serialize(other);
   Exec(
-      "UPDATE audit_logs SET actor = 'mallory', envelope = $2, signature = $3"
+      "UPDATE audit_logs SET actor = 'mallory', envelope = $2, seal = $3"
       " WHERE event_id = $1::uuid",
-      {pg::Text(id), pg::Bytes(envelope), pg::Bytes(key.Sign(envelope).value())});
-  expect_refused("a re-signed envelope", "mallory");
+      {pg::Text(id), pg::Bytes(envelope),
+       pg::Bytes(seal::SealBundle(key, {absl::string_view(envelope)}).value()[0])});
+  expect_refused("a re-sealed envelope", "mallory");
 }
 
 // The PROVEN view: one checkpoint, and each row inside it with its log entry and

@@ -104,6 +104,7 @@ class ConfirmationTest : public ::testing::Test {
     d.backoff = {absl::Milliseconds(20), absl::Milliseconds(200)};
     d.poll_interval = absl::Milliseconds(50);
     d.admin_group = kGroup;
+    d.signer = &Keys().auth();
     return d;
   }
   admin::inbox::BridgeOptions BridgeOptions(const redis::Options& ro) {
@@ -130,6 +131,7 @@ class ConfirmationTest : public ::testing::Test {
     EXPECT_TRUE(key.ok()) << key.status();
     w.log_keys = {*std::move(key)};
     w.key = &Keys().auth();
+    w.keys = &Keys().directory_file();
     auto made = outbox::Witness::Create(std::move(w), registry);
     EXPECT_TRUE(made.ok()) << made.status();
     return made.ok() ? *std::move(made) : nullptr;

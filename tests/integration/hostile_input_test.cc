@@ -29,6 +29,7 @@
 #include "auth/migrations.h"
 #include "common/ids/uuid.h"
 #include "common/migrations/migrations.h"
+#include "common/seal/seal.h"
 #include "common/server/error_details.h"
 #include "common/text/text.h"
 #include "google/protobuf/util/time_util.h"
@@ -172,24 +173,25 @@ class AdminSink {
   // Takes every outbox row of `owner_conn` through entry validation (with
   // the signature check), the inbox and the lease consumer.
   void Drain(pg::Connection& owner_conn, audit::Owner owner) {
-    pg::Statement rows{"rows",
-                       "SELECT event_id::text AS event_id, payload, signature, key_id, event_type"
-                       " FROM audit_outbox ORDER BY event_id"};
+    pg::Statement rows{"rows", "SELECT payload FROM audit_outbox ORDER BY event_id"};
     auto r = owner_conn.Execute(rows);
     ASSERT_TRUE(r.ok()) << r.status();
+    // Sealed as one bundle, as a dispatcher cycle does.
+    std::vector<std::string> payloads;
+    for (int i = 0; i < r->rows(); ++i) payloads.push_back(r->GetBytes(i, 0));
+    const std::vector<absl::string_view> views(payloads.begin(), payloads.end());
+    const crypto::SigningKey& key = keys_.owner(audit::OwnerName(owner));
+    const std::vector<std::string> seals = seal::SealBundle(key, views).value();
+    seal::Verifier verifier;
     std::vector<admin::inbox::Arrival> arrivals;
-    for (int i = 0; i < r->rows(); ++i) {
+    for (size_t i = 0; i < payloads.size(); ++i) {
       redis::StreamEntry entry;
       entry.id = absl::StrCat(i + 1, "-0");
-      const std::string payload = r->GetBytes(i, r->Column("payload"));
-      entry.fields = {{"event_id", r->GetString(i, r->Column("event_id"))},
-                      {"owner", audit::OwnerName(owner)},
-                      {"event_type", r->GetString(i, r->Column("event_type"))},
-                      {"schema_version", "1"},
-                      {"envelope", payload},
-                      {"signature", r->GetBytes(i, r->Column("signature"))},
-                      {"key_id", r->GetString(i, r->Column("key_id"))}};
-      auto verdict = admin::inbox::ValidateEntry(owner, entry, absl::Now(), keys_.directory());
+      entry.fields = {{audit::kEnvelopeField, payloads[i]},
+                      {audit::kSealField, seals[i]},
+                      {audit::kKeyIdField, key.key_id()}};
+      auto verdict =
+          admin::inbox::ValidateEntry(owner, entry, absl::Now(), keys_.directory(), verifier);
       if (auto* bad = std::get_if<admin::inbox::Rejection>(&verdict)) {
         ADD_FAILURE() << "Admin refused an event the owner committed: "
                       << admin::inbox::PoisonReasonName(bad->reason) << ": " << bad->detail;

@@ -14,6 +14,7 @@
 #include "admin/migrations.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
+#include "common/seal/seal.h"
 #include "gtest/gtest.h"
 #include "tests/support/audit_events.h"
 #include "tests/support/pg_query.h"
@@ -44,10 +45,14 @@ class LeaseConsumerTest : public ::testing::Test {
   void Receive(const std::vector<audit::AuditEvent>& events) {
     std::vector<inbox::Arrival> arrivals;
     const crypto::SigningKey& key = ::ulticode::testing::SharedTestKeys().auth();
-    for (const auto& e : events) {
-      const std::string envelope = audit::Serialize(e);
-      inbox::AcceptedEntry a{e.event_id(), e.owner(),           e.event_type(), absl::Now(),
-                             envelope,     *key.Sign(envelope), key.key_id(),   e};
+    std::vector<std::string> envelopes;
+    for (const auto& e : events) envelopes.push_back(audit::Serialize(e));
+    const std::vector<absl::string_view> bundle(envelopes.begin(), envelopes.end());
+    const std::vector<std::string> seals = seal::SealBundle(key, bundle).value();
+    for (size_t i = 0; i < events.size(); ++i) {
+      const audit::AuditEvent& e = events[i];
+      inbox::AcceptedEntry a{e.event_id(), e.owner(), e.event_type(), absl::Now(),
+                             envelopes[i], seals[i],  key.key_id(),   e};
       arrivals.push_back(inbox::Arrival{"audit:auth", absl::StrCat("1-", arrivals.size()), a});
     }
     auto tx = conn_->Begin();

@@ -66,17 +66,23 @@ TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeve
   ASSERT_TRUE(admin.ok()) << admin.status();
   const std::string insert =
       "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, "
-      "entity_type, entity_id, occurred_at, envelope, signature, key_id) VALUES "
+      "entity_type, entity_id, occurred_at, envelope, seal, key_id) VALUES "
       "('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'auth', 'auth.user.created', 'a', "
       "'create_user', 'user', 'u', now(), '\\x00', ";
-  // A row no owner signed cannot be written at all (23514 check_violation).
+  // A row no owner sealed cannot be written at all (23514 check_violation):
+  // no seal, no key id, a bare 64-byte signature, a seal with a partial hash.
   for (const char* unsigned_row :
-       {"NULL, NULL)", "'\\x00', 'k1')", "repeat('s', 64)::bytea, '')"}) {
+       {"NULL, NULL)", "'\\x00', 'k1')", "repeat('s', 64)::bytea, 'k1')",
+        "decode('01' || '00000000' || '00000001' || repeat('73', 64), 'hex'), '')",
+        "decode('01' || '00000000' || '00000002' || repeat('73', 80), 'hex'), 'k1')"}) {
     absl::Status s = Exec(**admin, insert + unsigned_row);
     EXPECT_NE(std::string(s.message()).find("23514"), std::string::npos)
         << unsigned_row << ": " << s;
   }
-  ASSERT_TRUE(Exec(**admin, insert + "repeat('s', 64)::bytea, 'k1')").ok());
+  ASSERT_TRUE(
+      Exec(**admin, insert + "decode('01' || '00000000' || '00000001' || repeat('73', 64), 'hex'),"
+                             " 'k1')")
+          .ok());
   EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);
   // The row waits in the log's queue; the runtime role cannot take it off
   // before the sequencer made it a leaf.
@@ -156,15 +162,17 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotRewriteOrBackdateOutboxRows) {
   ASSERT_TRUE(auth.ok()) << auth.status();
   // PUBLISHED rows wait for their proof: the dispatcher leaves them alone.
   ASSERT_TRUE(Exec(**auth,
-                   "INSERT INTO audit_outbox (event_id, event_type, payload, state, created_at,"
-                   " published_at, publication) VALUES"
+                   "INSERT INTO audit_outbox (event_id, event_type, payload, mac, key_id, state,"
+                   " created_at, published_at, publication) VALUES"
                    " ('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a51', 'auth.user.created', '\\x01',"
+                   " decode(repeat('00', 32), 'hex'), 'k',"
                    " 'PUBLISHED', now() - interval '30 days', now() - interval '30 days', 1),"
                    " ('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a52', 'auth.user.created', '\\x02',"
+                   " decode(repeat('00', 32), 'hex'), 'k',"
                    " 'PUBLISHED', now() - interval '30 days', now() - interval '30 days', 0)")
                   .ok());
   for (const char* set :
-       {"payload = '\\x00'", "signature = '\\x00'", "key_id = 'k'", "created_at = now()",
+       {"payload = '\\x00'", "mac = '\\x00'", "key_id = 'k'", "created_at = now()",
         "event_type = 'auth.user.disabled'", "event_id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a59'"}) {
     absl::Status s = Exec(**auth, absl::StrCat("UPDATE audit_outbox SET ", set));
     EXPECT_NE(std::string(s.message()).find("42501"), std::string::npos) << set << ": " << s;
@@ -233,9 +241,10 @@ TEST_F(LeastPrivilegeTest, OwnerRuntimeRoleCannotBendTheNumberAttestation) {
   const int64_t kept = testing::QueryInt(**auth, "SELECT nextval('audit_outbox_sequence')");
   const std::string row = " WHERE event_id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a61'";
   ASSERT_TRUE(Exec(**auth, absl::StrCat("INSERT INTO audit_outbox (event_id, event_type, payload,"
-                                        " state, publication, owner_sequence) VALUES"
+                                        " mac, key_id, state, publication, owner_sequence) VALUES"
                                         " ('0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a61',"
-                                        " 'auth.user.created', '\\x01', 'PUBLISHED', 1, ",
+                                        " 'auth.user.created', '\\x01',"
+                                        " decode(repeat('00', 32), 'hex'), 'k', 'PUBLISHED', 1, ",
                                         kept, ")"))
                   .ok());
   ASSERT_TRUE(Exec(**auth, "UPDATE audit_outbox SET state = 'CONFIRMED'" + row).ok());

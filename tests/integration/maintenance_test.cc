@@ -167,9 +167,9 @@ class OutboxHousekeepingTest : public ::testing::Test {
   // A row in `state`, created `age` ago (confirmed / published then too).
   void Row(const std::string& state, const std::string& age) {
     Exec(*conn_,
-         "INSERT INTO audit_outbox (event_id, event_type, payload, state, created_at,"
+         "INSERT INTO audit_outbox (event_id, event_type, payload, mac, key_id, state, created_at,"
          " next_attempt_at, published_at, confirmed_at) VALUES (gen_random_uuid(),"
-         " 'auth.user.created', '\\x00', '" +
+         " 'auth.user.created', '\\x00', decode(repeat('00', 32), 'hex'), 'k', '" +
              state + "', now() - interval '" + age + "', now() - interval '" + age +
              "', CASE WHEN '" + state + "' IN ('PUBLISHED', 'CONFIRMED') THEN now() - interval '" +
              age + "' END, CASE WHEN '" + state + "' = 'CONFIRMED' THEN now() - interval '" + age +
@@ -351,9 +351,10 @@ TEST_F(InboxHousekeepingTest, RetentionDeletesOldProcessedRowsAndPoisonNeverAudi
   Poison("89 days");
   Exec(*conn_,
        "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, entity_type,"
-       " entity_id, occurred_at, envelope, signature, key_id, ingested_at) VALUES"
+       " entity_id, occurred_at, envelope, seal, key_id, ingested_at) VALUES"
        " (gen_random_uuid(), 'auth', 'auth.user.created', 'a', 'create', 'user', 'u',"
-       " now() - interval '10 years', '\\x00', repeat('s', 64)::bytea, 'k1',"
+       " now() - interval '10 years', '\\x00',"
+       " decode('01' || '00000000' || '00000001' || repeat('73', 64), 'hex'), 'k1',"
        " now() - interval '10 years')");
   retention::Retention retention(admin::maintenance::RetentionTables({}), 2, metrics_->registry());
   ASSERT_TRUE(retention.RunOnce(*conn_, [] { return false; }).ok());

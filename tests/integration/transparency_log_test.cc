@@ -16,6 +16,7 @@
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/pg/connection.h"
+#include "common/seal/seal.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
@@ -50,19 +51,19 @@ class TransparencyLogTest : public ::testing::Test {
     const std::string id = ids::NewUuidV7();
     pg::Statement st{"add",
                      "INSERT INTO audit_logs (event_id, owner, event_type, actor, action, "
-                     "entity_type, entity_id, occurred_at, envelope, signature, key_id) VALUES "
+                     "entity_type, entity_id, occurred_at, envelope, seal, key_id) VALUES "
                      "($1::uuid, 'auth', 'auth.user.created', 'a', 'create_user', 'user', $2, "
                      "now(), $3, $4, 'k1')"};
-    auto r =
-        c.Execute(st, {pg::Text(id), pg::Text(absl::StrCat("u", n)),
-                       pg::Bytes(absl::StrCat("envelope ", n)), pg::Bytes(std::string(64, 's'))});
+    auto r = c.Execute(
+        st, {pg::Text(id), pg::Text(absl::StrCat("u", n)), pg::Bytes(absl::StrCat("envelope ", n)),
+             pg::Bytes(seal::Encode({0, 1, {}, std::string(64, 's')}))});
     ASSERT_TRUE(r.ok()) << r.status();
   }
 
   // The leaf hashes of audit_logs in index order, recomputed from the rows.
   std::vector<tlog::Hash> Leaves() {
     pg::Statement st{"leaves",
-                     "SELECT event_id::text, owner, key_id, signature, envelope FROM log_leaves"
+                     "SELECT event_id::text, owner, key_id, seal, envelope FROM log_leaves"
                      " JOIN audit_logs USING (event_id) ORDER BY log_index"};
     auto r = conn_->Execute(st);
     EXPECT_TRUE(r.ok()) << r.status();

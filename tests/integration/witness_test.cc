@@ -21,6 +21,7 @@
 #include "common/migrations/migrations.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
+#include "common/seal/seal.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
@@ -106,6 +107,7 @@ class WitnessTest : public ::testing::Test {
     options.audit_stream = stream_;
     options.log_keys = {*std::move(log_key)};
     options.key = &Keys().auth();
+    options.keys = &Keys().directory_file();
     auto witness = outbox::Witness::Create(std::move(options), registry_);
     ASSERT_TRUE(witness.ok()) << witness.status();
     witness_ = *std::move(witness);
@@ -532,22 +534,27 @@ TEST_F(WitnessTest, InclusionProofsConfirmTheRowsTheyProve) {
                                   "UPDATE audit_outbox SET publication = 1, state = 'PUBLISHED'",
                                   absl::Seconds(10))
                   .ok());
-  auto rows = outbox::LeavesOf(*owner_, ids);
+  auto rows = outbox::PayloadsOf(*owner_, ids);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 2u);
+  // As the dispatcher sealed them: one bundle.
+  const std::vector<absl::string_view> payloads = {(*rows)[0].payload, (*rows)[1].payload};
+  const std::vector<std::string> seals = seal::SealBundle(Keys().auth(), payloads).value();
+  const std::string key_id = Keys().auth().key_id();
   // The log: three other leaves, then the two events at 3 and 4.
   std::vector<tlog::Hash> leaves = Leaves("other", 3);
   std::vector<std::string> logged;
-  for (const outbox::OutboxLeaf& row : *rows) {
-    leaves.push_back(tlog::LeafHash(
-        tlog::EncodeLeaf({"auth", row.event_id, row.key_id, row.signature, row.payload})));
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const outbox::OutboxPayload& row = (*rows)[i];
+    leaves.push_back(
+        tlog::LeafHash(tlog::EncodeLeaf({"auth", row.event_id, key_id, seals[i], row.payload})));
     logged.push_back(row.event_id);
   }
   const Signed s = Checkpoint(leaves, 5);
   const std::vector<tlog::LeafProof> proofs = {
-      {logged[0], 3, tlog::InclusionProof(3, leaves).value()},
+      {logged[0], 3, tlog::InclusionProof(3, leaves).value(), key_id, seals[0]},
       // The second row's proof, for the wrong index: it proves nothing.
-      {logged[1], 2, tlog::InclusionProof(4, leaves).value()}};
+      {logged[1], 2, tlog::InclusionProof(4, leaves).value(), key_id, seals[1]}};
   redis::StreamFields entry = Entry(s.note, 0, {});
   entry.emplace_back(tlog::kProofsField, tlog::EncodeProofs(proofs));
   Observe(entry);

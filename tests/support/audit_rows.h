@@ -1,36 +1,44 @@
 // audit_logs rows as Admin writes them, for tests of its read side: the real
-// writer (columns derived from a signed envelope) and the real sequencer
+// writer (columns derived from a sealed envelope) and the real sequencer
 // (leaves and stored hashes), so that what the reads check is what they
 // would meet in production.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "admin/audit_logs/writer.h"
 #include "admin/transparency/sequencer.h"
 #include "common/audit/event.h"
+#include "common/seal/seal.h"
 #include "gtest/gtest.h"
 #include "tests/support/keys.h"
 
 namespace ulticode::testing {
 
-// Inserts one audit_logs row per event, in one transaction, each envelope
-// signed with its owner's key of SharedTestKeys().
+// Inserts one audit_logs row per event, in one transaction, the events of
+// each owner sealed as one bundle with its key of SharedTestKeys().
 inline void WriteAuditRows(pg::Connection& conn, const std::vector<audit::AuditEvent>& events) {
-  std::vector<std::string> envelopes, signatures, key_ids;
-  envelopes.reserve(events.size());
-  signatures.reserve(events.size());
-  key_ids.reserve(events.size());
-  std::vector<admin::audit_logs::AuditLogInput> inputs;
-  for (const audit::AuditEvent& e : events) {
-    const crypto::SigningKey& key = SharedTestKeys().owner(audit::OwnerName(e.owner()));
-    envelopes.push_back(audit::Serialize(e));
-    signatures.push_back(key.Sign(envelopes.back()).value());
-    key_ids.push_back(key.key_id());
-  }
+  std::vector<std::string> envelopes(events.size()), seals(events.size()), key_ids(events.size());
+  std::map<std::string, std::vector<size_t>> by_owner;
   for (size_t i = 0; i < events.size(); ++i) {
-    inputs.push_back({&events[i], &envelopes[i], &signatures[i], &key_ids[i]});
+    envelopes[i] = audit::Serialize(events[i]);
+    by_owner[audit::OwnerName(events[i].owner())].push_back(i);
+  }
+  for (const auto& [owner, indexes] : by_owner) {
+    const crypto::SigningKey& key = SharedTestKeys().owner(owner);
+    std::vector<absl::string_view> bundle;
+    for (size_t i : indexes) bundle.push_back(envelopes[i]);
+    const std::vector<std::string> sealed = seal::SealBundle(key, bundle).value();
+    for (size_t j = 0; j < indexes.size(); ++j) {
+      seals[indexes[j]] = sealed[j];
+      key_ids[indexes[j]] = key.key_id();
+    }
+  }
+  std::vector<admin::audit_logs::AuditLogInput> inputs;
+  for (size_t i = 0; i < events.size(); ++i) {
+    inputs.push_back({&events[i], &envelopes[i], &seals[i], &key_ids[i]});
   }
   auto tx = conn.Begin();
   ASSERT_TRUE(tx.ok()) << tx.status();

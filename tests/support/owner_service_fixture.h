@@ -84,10 +84,10 @@ class OwnerServiceTest : public ::testing::Test {
   int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
 
   // The event stored in the outbox under `event_id` (exactly one row),
-  // checked to be signed by this service's key over the exact payload.
+  // checked to carry the MAC of this service's key over the exact payload.
   audit::AuditEvent Event(const std::string& event_id) {
     pg::Statement st{"event",
-                     "SELECT payload, event_type, signature, key_id FROM audit_outbox"
+                     "SELECT payload, event_type, mac, key_id FROM audit_outbox"
                      " WHERE event_id = $1::uuid"};
     auto r = conn_->Execute(st, {pg::Text(event_id)});
     EXPECT_TRUE(r.ok() && r->rows() == 1) << event_id;
@@ -96,8 +96,8 @@ class OwnerServiceTest : public ::testing::Test {
       EXPECT_TRUE(e.ParseFromString(r->GetBytes(0, 0)));
       EXPECT_EQ(r->GetString(0, 1), e.event_type());
       EXPECT_EQ(r->GetString(0, 3), signer_->key_id());
-      EXPECT_TRUE(signer_->public_key().Verify(r->GetBytes(0, 0), r->GetBytes(0, 2)))
-          << "outbox row " << event_id << " is not signed by the service's key";
+      EXPECT_EQ(outbox::RowMac(*signer_, r->GetBytes(0, 0)).value(), r->GetBytes(0, 2))
+          << "outbox row " << event_id << " does not carry the MAC of the service's key";
     }
     return e;
   }

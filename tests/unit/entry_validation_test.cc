@@ -1,7 +1,7 @@
 // Admin's arrival check: ValidateEntry accepts exactly what an owner's
-// dispatcher publishes (outbox::Dispatcher::EntryFor) and rejects everything
-// else with its own PoisonReason, a detail naming the offending field or
-// value, and the claimed event id when one was readable.
+// dispatcher publishes (an envelope, its seal, the key id) and rejects
+// everything else with its own PoisonReason, a detail naming the offending
+// field or value, and the envelope's event id when one was readable.
 #include "admin/inbox/entry_validation.h"
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "admin/inbox/batch.h"
 #include "common/audit/event.h"
 #include "common/ids/uuid.h"
+#include "common/seal/seal.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
@@ -64,25 +65,26 @@ audit::AuditEvent GoodAppEvent() {
   return event;
 }
 
-// Owner and Admin keys, and the directory Admin checks signatures against.
+// Owner and Admin keys, and the directory Admin checks seals against.
 const testing::TestKeys& Keys() {
   static const auto* keys = new testing::TestKeys;
   return *keys;
 }
 
-// The entry exactly as Dispatcher::EntryFor builds it from `envelope`'s bytes,
-// signed with the key of the event's owner (a producer holding that key).
-redis::StreamEntry EntryFor(const audit::AuditEvent& event, const std::string& envelope) {
-  const crypto::SigningKey& key = Keys().owner(event.owner() == kApp ? "app" : "auth");
+// `envelope` sealed by `key` as a bundle of one.
+std::string SealOf(const std::string& envelope, const crypto::SigningKey& key) {
+  return seal::SealBundle(key, {absl::string_view(envelope)}).value()[0];
+}
+
+// The entry exactly as a dispatcher publishes `envelope`'s bytes, sealed
+// with `key` (default: the key of the event's owner, a producer holding it).
+redis::StreamEntry EntryFor(const audit::AuditEvent& event, const std::string& envelope,
+                            const crypto::SigningKey* key = nullptr) {
+  if (key == nullptr) key = &Keys().owner(event.owner() == kApp ? "app" : "auth");
   redis::StreamEntry entry;
   entry.id = "1750000000000-0";
-  entry.fields = {{"event_id", event.event_id()},
-                  {"owner", audit::OwnerName(event.owner())},
-                  {"event_type", event.event_type()},
-                  {"schema_version", absl::StrCat(event.schema_version())},
-                  {"envelope", envelope},
-                  {"signature", key.Sign(envelope).value()},
-                  {"key_id", key.key_id()}};
+  entry.fields = {
+      {"envelope", envelope}, {"seal", SealOf(envelope, *key)}, {"key_id", key->key_id()}};
   return entry;
 }
 redis::StreamEntry EntryFor(const audit::AuditEvent& event) {
@@ -128,8 +130,13 @@ Rejection ExpectRejected(const Verdict& verdict, PoisonReason reason) {
   return r;
 }
 
+Verdict CheckOn(audit::Owner stream, const redis::StreamEntry& entry,
+                const ValidationLimits& limits = {}) {
+  seal::Verifier seals;
+  return ValidateEntry(stream, entry, kNow, Keys().directory(), seals, limits);
+}
 Verdict Check(const redis::StreamEntry& entry, const ValidationLimits& limits = {}) {
-  return ValidateEntry(kAuth, entry, kNow, Keys().directory(), limits);
+  return CheckOn(kAuth, entry, limits);
 }
 
 // --- accepted -------------------------------------------------------------
@@ -150,7 +157,7 @@ TEST(EntryValidationTest, AcceptsWhatTheDispatcherPublishes) {
 
 TEST(EntryValidationTest, AcceptsAnAppEventOnTheAppStream) {
   const audit::AuditEvent event = GoodAppEvent();
-  AcceptedEntry a = ExpectAccepted(ValidateEntry(kApp, EntryFor(event), kNow, Keys().directory()));
+  AcceptedEntry a = ExpectAccepted(CheckOn(kApp, EntryFor(event)));
   EXPECT_EQ(a.owner, kApp);
   EXPECT_EQ(a.event_type, "app.problem.created");
   EXPECT_EQ(a.event_id, event.event_id());
@@ -216,7 +223,7 @@ TEST(EntryValidationTest, EnvelopeOverTheSizeLimit) {
   Rejection r = ExpectRejected(Check(entry, limits), PoisonReason::kTooLarge);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope"), HasSubstr(absl::StrCat(size, " bytes")),
                               HasSubstr(absl::StrCat(size - 1))));
-  EXPECT_EQ(r.event_id, event.event_id());
+  EXPECT_EQ(r.event_id, "");  // bytes over the limit are never parsed
 }
 
 // --- field presence -------------------------------------------------------
@@ -227,19 +234,16 @@ TEST_P(MissingFieldTest, Rejected) {
   const audit::AuditEvent event = GoodEvent();
   redis::StreamEntry entry = EntryFor(event);
   RemoveField(entry, GetParam());
-  ASSERT_EQ(entry.fields.size(), 6u);
+  ASSERT_EQ(entry.fields.size(), 2u);
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
   EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("missing")));
-  // The claimed id travels with the rejection unless it is what is missing.
-  EXPECT_EQ(r.event_id, GetParam() == "event_id" ? "" : event.event_id());
+  EXPECT_EQ(r.event_id, "");  // the id is inside what is missing
 }
 
-INSTANTIATE_TEST_SUITE_P(EntryValidationTest, MissingFieldTest,
-                         ::testing::Values("event_id", "owner", "event_type", "schema_version",
-                                           "envelope"),
+INSTANTIATE_TEST_SUITE_P(EntryValidationTest, MissingFieldTest, ::testing::Values("envelope"),
                          [](const auto& info) { return info.param; });
 
-// --- signatures -------------------------------------------------------------
+// --- seals ----------------------------------------------------------------
 
 class MissingSignatureTest : public ::testing::TestWithParam<std::string> {};
 
@@ -253,13 +257,13 @@ TEST_P(MissingSignatureTest, RemovedOrEmptyIsUnsigned) {
       SetField(entry, GetParam(), "");
     }
     Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingSignature);
-    EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("unsigned")));
+    EXPECT_THAT(r.detail, AllOf(HasSubstr(GetParam()), HasSubstr("unsealed")));
     EXPECT_EQ(r.event_id, event.event_id());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(EntryValidationTest, MissingSignatureTest,
-                         ::testing::Values("signature", "key_id"),
+                         ::testing::Values("seal", "key_id"),
                          [](const auto& info) { return info.param; });
 
 TEST(EntryValidationTest, UnknownKeyIsRejected) {
@@ -267,10 +271,11 @@ TEST(EntryValidationTest, UnknownKeyIsRejected) {
   ASSERT_TRUE(stranger.ok());
   const audit::AuditEvent event = GoodEvent();
   redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "signature", stranger->Sign(audit::Serialize(event)).value());
+  SetField(entry, "seal", SealOf(audit::Serialize(event), *stranger));
   SetField(entry, "key_id", stranger->key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnknownKey);
   EXPECT_THAT(r.detail, HasSubstr(stranger->key_id()));
+  EXPECT_EQ(r.event_id, event.event_id());
 }
 
 TEST(EntryValidationTest, AnotherOwnersKeyIsRejected) {
@@ -278,19 +283,19 @@ TEST(EntryValidationTest, AnotherOwnersKeyIsRejected) {
   const audit::AuditEvent event = GoodEvent();
   const std::string bytes = audit::Serialize(event);
   redis::StreamEntry entry = EntryFor(event, bytes);
-  SetField(entry, "signature", Keys().app().Sign(bytes).value());
+  SetField(entry, "seal", SealOf(bytes, Keys().app()));
   SetField(entry, "key_id", Keys().app().key_id());
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("belongs to app"), HasSubstr("not to auth")));
   // Admin's own key cannot sign an owner's events either.
-  SetField(entry, "signature", Keys().admin().Sign(bytes).value());
+  SetField(entry, "seal", SealOf(bytes, Keys().admin()));
   SetField(entry, "key_id", Keys().admin().key_id());
   ExpectRejected(Check(entry), PoisonReason::kKeyOwnerMismatch);
 }
 
 TEST(EntryValidationTest, ForgedCopyWithAFreshEventIdIsABadSignature) {
   // A forger with Redis access copies a real entry, gives it a fresh event id
-  // (field and envelope) and another actor, and keeps the owner's signature.
+  // and another actor, and keeps the owner's seal.
   const audit::AuditEvent real = GoodEvent();
   const redis::StreamEntry original = EntryFor(real);
   audit::AuditEvent forged = real;
@@ -299,34 +304,71 @@ TEST(EntryValidationTest, ForgedCopyWithAFreshEventIdIsABadSignature) {
   forged.mutable_record()->set_audit_id(fresh);
   forged.mutable_record()->set_actor("mallory");
   redis::StreamEntry entry = original;
-  SetField(entry, "event_id", fresh);
   SetField(entry, "envelope", audit::Serialize(forged));
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kBadSignature);
   EXPECT_THAT(r.detail, HasSubstr("does not verify"));
   EXPECT_EQ(r.event_id, fresh);
-  // One flipped bit of a signature is refused too.
-  redis::StreamEntry flipped = original;
-  std::string sig = Keys().auth().Sign(audit::Serialize(real)).value();
-  sig[10] ^= 1;
-  SetField(flipped, "signature", sig);
-  ExpectRejected(Check(flipped), PoisonReason::kBadSignature);
   ExpectAccepted(Check(original));
 }
 
-TEST(EntryValidationTest, MissingFieldWithABadEventIdCarriesNoId) {
-  redis::StreamEntry entry = EntryFor(GoodEvent());
-  SetField(entry, "event_id", "not-a-uuid");
-  RemoveField(entry, "envelope");
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
-  EXPECT_THAT(r.detail, HasSubstr("envelope"));
-  EXPECT_EQ(r.event_id, "");
+// Every single-bit change of a seal (its version, index, size, path or
+// signature), and every truncation or extension of it, is refused.
+TEST(EntryValidationTest, EveryAlteredSealIsABadSignature) {
+  const audit::AuditEvent a = GoodEvent(), b = GoodEvent(), c = GoodEvent();
+  const std::vector<std::string> envelopes = {audit::Serialize(a), audit::Serialize(b),
+                                              audit::Serialize(c)};
+  const std::vector<absl::string_view> views(envelopes.begin(), envelopes.end());
+  const std::vector<std::string> seals = seal::SealBundle(Keys().auth(), views).value();
+  redis::StreamEntry entry = EntryFor(b, envelopes[1]);
+  SetField(entry, "seal", seals[1]);
+  ExpectAccepted(Check(entry));
+  for (size_t byte = 0; byte < seals[1].size(); ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string altered = seals[1];
+      altered[byte] = static_cast<char>(altered[byte] ^ (1 << bit));
+      SetField(entry, "seal", altered);
+      ExpectRejected(Check(entry), PoisonReason::kBadSignature);
+    }
+  }
+  for (size_t n = 0; n < seals[1].size(); ++n) {
+    SetField(entry, "seal", seals[1].substr(0, n));
+    ExpectRejected(Check(entry),
+                   n == 0 ? PoisonReason::kMissingSignature : PoisonReason::kBadSignature);
+  }
+  SetField(entry, "seal", seals[1] + "x");
+  ExpectRejected(Check(entry), PoisonReason::kBadSignature);
+  // Another event's seal of the same bundle proves another leaf.
+  for (size_t other : {0u, 2u}) {
+    SetField(entry, "seal", seals[other]);
+    ExpectRejected(Check(entry), PoisonReason::kBadSignature);
+  }
+}
+
+TEST(EntryValidationTest, EveryEventOfABundleIsAccepted) {
+  std::vector<audit::AuditEvent> events;
+  std::vector<std::string> envelopes;
+  for (int i = 0; i < 37; ++i) {
+    events.push_back(GoodEvent());
+    envelopes.push_back(audit::Serialize(events.back()));
+  }
+  const std::vector<absl::string_view> views(envelopes.begin(), envelopes.end());
+  const std::vector<std::string> seals = seal::SealBundle(Keys().auth(), views).value();
+  seal::Verifier shared;  // as the bridge: one verification for the bundle
+  for (size_t i = 0; i < events.size(); ++i) {
+    redis::StreamEntry entry = EntryFor(events[i], envelopes[i]);
+    SetField(entry, "seal", seals[i]);
+    AcceptedEntry got =
+        ExpectAccepted(ValidateEntry(kAuth, entry, kNow, Keys().directory(), shared));
+    EXPECT_EQ(got.event_id, events[i].event_id());
+    EXPECT_EQ(got.seal, seals[i]);
+  }
 }
 
 TEST(EntryValidationTest, EmptyEntryIsMissingFields) {
   redis::StreamEntry entry;
   entry.id = "1750000000000-0";
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kMissingField);
-  EXPECT_THAT(r.detail, HasSubstr("event_id"));
+  EXPECT_THAT(r.detail, HasSubstr("envelope"));
   EXPECT_EQ(r.event_id, "");
 }
 
@@ -345,20 +387,19 @@ TEST_P(DuplicateFieldTest, Rejected) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EntryValidationTest, DuplicateFieldTest,
-                         ::testing::Values("event_id", "owner", "event_type", "schema_version",
-                                           "envelope"),
+                         ::testing::Values("envelope", "seal", "key_id"),
                          [](const auto& info) { return info.param; });
 
-TEST(EntryValidationTest, DuplicateEventIdWithADifferentValue) {
+TEST(EntryValidationTest, DuplicateEnvelopeWithADifferentValue) {
   const audit::AuditEvent event = GoodEvent();
   redis::StreamEntry entry = EntryFor(event);
-  entry.fields.emplace_back("event_id", kOtherUuid);
+  entry.fields.emplace_back("envelope", audit::Serialize(GoodEvent()));
   Rejection r = ExpectRejected(Check(entry), PoisonReason::kDuplicateField);
-  EXPECT_THAT(r.detail, HasSubstr("event_id"));
-  EXPECT_EQ(r.event_id, "");  // two ids claimed: none is trusted
+  EXPECT_THAT(r.detail, HasSubstr("envelope"));
+  EXPECT_EQ(r.event_id, "");  // two envelopes: none is trusted
 }
 
-// --- routing fields -------------------------------------------------------
+// --- the sealed event's identity, owner, type and version ----------------
 
 struct BadId {
   std::string name;
@@ -370,7 +411,7 @@ void PrintTo(const BadId& b, std::ostream* os) { *os << b.name; }
 class BadEventIdTest : public ::testing::TestWithParam<BadId> {};
 
 TEST_P(BadEventIdTest, Rejected) {
-  // The envelope agrees with the field, so only the id's form is wrong.
+  // Sealed by the owner's key, so only the id's form is wrong.
   audit::AuditEvent event = GoodEvent();
   event.set_event_id(GetParam().id);
   event.mutable_record()->set_audit_id(GetParam().id);
@@ -396,45 +437,17 @@ std::vector<BadId> BadIds() {
 INSTANTIATE_TEST_SUITE_P(EntryValidationTest, BadEventIdTest, ::testing::ValuesIn(BadIds()),
                          [](const auto& info) { return info.param.name; });
 
-TEST(EntryValidationTest, OwnerFieldOfAnotherOwner) {
-  const audit::AuditEvent event = GoodEvent();
-  redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "owner", "app");
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kOwnerMismatch);
-  EXPECT_THAT(r.detail, AllOf(HasSubstr("owner"), HasSubstr("\"app\""), HasSubstr("auth stream")));
-  EXPECT_EQ(r.event_id, event.event_id());
-
-  // And the mirror image: an auth-claimed entry on the app stream.
-  const audit::AuditEvent app = GoodAppEvent();
-  redis::StreamEntry app_entry = EntryFor(app);
-  SetField(app_entry, "owner", "auth");
-  r = ExpectRejected(ValidateEntry(kApp, app_entry, kNow, Keys().directory()),
-                     PoisonReason::kOwnerMismatch);
-  EXPECT_THAT(r.detail, AllOf(HasSubstr("\"auth\""), HasSubstr("app stream")));
-  EXPECT_EQ(r.event_id, app.event_id());
-}
-
-TEST(EntryValidationTest, OwnerFieldNotExactlyTheOwnerName) {
-  for (const std::string owner : {"", "AUTH", "auth ", "OWNER_AUTH", "1"}) {
-    redis::StreamEntry entry = EntryFor(GoodEvent());
-    SetField(entry, "owner", owner);
-    Rejection r = ExpectRejected(Check(entry), PoisonReason::kOwnerMismatch);
-    EXPECT_THAT(r.detail, HasSubstr("\"" + owner + "\"")) << owner;
-  }
-}
-
 TEST(EntryValidationTest, UnknownEventType) {
-  const audit::AuditEvent event = GoodEvent();
-  redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "event_type", "auth.user.exploded");
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnknownEventType);
+  audit::AuditEvent event = GoodEvent();
+  event.set_event_type("auth.user.exploded");
+  Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kUnknownEventType);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("event_type"), HasSubstr("\"auth.user.exploded\""),
                               HasSubstr("auth")));
   EXPECT_EQ(r.event_id, event.event_id());
 }
 
 TEST(EntryValidationTest, AppEventTypeOnTheAuthStream) {
-  // Fields and envelope all say auth, but the type belongs to App.
+  // The envelope says auth, but the type belongs to App.
   audit::AuditEvent event = GoodEvent();
   event.set_event_type("app.problem.created");
   Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kUnknownEventType);
@@ -443,13 +456,11 @@ TEST(EntryValidationTest, AppEventTypeOnTheAuthStream) {
 }
 
 TEST(EntryValidationTest, UnsupportedSchemaVersion) {
-  const audit::AuditEvent event = GoodEvent();
-  for (const std::string version :
-       {"2", "0", "x", "", "1.0", "-1", "4294967297", "01", "+1", " 1"}) {
-    redis::StreamEntry entry = EntryFor(event);
-    SetField(entry, "schema_version", version);
-    Rejection r = ExpectRejected(Check(entry), PoisonReason::kUnsupportedSchemaVersion);
-    EXPECT_THAT(r.detail, AllOf(HasSubstr("schema_version"), HasSubstr("\"" + version + "\"")))
+  for (const uint32_t version : {0u, 2u, 4294967295u}) {
+    audit::AuditEvent event = GoodEvent();
+    event.set_schema_version(version);
+    Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kUnsupportedSchemaVersion);
+    EXPECT_THAT(r.detail, AllOf(HasSubstr("schema_version"), HasSubstr(absl::StrCat(version))))
         << version;
     EXPECT_EQ(r.event_id, event.event_id()) << version;
   }
@@ -472,7 +483,7 @@ TEST(EntryValidationTest, UnparseableEnvelope) {
     ASSERT_FALSE(!bytes.empty() && probe.ParseFromString(bytes)) << what << " parses";
     Rejection r = ExpectRejected(Check(EntryFor(event, bytes)), PoisonReason::kEnvelopeUnparseable);
     EXPECT_THAT(r.detail, AllOf(HasSubstr("envelope"), HasSubstr("AuditEvent"))) << what;
-    EXPECT_EQ(r.event_id, event.event_id()) << what;
+    EXPECT_EQ(r.event_id, "") << what;
   }
 }
 
@@ -490,7 +501,6 @@ TEST(EntryValidationTest, RandomEnvelopesAreNeverAccepted) {
     const Verdict v = Check(EntryFor(event, bytes));
     ASSERT_TRUE(std::holds_alternative<Rejection>(v)) << i;
     const Rejection& r = std::get<Rejection>(v);
-    EXPECT_EQ(r.event_id, event.event_id());
     audit::AuditEvent probe;
     if (!probe.ParseFromString(bytes)) {
       ++unparseable;
@@ -500,26 +510,12 @@ TEST(EntryValidationTest, RandomEnvelopesAreNeverAccepted) {
   EXPECT_GT(unparseable, 0);
 }
 
-TEST(EntryValidationTest, EnvelopeEventIdDiffersFromTheField) {
-  const audit::AuditEvent original = GoodEvent();
-  audit::AuditEvent event = original;
-  event.set_event_id(kOtherUuid);
-  event.mutable_record()->set_audit_id(kOtherUuid);  // the envelope is self-consistent
-  redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "event_id", original.event_id());
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kEventIdMismatch);
-  EXPECT_THAT(r.detail, AllOf(HasSubstr("event_id"), HasSubstr(kOtherUuid)));
-  EXPECT_EQ(r.event_id, original.event_id());  // the field's id, as claimed
-}
-
 TEST(EntryValidationTest, RecordAuditIdDiffersFromTheEventId) {
   audit::AuditEvent event = GoodEvent();
   event.mutable_record()->set_audit_id(kOtherUuid);
   Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kAuditIdMismatch);
   EXPECT_THAT(r.detail, AllOf(HasSubstr("record.audit_id"), HasSubstr(kOtherUuid)));
   EXPECT_EQ(r.event_id, event.event_id());
-  EXPECT_NE(PoisonReasonName(PoisonReason::kAuditIdMismatch),
-            PoisonReasonName(PoisonReason::kEventIdMismatch));
 
   // A missing record has no audit id either.
   event.clear_record();
@@ -529,41 +525,18 @@ TEST(EntryValidationTest, RecordAuditIdDiffersFromTheEventId) {
 
 TEST(EntryValidationTest, EnvelopeOwnerOfAnotherOwner) {
   audit::AuditEvent event = GoodEvent();
-  event.set_owner(kApp);  // routing fields still say auth (EntryFor from a copy)
-  redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "owner", "auth");
-  // Signed by Auth's key: a compromised Auth writing App's history.
-  SetField(entry, "signature", Keys().auth().Sign(audit::Serialize(event)).value());
-  SetField(entry, "key_id", Keys().auth().key_id());
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
+  event.set_owner(kApp);
+  // Sealed by Auth's key: a compromised Auth writing App's history.
+  Rejection r = ExpectRejected(Check(EntryFor(event, audit::Serialize(event), &Keys().auth())),
+                               PoisonReason::kEnvelopeOwnerMismatch);
   EXPECT_THAT(r.detail,
               AllOf(HasSubstr("envelope owner"), HasSubstr("\"app\""), HasSubstr("auth stream")));
   EXPECT_EQ(r.event_id, event.event_id());
 
   event.set_owner(audit::v1::OWNER_UNSPECIFIED);
-  entry = EntryFor(event);
-  SetField(entry, "owner", "auth");
-  r = ExpectRejected(Check(entry), PoisonReason::kEnvelopeOwnerMismatch);
+  r = ExpectRejected(Check(EntryFor(event, audit::Serialize(event), &Keys().auth())),
+                     PoisonReason::kEnvelopeOwnerMismatch);
   EXPECT_THAT(r.detail, HasSubstr("envelope owner \"\""));
-}
-
-TEST(EntryValidationTest, EventTypeFieldDiffersFromTheEnvelope) {
-  const audit::AuditEvent event = GoodEvent();
-  redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "event_type", "auth.user.disabled");  // known, but not the envelope's
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kFieldMismatch);
-  EXPECT_THAT(r.detail, AllOf(HasSubstr("event_type"), HasSubstr("envelope")));
-  EXPECT_EQ(r.event_id, event.event_id());
-}
-
-TEST(EntryValidationTest, SchemaVersionFieldDiffersFromTheEnvelope) {
-  audit::AuditEvent event = GoodEvent();
-  event.set_schema_version(2);
-  redis::StreamEntry entry = EntryFor(event);
-  SetField(entry, "schema_version", "1");
-  Rejection r = ExpectRejected(Check(entry), PoisonReason::kFieldMismatch);
-  EXPECT_THAT(r.detail, AllOf(HasSubstr("schema_version"), HasSubstr("envelope")));
-  EXPECT_EQ(r.event_id, event.event_id());
 }
 
 // --- occurred_at ----------------------------------------------------------
@@ -660,14 +633,11 @@ TEST(EntryValidationTest, PoisonReasonNamesAreStableSnakeCase) {
       {PoisonReason::kMissingField, "missing_field"},
       {PoisonReason::kDuplicateField, "duplicate_field"},
       {PoisonReason::kBadEventId, "bad_event_id"},
-      {PoisonReason::kOwnerMismatch, "owner_mismatch"},
       {PoisonReason::kUnknownEventType, "unknown_event_type"},
       {PoisonReason::kUnsupportedSchemaVersion, "unsupported_schema_version"},
       {PoisonReason::kEnvelopeUnparseable, "envelope_unparseable"},
-      {PoisonReason::kEventIdMismatch, "event_id_mismatch"},
       {PoisonReason::kAuditIdMismatch, "audit_id_mismatch"},
       {PoisonReason::kEnvelopeOwnerMismatch, "envelope_owner_mismatch"},
-      {PoisonReason::kFieldMismatch, "field_mismatch"},
       {PoisonReason::kBadTimestamp, "bad_timestamp"},
       {PoisonReason::kInvalidRecord, "invalid_record"},
       {PoisonReason::kConflict, "conflict"},
@@ -704,13 +674,14 @@ TEST(PrepareBatchTest, CollapsesRefusesAndSortsByEventId) {
   (*early_changed.mutable_record()->mutable_new_value()->mutable_fields())["login"]
       .set_string_value("mallory");
   redis::StreamEntry unsigned_entry = EntryFor(GoodEvent());
-  RemoveField(unsigned_entry, "signature");
+  RemoveField(unsigned_entry, "seal");
 
   const std::vector<redis::StreamEntry> entries = {EntryFor(late), EntryFor(early), EntryFor(late),
                                                    EntryFor(early_changed), unsigned_entry};
   std::vector<BatchItem> items;
   for (const auto& e : entries) items.push_back({kAuth, "audit:auth", &e});
-  const PreparedBatch batch = PrepareBatch(items, kNow, Keys().directory(), {});
+  seal::Verifier seals;
+  const PreparedBatch batch = PrepareBatch(items, kNow, Keys().directory(), seals, {});
 
   ASSERT_EQ(batch.arrivals.size(), 2u);
   EXPECT_EQ(batch.arrivals[0].entry.event_id, early.event_id());

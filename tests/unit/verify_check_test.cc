@@ -10,9 +10,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/seal/seal.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/tiles.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/verify/check.h"
 #include "ulticode/audit/v1/audit.pb.h"
@@ -63,9 +65,9 @@ std::string SignedLeaf(const crypto::SigningKey& key, audit::v1::Owner owner, in
   event.mutable_record()->set_action("create_user");
   std::string envelope;
   EXPECT_TRUE(event.SerializeToString(&envelope));
-  auto signature = key.Sign(envelope);
-  EXPECT_TRUE(signature.ok());
-  return tlog::EncodeLeaf({owner_name, event.event_id(), key.key_id(), *signature, envelope});
+  auto sealed = seal::SealBundle(key, {absl::string_view(envelope)});
+  EXPECT_TRUE(sealed.ok());
+  return tlog::EncodeLeaf({owner_name, event.event_id(), key.key_id(), (*sealed)[0], envelope});
 }
 
 class VerifyCheckTest : public ::testing::Test {
@@ -231,8 +233,8 @@ TEST_F(VerifyCheckTest, ModifiedEnvelopeByte) {
   Write(leaves_, bundled);
   const Report report = Check();
   EXPECT_BREAK(report, BreakKind::kModified, 7);
-  EXPECT_EQ(report.first_break->detail,
-            "leaf 7: the owner's signature over the envelope does not verify");
+  EXPECT_THAT(report.first_break->detail,
+              ::testing::StartsWith("leaf 7: the owner's seal over the envelope does not verify"));
 }
 
 // A leaf that does not decode, and one whose signed envelope is another

@@ -649,7 +649,7 @@ int main(int argc, char** argv) {
             "how many of those keys must cosign a checkpoint (0: every one)", 0, 1000);
   flags.String("owner-keys-file", &o.owner_keys_file,
                "the owners' public keys (key directory format): --verify also checks each row's "
-               "owner signature");
+               "owner seal");
   config::ParseOrExit(flags, argc, argv);
   auto policy = tail::Policy(o);
   if (!policy.ok()) {

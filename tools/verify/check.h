@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/crypto/key_directory.h"
+#include "common/seal/seal.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
@@ -114,11 +115,14 @@ struct Report {
 //    the checkpoints grow; witnessed_size is the newest checkpoint that a
 //    quorum of keys.witnesses cosigned (the caller tells a witnessed export
 //    from one whose tail is not yet witnessed).
-// OK when `leaf` is signed over its envelope by a key of `owners` of the
-// leaf's owner's party: NOT_FOUND for a key not in the directory,
-// PERMISSION_DENIED for another party's key, FAILED_PRECONDITION for a
-// signature that does not verify.
-absl::Status CheckLeafSignature(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners);
+// OK when `leaf`'s seal shows its envelope in a bundle signed by a key of
+// `owners` of the leaf's owner's party: NOT_FOUND for a key not in the
+// directory, PERMISSION_DENIED for another party's key,
+// FAILED_PRECONDITION for a seal that does not decode or verify. `seals`
+// (thread-safe) remembers verified bundles: one Ed25519 verification a
+// bundle, however many of its leaves are checked.
+absl::Status CheckLeafSignature(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners,
+                                seal::Verifier& seals);
 
 // A witness's own view of the log, as the witness served it
 // (ulticode.outbox.v1.LogWitness): the checkpoint note it holds, with its

@@ -44,13 +44,14 @@ CREATE TABLE audit_outbox (
   confirmed_at     timestamptz,
   -- Times the row was published again (lost, or unproved).
   resends          integer NOT NULL DEFAULT 0,
-  -- The owner's Ed25519 signature over the exact payload bytes, made in the
-  -- business transaction, and the id of the key that made it. Both travel
-  -- with the row to the stream, so Admin can verify the owner wrote it; a
-  -- row without them is refused by Admin (its poison store,
-  -- missing_signature).
-  signature        bytea,
-  key_id           text,
+  -- HMAC-SHA256 of the payload under a secret derived from the owner's
+  -- signing key (outbox::RowMac), made in the business transaction, and the
+  -- id of that key. The key is never in the database: a login that can
+  -- INSERT rows cannot write one the dispatcher will seal (it checks the MAC
+  -- and moves a row whose MAC fails to DEAD). The dispatcher signs a bundle
+  -- of rows at a time (common/seal).
+  mac              bytea NOT NULL CHECK (length(mac) = 32),
+  key_id           text NOT NULL,
   -- Every attempt to publish a row takes the next publication number. A
   -- proof confirms the row only after an attempt above publication_floor:
   -- Replay and redrive (Admin lost the event) set the floor past every
@@ -89,7 +90,7 @@ CREATE TRIGGER audit_outbox_notify AFTER INSERT ON audit_outbox
   FOR EACH STATEMENT EXECUTE FUNCTION audit_outbox_notify();
 
 -- What the owner's runtime login may do to an outbox row it did not just
--- write. The event itself (event_id, event_type, payload, signature, key_id,
+-- write. The event itself (event_id, event_type, payload, mac, key_id,
 -- created_at) is not in the runtime role's UPDATE grant (outbox_store.cc,
 -- RuntimeGrants), so it cannot be rewritten. This trigger keeps the delivery
 -- columns honest:

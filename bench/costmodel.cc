@@ -469,6 +469,7 @@ absl::StatusOr<Stage> ConfirmStage(const Options& o, const crypto::SigningKey& k
         all_ids.begin() + static_cast<std::ptrdiff_t>(i),
         all_ids.begin() + static_cast<std::ptrdiff_t>(std::min(all_ids.size(), i + o.batch)));
     ASSIGN_OR_RETURN(std::vector<outbox::OutboxPayload> rows, outbox::PayloadsOf(*conn, ids));
+    std::vector<outbox::Proved> proved;
     for (const outbox::OutboxPayload& row : rows) {
       const auto it = proven.by_event.find(row.event_id);
       if (it == proven.by_event.end()) return absl::NotFoundError("a row not in the log");
@@ -480,8 +481,9 @@ absl::StatusOr<Stage> ConfirmStage(const Options& o, const crypto::SigningKey& k
           tlog::LeafHash(
               tlog::EncodeLeaf({"auth", row.event_id, key.key_id(), sealed, row.payload})),
           proof, proven.root));
+      proved.push_back({row.event_id, key.key_id(), sealed});
     }
-    ASSIGN_OR_RETURN(const int64_t n, outbox::ConfirmLogged(*conn, ids));
+    ASSIGN_OR_RETURN(const int64_t n, outbox::ConfirmLogged(*conn, proved));
     confirmed += n;
   }
   return Stage{"confirm", confirmed, meter.Read() - before, {}};

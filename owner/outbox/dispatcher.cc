@@ -121,24 +121,45 @@ absl::Status Dispatcher::CheckRow(const ClaimedRow& row) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> Dispatcher::Publish(
+absl::StatusOr<std::vector<Published>> Dispatcher::Publish(
     redis::Client& redis, const std::vector<const ClaimedRow*>& rows) {
   if (options_.signer == nullptr) {
     return absl::FailedPreconditionError("dispatcher: no signing key to seal with");
   }
+  // A row published before goes with the seal it was first published with,
+  // if that still verifies with a key of this owner's (the database login
+  // may have altered it: then it is sealed anew).
+  std::vector<Published> out(rows.size());
+  std::vector<bool> kept(rows.size(), false);
+  std::vector<size_t> unsealed;
   std::vector<absl::string_view> payloads;
-  payloads.reserve(rows.size());
-  for (const ClaimedRow* row : rows) payloads.push_back(row->payload);
-  ASSIGN_OR_RETURN(const std::vector<std::string> seals,
-                   seal::SealBundle(*options_.signer, payloads));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[i].event_id = rows[i]->event_id;
+    const auto key = mac_keys_.find(rows[i]->sealed_by);
+    kept[i] = !rows[i]->seal.empty() && key != mac_keys_.end() &&
+              seals_.Verify(key->second->public_key(), rows[i]->payload, rows[i]->seal).ok();
+    if (!kept[i]) {
+      unsealed.push_back(i);
+      payloads.push_back(rows[i]->payload);
+    }
+  }
+  if (!payloads.empty()) {
+    ASSIGN_OR_RETURN(std::vector<std::string> seals, seal::SealBundle(*options_.signer, payloads));
+    for (size_t j = 0; j < unsealed.size(); ++j) {
+      out[unsealed[j]].seal = std::move(seals[j]);
+      out[unsealed[j]].sealed_by = options_.signer->key_id();
+    }
+  }
   std::vector<redis::StreamFields> entries;
   entries.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     entries.push_back({{audit::kEnvelopeField, rows[i]->payload},
-                       {audit::kSealField, seals[i]},
-                       {audit::kKeyIdField, options_.signer->key_id()}});
+                       {audit::kSealField, kept[i] ? rows[i]->seal : out[i].seal},
+                       {audit::kKeyIdField, kept[i] ? rows[i]->sealed_by : out[i].sealed_by}});
   }
-  return redis.XAddBatch(stream_, entries);
+  ASSIGN_OR_RETURN(const std::vector<std::string> ids, redis.XAddBatch(stream_, entries));
+  for (size_t i = 0; i < rows.size(); ++i) out[i].stream_entry_id = ids[i];
+  return out;
 }
 
 absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Client& redis) {
@@ -177,14 +198,14 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
               {{"error", waiting_error}, {"rows", absl::StrCat(n)}});
   }
 
-  absl::StatusOr<std::vector<std::string>> ids = std::vector<std::string>{};
-  if (!publishing.empty()) ids = Publish(redis, publishing);
-  if (!ids.ok()) {
+  absl::StatusOr<std::vector<Published>> done = std::vector<Published>{};
+  if (!publishing.empty()) done = Publish(redis, publishing);
+  if (!done.ok()) {
     std::vector<Retry> retries;
     for (const ClaimedRow* row : publishing) {
       retries.push_back(Retry{row->event_id, backoff::Delay(options_.backoff, row->failures + 1)});
     }
-    const std::string error = absl::StrCat("publish to ", stream_, ": ", ids.status().ToString());
+    const std::string error = absl::StrCat("publish to ", stream_, ": ", done.status().ToString());
     ASSIGN_OR_RETURN(int64_t n, Reschedule(tx, retries, error));
     RETURN_IF_ERROR(tx.Commit());
     result.rescheduled += static_cast<int>(n);
@@ -193,12 +214,7 @@ absl::StatusOr<CycleResult> Dispatcher::RunOnce(pg::Connection& pg, redis::Clien
               {{"error", error}, {"rows", absl::StrCat(n)}});
   } else {
     if (hooks_.after_publish) RETURN_IF_ERROR(hooks_.after_publish(rows));
-    std::vector<Published> done;
-    done.reserve(publishing.size());
-    for (size_t i = 0; i < publishing.size(); ++i) {
-      done.push_back(Published{publishing[i]->event_id, (*ids)[i]});
-    }
-    ASSIGN_OR_RETURN(int64_t marked, MarkPublished(tx, done));
+    ASSIGN_OR_RETURN(int64_t marked, MarkPublished(tx, *done));
     RETURN_IF_ERROR(tx.Commit());
     result.published = static_cast<int>(marked);
     published_->Increment(static_cast<double>(marked));

@@ -14,7 +14,8 @@
 //
 // Each row's MAC is checked (RowMac, with the key it names) and the rows of
 // a cycle are sealed as one bundle (common/seal): one Ed25519 signature per
-// cycle, a seal per row. A row whose MAC fails was not written by this
+// cycle, a seal per row, kept with the row so that every later publication
+// sends the same seal. A row whose MAC fails was not written by this
 // owner's code (someone holding only its database login): DEAD.
 //
 // Failures never hide in a log line, they are written to the row:
@@ -48,6 +49,7 @@
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
+#include "common/seal/seal.h"
 #include "common/worker/waker.h"
 #include "owner/outbox/outbox_store.h"
 #include "owner/outbox/resend.h"
@@ -132,9 +134,11 @@ class Dispatcher {
 
  private:
   void WorkerLoop(int index);
-  // Publishes `rows` as one sealed bundle; the ids of their entries.
-  absl::StatusOr<std::vector<std::string>> Publish(redis::Client& redis,
-                                                   const std::vector<const ClaimedRow*>& rows);
+  // Publishes `rows`: those never published as one sealed bundle, the
+  // others with the seal they were first published with. Returns each
+  // row's entry id and new seal.
+  absl::StatusOr<std::vector<Published>> Publish(redis::Client& redis,
+                                                 const std::vector<const ClaimedRow*>& rows);
   // The sweep's rows, `limit` at a time, until a batch comes back short.
   template <typename Requeue>
   absl::StatusOr<int64_t> RequeueAll(const Requeue& requeue);
@@ -143,6 +147,8 @@ class Dispatcher {
   const std::string stream_;
   // key id -> the key, for MAC checks (the signer's and previous_keys).
   absl::flat_hash_map<std::string, const crypto::SigningKey*> mac_keys_;
+  // Kept seals already checked (one verification a bundle; thread-safe).
+  seal::Verifier seals_;
   const FaultHooks hooks_;
 
   worker::Waker waker_;

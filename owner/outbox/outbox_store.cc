@@ -1,5 +1,6 @@
 #include "owner/outbox/outbox_store.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
@@ -19,7 +20,8 @@ constexpr pg::Statement kAppend{
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
     "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
-    "   created_at, mac, key_id"
+    "   created_at, mac, key_id, coalesce(seal, ''::bytea) AS seal,"
+    "   coalesce(sealed_by, '') AS sealed_by"
     " FROM audit_outbox"
     " WHERE state = 'PENDING' AND next_attempt_at <= now()"
     " ORDER BY next_attempt_at LIMIT $1"
@@ -29,8 +31,10 @@ constexpr pg::Statement kMarkPublished{
     "outbox.mark_published",
     "UPDATE audit_outbox o SET state = 'PUBLISHED', published_at = now(),"
     "   attempts = o.attempts + 1, publication = o.publication + 1, last_error = NULL,"
-    "   failures = 0, stream_entry_id = t.entry"
-    " FROM unnest($1::uuid[], $2::text[]) AS t(id, entry)"
+    "   failures = 0, stream_entry_id = t.entry,"
+    "   seal = coalesce(decode(NULLIF(t.seal, ''), 'hex'), o.seal),"
+    "   sealed_by = coalesce(NULLIF(t.key, ''), o.sealed_by)"
+    " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS t(id, entry, seal, key)"
     " WHERE o.event_id = t.id AND o.state = 'PENDING'"};
 
 constexpr pg::Statement kReschedule{
@@ -60,9 +64,12 @@ constexpr pg::Statement kPayloadsOf{
 
 constexpr pg::Statement kConfirmLogged{
     "outbox.confirm_logged",
-    "UPDATE audit_outbox SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL"
-    " WHERE event_id = ANY($1::uuid[]) AND publication > publication_floor"
-    "   AND state IN ('PUBLISHED', 'PENDING')",
+    "UPDATE audit_outbox o SET state = 'CONFIRMED', confirmed_at = now(), last_error = NULL,"
+    "   seal = coalesce(decode(NULLIF(t.seal, ''), 'hex'), o.seal),"
+    "   sealed_by = coalesce(NULLIF(t.key, ''), o.sealed_by)"
+    " FROM unnest($1::uuid[], $2::text[], $3::text[]) AS t(id, key, seal)"
+    " WHERE o.event_id = t.id AND o.publication > o.publication_floor"
+    "   AND o.state IN ('PUBLISHED', 'PENDING')",
     absl::Seconds(30)};
 
 constexpr pg::Statement kClock{"outbox.clock", "SELECT clock_timestamp()"};
@@ -152,25 +159,30 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
   rows.reserve(r.rows());
   const int id = r.Column("event_id"), type = r.Column("event_type"), payload = r.Column("payload"),
             attempts = r.Column("attempts"), failures = r.Column("failures"),
-            created = r.Column("created_at"), mac = r.Column("mac"), key = r.Column("key_id");
+            created = r.Column("created_at"), mac = r.Column("mac"), key = r.Column("key_id"),
+            seal = r.Column("seal"), sealed_by = r.Column("sealed_by");
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
-                              r.GetBytes(i, mac), r.GetString(i, key)});
+                              r.GetBytes(i, mac), r.GetString(i, key), r.GetBytes(i, seal),
+                              r.GetString(i, sealed_by)});
   }
   return rows;
 }
 
 absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows) {
   if (rows.empty()) return 0;
-  std::vector<std::string> ids, entries;
+  std::vector<std::string> ids, entries, seals, keys;
   for (const auto& p : rows) {
     ids.push_back(p.event_id);
     entries.push_back(p.stream_entry_id);
+    seals.push_back(absl::BytesToHexString(p.seal));
+    keys.push_back(p.sealed_by);
   }
   ASSIGN_OR_RETURN(pg::Result r,
-                   tx.Execute(kMarkPublished, {pg::TextArray(ids), pg::TextArray(entries)}));
+                   tx.Execute(kMarkPublished, {pg::TextArray(ids), pg::TextArray(entries),
+                                               pg::TextArray(seals), pg::TextArray(keys)}));
   return r.affected_rows();
 }
 
@@ -202,12 +214,19 @@ absl::StatusOr<std::vector<OutboxPayload>> PayloadsOf(pg::Connection& conn,
   return out;
 }
 
-absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
-                                      const std::vector<std::string>& event_ids) {
-  if (event_ids.empty()) return 0;
+absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn, const std::vector<Proved>& proved) {
+  if (proved.empty()) return 0;
+  std::vector<std::string> ids, keys, seals;
+  for (const Proved& p : proved) {
+    ids.push_back(p.event_id);
+    keys.push_back(p.key_id);
+    seals.push_back(absl::BytesToHexString(p.seal));
+  }
   ASSIGN_OR_RETURN(pg::Transaction tx, conn.Begin());
-  RETURN_IF_ERROR(tx.Execute(kLockForConfirm, {pg::TextArray(event_ids)}).status());
-  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kConfirmLogged, {pg::TextArray(event_ids)}));
+  RETURN_IF_ERROR(tx.Execute(kLockForConfirm, {pg::TextArray(ids)}).status());
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      tx.Execute(kConfirmLogged, {pg::TextArray(ids), pg::TextArray(keys), pg::TextArray(seals)}));
   RETURN_IF_ERROR(tx.Commit());
   return r.affected_rows();
 }
@@ -257,7 +276,7 @@ const std::vector<std::string>& RuntimeGrants() {
       // keeps the transitions and their timestamps honest.
       "GRANT SELECT, INSERT ON audit_outbox TO {role}",
       "GRANT UPDATE (state, attempts, failures, next_attempt_at, last_error, stream_entry_id,"
-      " published_at, confirmed_at, resends,"
+      " published_at, confirmed_at, resends, seal, sealed_by,"
       " publication, publication_floor) ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
       // nextval and reading its position: numbers are taken, never set

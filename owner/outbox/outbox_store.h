@@ -60,6 +60,10 @@ struct ClaimedRow {
   absl::Time created_at;
   std::string mac;     // RowMac of payload
   std::string key_id;  // the key the MAC was made with
+  // The seal of its first publication and the key that made it; empty
+  // until it was published.
+  std::string seal;
+  std::string sealed_by;
 };
 
 // The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
@@ -74,9 +78,13 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit);
 struct Published {
   std::string event_id;
   std::string stream_entry_id;
+  // The seal it was sealed with in this cycle and its key; empty when it
+  // went with the seal it kept.
+  std::string seal;
+  std::string sealed_by;
 };
-// Marks locked rows PUBLISHED (attempts and publication + 1); returns how
-// many changed.
+// Marks locked rows PUBLISHED (attempts and publication + 1), with the
+// seals made in this cycle; returns how many changed.
 absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows);
 
 struct Retry {
@@ -102,16 +110,22 @@ struct OutboxPayload {
 absl::StatusOr<std::vector<OutboxPayload>> PayloadsOf(pg::Connection& conn,
                                                       const std::vector<std::string>& event_ids);
 
-// Marks CONFIRMED the rows of `event_ids` whose events are proved to be in
-// Admin's log (outbox/witness.h), the only way a row turns CONFIRMED. Only
+// An event proved to be in Admin's log, with the key id and seal of its
+// leaf (empty: the row's own are kept).
+struct Proved {
+  std::string event_id;
+  std::string key_id;
+  std::string seal;
+};
+// Marks CONFIRMED the rows of `proved` (outbox/witness.h), the only way a
+// row turns CONFIRMED, and keeps the seal the log holds as the row's. Only
 // rows handed to the publisher (PUBLISHED, or PENDING again after a
 // committed attempt) since their last replay or redrive
 // (migrations/10001_outbox.sql: a proof that arrives before the row is
 // published again confirms nothing). A proof that arrives while the
 // publishing cycle still holds the row waits for its commit. Rows are
 // locked in event_id order. Returns how many turned CONFIRMED.
-absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn,
-                                      const std::vector<std::string>& event_ids);
+absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn, const std::vector<Proved>& proved);
 
 // The database's clock now (clock_timestamp()).
 absl::StatusOr<absl::Time> DatabaseClock(pg::Connection& conn);

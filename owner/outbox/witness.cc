@@ -301,7 +301,7 @@ absl::Status Witness::ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& 
   for (const OutboxPayload& row : rows) payload_of[row.event_id] = &row.payload;
   const std::string owner(audit::OwnerName(options_.owner));
   const auto keys = options_.keys->Current();
-  std::vector<std::string> proved;
+  std::vector<Proved> proved;
   int refused = 0;
   for (const tlog::LeafProof& p : proofs) {
     auto row = payload_of.find(p.event_id);
@@ -314,7 +314,7 @@ absl::Status Witness::ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& 
     if (sealed && tlog::VerifyInclusion(p.index, checkpoint.size, tlog::LeafHash(leaf), p.hashes,
                                         checkpoint.root)
                       .ok()) {
-      proved.push_back(p.event_id);
+      proved.push_back({p.event_id, p.key_id, p.seal});
     } else {
       ++refused;
     }

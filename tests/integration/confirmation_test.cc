@@ -95,6 +95,13 @@ class ConfirmationTest : public ::testing::Test {
     return ids;
   }
 
+  // Proofs of `ids` that leave the rows' seals as they are.
+  static std::vector<outbox::Proved> Proofs(const std::vector<std::string>& ids) {
+    std::vector<outbox::Proved> out;
+    for (const std::string& id : ids) out.push_back({id, "", ""});
+    return out;
+  }
+
   outbox::DispatcherOptions DispatchOptions(const redis::Options& ro) {
     outbox::DispatcherOptions d;
     d.owner = audit::v1::OWNER_AUTH;
@@ -268,7 +275,7 @@ TEST_F(ConfirmationTest, AProofThatOvertakesThePublishingCycleConfirmsOnceItComm
   auto reader_conn = pg::Connection::Connect(owner_pg_);
   ASSERT_TRUE(reader_conn.ok());
   std::thread proof([&] {
-    auto confirmed = outbox::ConfirmLogged(**reader_conn, ids);
+    auto confirmed = outbox::ConfirmLogged(**reader_conn, Proofs(ids));
     ASSERT_TRUE(confirmed.ok()) << confirmed.status();
     EXPECT_EQ(*confirmed, 2) << "waited for the cycle's commit, then found PUBLISHED";
   });
@@ -295,16 +302,23 @@ TEST_F(ConfirmationTest, AProofConfirmsAReplayedRowOnlyOnceItIsPublishedAgain) {
   outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
   redis::Client client(redis_);
   PublishAll(dispatcher, client);
-  ASSERT_EQ(*outbox::ConfirmLogged(*owner_, ids), 1);
+  ASSERT_EQ(*outbox::ConfirmLogged(*owner_, Proofs(ids)), 1);
   auto tx = owner_->Begin();
   ASSERT_TRUE(tx.ok());
   ASSERT_EQ(
       *outbox::ReplayConfirmed(*tx, absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(1)), 1);
   ASSERT_TRUE(tx->Commit().ok());
-  EXPECT_EQ(*outbox::ConfirmLogged(*owner_, ids), 0) << "replayed, not yet published";
+  EXPECT_EQ(*outbox::ConfirmLogged(*owner_, Proofs(ids)), 0) << "replayed, not yet published";
 
   PublishAll(dispatcher, client);
-  EXPECT_EQ(*outbox::ConfirmLogged(*owner_, ids), 1);
+  EXPECT_EQ(*outbox::ConfirmLogged(*owner_, Proofs(ids)), 1);
+  // Published again with the seal it was first published with: the event's
+  // leaf is the same whichever delivery Admin keeps.
+  auto entries = client.XRead(stream_, 100, absl::ZeroDuration(), "0");
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ(*redis::FieldOf((*entries)[0].fields, audit::kSealField),
+            *redis::FieldOf((*entries)[1].fields, audit::kSealField));
 }
 
 TEST_F(ConfirmationTest, AReaderWhoseCursorIsAheadOfARecreatedStreamStartsOver) {

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/audit/event.h"
@@ -237,6 +238,40 @@ TEST_F(DispatcherTest, OnlyRowsWhoseMacVerifiesArePublished) {
   EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING'"
                    " AND (last_error NOT LIKE '%is not loaded here%' OR failures <> 1)"),
             0);
+}
+
+// A row published again goes with the seal it was first published with (so
+// the event's leaf is the same whichever delivery Admin keeps); a kept seal
+// that no longer verifies (altered through the database login) is replaced
+// by a fresh one.
+TEST_F(DispatcherTest, ARowPublishedAgainKeepsItsSealUnlessItWasAltered) {
+  const std::string id = AppendEvents(1)[0];
+  Dispatcher d(options_, metrics_->registry());
+  redis::Client client(options_.redis);
+  ASSERT_TRUE(d.RunOnce(*conn_, client).ok());
+  const std::string again = "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now()";
+  ASSERT_TRUE(conn_->ExecuteScript("again", again, absl::Seconds(5)).ok());
+  ASSERT_TRUE(d.RunOnce(*conn_, client).ok());
+  ASSERT_TRUE(conn_
+                  ->ExecuteScript("alter",
+                                  again + ", seal = set_byte(seal, length(seal) - 1,"
+                                          " get_byte(seal, length(seal) - 1) # 1)",
+                                  absl::Seconds(5))
+                  .ok());
+  ASSERT_TRUE(d.RunOnce(*conn_, client).ok());
+
+  auto entries = StreamEntries(options_.redis);
+  ASSERT_EQ(entries.size(), 3u);
+  const auto& key = ::ulticode::testing::SharedTestKeys().auth();
+  EXPECT_EQ(Field(entries[0], "seal"), Field(entries[1], "seal")) << "published again as it was";
+  seal::Verifier fresh;
+  EXPECT_TRUE(
+      fresh.Verify(key.public_key(), Field(entries[2], "envelope"), Field(entries[2], "seal")).ok())
+      << "an altered seal is replaced by one that verifies";
+  EXPECT_EQ(
+      ::ulticode::testing::QueryText(
+          *conn_, "SELECT encode(seal, 'hex') FROM audit_outbox WHERE event_id = '" + id + "'"),
+      absl::BytesToHexString(Field(entries[2], "seal")));
 }
 
 TEST_F(DispatcherTest, NotifyPublishesWithinSecondsDespiteAMinutePollInterval) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
@@ -515,11 +516,14 @@ TEST_F(WitnessTest, ACheckpointOfAnotherOriginSignedWithTheLogKeyIsAFork) {
   EXPECT_TRUE(Cosignatures().empty());
 }
 
-// Rows of this owner's outbox whose events the proofs show in the log turn
-// CONFIRMED; a row whose proof does not verify stays as it was.
+// Rows of this owner's outbox whose events the proofs show in the log, in
+// a leaf whose seal verifies with this owner's key, turn CONFIRMED (keeping
+// the leaf's seal); a row whose proof does not verify, or whose leaf holds
+// a seal of another party's key or a seal that does not verify, stays as it
+// was.
 TEST_F(WitnessTest, InclusionProofsConfirmTheRowsTheyProve) {
   std::vector<std::string> ids;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 4; ++i) {
     auto tx = owner_->Begin();
     ASSERT_TRUE(tx.ok()) << tx.status();
     const audit::AuditEvent event =
@@ -536,36 +540,49 @@ TEST_F(WitnessTest, InclusionProofsConfirmTheRowsTheyProve) {
                   .ok());
   auto rows = outbox::PayloadsOf(*owner_, ids);
   ASSERT_TRUE(rows.ok()) << rows.status();
-  ASSERT_EQ(rows->size(), 2u);
-  // As the dispatcher sealed them: one bundle.
-  const std::vector<absl::string_view> payloads = {(*rows)[0].payload, (*rows)[1].payload};
-  const std::vector<std::string> seals = seal::SealBundle(Keys().auth(), payloads).value();
-  const std::string key_id = Keys().auth().key_id();
-  // The log: three other leaves, then the two events at 3 and 4.
+  ASSERT_EQ(rows->size(), 4u);
+  // As the dispatcher sealed them: one bundle; the third leaf holds a seal
+  // by App's key, the fourth one with a flipped signature bit.
+  std::vector<absl::string_view> payloads;
+  for (const auto& row : *rows) payloads.push_back(row.payload);
+  std::vector<std::string> seals = seal::SealBundle(Keys().auth(), payloads).value();
+  std::vector<std::string> key_ids(4, Keys().auth().key_id());
+  seals[2] = seal::SealBundle(Keys().app(), {payloads[2]}).value()[0];
+  key_ids[2] = Keys().app().key_id();
+  seals[3].back() = static_cast<char>(seals[3].back() ^ 1);
+  // The log: three other leaves, then the four events at 3..6.
   std::vector<tlog::Hash> leaves = Leaves("other", 3);
   std::vector<std::string> logged;
   for (size_t i = 0; i < rows->size(); ++i) {
     const outbox::OutboxPayload& row = (*rows)[i];
-    leaves.push_back(
-        tlog::LeafHash(tlog::EncodeLeaf({"auth", row.event_id, key_id, seals[i], row.payload})));
+    leaves.push_back(tlog::LeafHash(
+        tlog::EncodeLeaf({"auth", row.event_id, key_ids[i], seals[i], row.payload})));
     logged.push_back(row.event_id);
   }
-  const Signed s = Checkpoint(leaves, 5);
-  const std::vector<tlog::LeafProof> proofs = {
-      {logged[0], 3, tlog::InclusionProof(3, leaves).value(), key_id, seals[0]},
-      // The second row's proof, for the wrong index: it proves nothing.
-      {logged[1], 2, tlog::InclusionProof(4, leaves).value(), key_id, seals[1]}};
+  const Signed s = Checkpoint(leaves, 7);
+  std::vector<tlog::LeafProof> proofs;
+  for (uint64_t i = 0; i < 4; ++i) {
+    // The second row's proof is for the wrong index: it proves nothing.
+    proofs.push_back({logged[i], i == 1 ? 2 : 3 + i, tlog::InclusionProof(3 + i, leaves).value(),
+                      key_ids[i], seals[i]});
+  }
   redis::StreamFields entry = Entry(s.note, 0, {});
   entry.emplace_back(tlog::kProofsField, tlog::EncodeProofs(proofs));
   Observe(entry);
 
   ExpectOutcomes({{"accepted", 1}});
-  EXPECT_EQ(
-      QueryText(absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", logged[0], "'")),
-      "CONFIRMED");
-  EXPECT_EQ(
-      QueryText(absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", logged[1], "'")),
-      "PUBLISHED");
+  auto state = [&](size_t i) {
+    return QueryText(
+        absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", logged[i], "'"));
+  };
+  EXPECT_EQ(state(0), "CONFIRMED");
+  EXPECT_EQ(QueryText(absl::StrCat(
+                "SELECT encode(seal, 'hex') FROM audit_outbox WHERE event_id = '", logged[0], "'")),
+            absl::BytesToHexString(seals[0]))
+      << "the row keeps the seal its leaf holds";
+  EXPECT_EQ(state(1), "PUBLISHED");
+  EXPECT_EQ(state(2), "PUBLISHED") << "a seal of another party's key";
+  EXPECT_EQ(state(3), "PUBLISHED") << "a seal that does not verify";
   EXPECT_EQ(Cosignatures().size(), 1u);
 }
 

@@ -52,6 +52,15 @@ CREATE TABLE audit_outbox (
   -- of rows at a time (common/seal).
   mac              bytea NOT NULL CHECK (length(mac) = 32),
   key_id           text NOT NULL,
+  -- The seal (common/seal) the row was first published with and the id of
+  -- the key that made it; NULL until then. Every later publication (a lost
+  -- entry, Replay, redrive) sends the same seal, so the event's leaf in
+  -- Admin's log is the same whichever delivery Admin keeps, and a row Admin
+  -- lost comes back exactly as its leaf proves it. A proof sets them to
+  -- what the log holds (a publication whose cycle rolled back after its
+  -- XADD may have been the one Admin kept).
+  seal             bytea,
+  sealed_by        text,
   -- Every attempt to publish a row takes the next publication number. A
   -- proof confirms the row only after an attempt above publication_floor:
   -- Replay and redrive (Admin lost the event) set the floor past every

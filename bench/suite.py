@@ -1206,7 +1206,8 @@ class Suite:
             log(f"  {name:10} {st['ops']:>8} " + " ".join(
                 f"{cpu.get(w, 0):>14.1f}" for w in ("client", "server", "postgres", "redis-server")))
         c = m["stages"]["crypto"]
-        log(f"  crypto: Ed25519 sign {c['sign_us']:.1f} us, verify {c['verify_us']:.1f} us, SHA-256 "
+        log(f"  crypto: Ed25519 sign {c['sign_us']:.1f} us and verify {c['verify_us']:.1f} us (once "
+            f"a bundle), row MAC {c.get('row_mac_us', 0):.2f} us, SHA-256 "
             f"{c['sha256_us']:.2f} us ({c['envelope_bytes']:.0f}-byte envelope), inclusion proof "
             f"of {c['inclusion_proof_hashes']:.0f} hashes {c['inclusion_verify_us']:.1f} us")
         log(f"  {'process':18} {'model':>8} {'measured':>9} {'x':>6}")

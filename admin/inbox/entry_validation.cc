@@ -28,8 +28,9 @@ bool IsCanonicalId(absl::string_view id) {
   return ids::IsValidUuid(id) && absl::AsciiStrToLower(id) == id;
 }
 
-// The id an envelope claims, for the poison row of an entry refused before
-// its envelope was trusted; "" when it has none.
+// The id an envelope claims, unverified, for the poison row of an entry
+// refused before its seal was checked; "" when it has none. Parsed only on
+// that path.
 std::string ClaimedId(absl::string_view envelope, const ValidationLimits& limits) {
   audit::AuditEvent event;
   if (envelope.size() > limits.max_event_bytes ||
@@ -91,13 +92,12 @@ FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLi
     return Reject(PoisonReason::kMissingField,
                   absl::StrCat("required field ", audit::kEnvelopeField, " is missing"));
   }
-  const std::string claimed_id = ClaimedId(*fields[kEnvelope], limits);
   for (size_t i : {kSeal, kKeyId}) {
     if (!fields[i].has_value() || fields[i]->empty()) {
       return Reject(
           PoisonReason::kMissingSignature,
           absl::StrCat("field ", kRequiredFields[i], " is missing or empty: unsealed entry"),
-          claimed_id);
+          ClaimedId(*fields[kEnvelope], limits));
     }
   }
   if (fields[kEnvelope]->size() > limits.max_event_bytes) {

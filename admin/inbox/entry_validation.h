@@ -71,8 +71,10 @@ struct AcceptedEntry {
 
 struct Rejection {
   PoisonReason reason;
-  std::string detail;    // human-readable, names the offending field
-  std::string event_id;  // the envelope's id, if it has one (for the poison row)
+  std::string detail;  // human-readable, names the offending field
+  // The envelope's id, if it has one (for the poison row); claimed and
+  // unverified when the seal did not verify.
+  std::string event_id;
 };
 
 using Verdict = std::variant<AcceptedEntry, Rejection>;

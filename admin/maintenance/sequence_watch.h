@@ -1,5 +1,5 @@
 // Notices an owner's events going missing. Every owner numbers its events in
-// the business transaction (AuditEvent.owner_sequence, signed): a number
+// the business transaction (AuditEvent.owner_sequence, sealed): a number
 // that has not reached audit_logs a grace period after a higher one had is
 // an event that committed and was kept from Admin (marked CONFIRMED or DEAD
 // by someone holding the owner's database login, say). Numbers an owner took

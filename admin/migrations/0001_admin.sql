@@ -153,7 +153,7 @@ CREATE TABLE audit_logs (
   -- owner's public key (audit_logs_signed).
   seal           bytea,
   key_id         text,
-  -- The owner's number for the event (AuditEvent.owner_sequence, signed in
+  -- The owner's number for the event (AuditEvent.owner_sequence, sealed in
   -- the envelope); NULL for Admin's own records. SequenceWatch
   -- (admin/maintenance/sequence_watch.h) reports the numbers that never
   -- arrive, as owner_sequence_gaps.
@@ -178,8 +178,9 @@ CREATE INDEX audit_logs_owner_sequence ON audit_logs (owner, owner_sequence)
 -- owner sealed. Whether the seal verifies is for the readers of the log
 -- (ulticode-verify).
 ALTER TABLE audit_logs ADD CONSTRAINT audit_logs_signed
-  CHECK (seal IS NOT NULL AND get_byte(seal, 0) = 1 AND length(seal) BETWEEN 73 AND 585
-         AND (length(seal) - 73) % 32 = 0 AND key_id IS NOT NULL AND key_id <> '');
+  CHECK (seal IS NOT NULL AND substring(seal from 1 for 1) = '\x01'::bytea
+         AND length(seal) BETWEEN 73 AND 585 AND (length(seal) - 73) % 32 = 0
+         AND key_id IS NOT NULL AND key_id <> '');
 
 -- Per owner: every number up to `through` has been examined; `horizon` is
 -- the highest number seen at `horizon_at`, examined once the grace passed.

@@ -2,7 +2,7 @@
 // side (role "audit.operator"): DEAD inbox rows are listed and requeued;
 // poison entries are listed, discarded or validated again and taken in. Each
 // change commits together with its own audit record in audit_logs (owner
-// "admin", event types admin.*, the verified caller as the actor, signed
+// "admin", event types admin.*, the verified caller as the actor, sealed
 // with Admin's key), so an operator's repair is as visible as what it
 // repaired. Lists are reads and leave no record.
 #pragma once
@@ -34,7 +34,7 @@ struct OperationsOptions {
   std::vector<std::pair<audit::Owner, std::string>> streams;
   inbox::ValidationLimits limits;
   const crypto::KeyDirectoryFile* keys = nullptr;  // the owners' public keys
-  const crypto::SigningKey* signer = nullptr;      // Admin's: signs its records
+  const crypto::SigningKey* signer = nullptr;      // Admin's: seals its records
 };
 
 class AdminOperationsService final : public admin::v1::AdminOperations::Service {

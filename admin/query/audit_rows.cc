@@ -36,7 +36,7 @@ absl::StatusOr<std::optional<google::protobuf::Struct>> ColumnStruct(const pg::R
 
 absl::Status Disagrees(const std::string& event_id, const char* column) {
   return absl::DataLossError(absl::StrCat("audit log ", event_id, ": column ", column,
-                                          " disagrees with the owner's signed envelope"));
+                                          " disagrees with the owner's sealed envelope"));
 }
 
 // The indexed columns of the row against the envelope they were written
@@ -148,7 +148,7 @@ absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
   if (!event.ParseFromString(envelope) || event.event_id() != id ||
       event.record().audit_id() != id) {
     return absl::DataLossError(
-        absl::StrCat("audit log ", id, ": its envelope is not the signed event ", id));
+        absl::StrCat("audit log ", id, ": its envelope is not the sealed event ", id));
   }
   RETURN_IF_ERROR(CheckColumns(r, row, event));
   AuditRow out;

@@ -62,7 +62,7 @@ bool Matches(const AuditFilters& filters, const v1::AuditLog& log);
 // A column's time as sent to clients (microseconds, as stored).
 google::protobuf::Timestamp ToProto(absl::Time t);
 
-// One row as served: every field about the event is the signed envelope's
+// One row as served: every field about the event is the sealed envelope's
 // (ingested_at, Admin's own time, and the log index excepted), and `leaf` is
 // the row's log entry (tlog::EncodeLeaf), as the log's leaf holds it.
 struct AuditRow {

@@ -79,14 +79,15 @@ constexpr pg::Statement kCovered{
     "log.witness.covered",
     "SELECT l.event_id::text, l.log_index, a.key_id, a.seal FROM log_leaves l"
     " JOIN audit_logs a ON a.event_id = l.event_id"
-    " WHERE l.log_index >= $2 AND l.log_index < $3 AND a.owner = $1"
+    " WHERE l.log_index >= $2 AND l.log_index < $3 AND a.owner = $1 AND a.seal IS NOT NULL"
     " ORDER BY l.log_index LIMIT $4"};
 
 constexpr pg::Statement kRequested{
     "log.witness.requested",
     "SELECT r.event_id::text, l.log_index, a.key_id, a.seal FROM log_proof_requests r"
     " JOIN log_leaves l USING (event_id) JOIN audit_logs a ON a.event_id = r.event_id"
-    " WHERE r.owner = $1 AND l.log_index < $2 ORDER BY l.log_index LIMIT $3"};
+    " WHERE r.owner = $1 AND l.log_index < $2 AND a.seal IS NOT NULL"
+    " ORDER BY l.log_index LIMIT $3"};
 
 constexpr pg::Statement kAnswered{
     "log.witness.answered", "DELETE FROM log_proof_requests WHERE event_id = ANY($1::uuid[])"};

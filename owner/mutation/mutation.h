@@ -1,5 +1,5 @@
 // The owner-side write path of a mutating RPC: ONE local transaction holds
-// the business change, its signed audit outbox row (outbox::Append) and the
+// the business change, its audit outbox row with its MAC (outbox::Append) and the
 // idempotency record of the request.
 //
 //   RunMutation<Resp>(pool, signer, "CreateUser", request, principal, request.request_id(),
@@ -70,7 +70,7 @@ struct Outcome {
 
 // How every mutating handler ends when it changed something: the response is
 // stamped with the event id and changed=true (responses carry `event_id` and
-// `changed`); RunMutation signs and appends the event in the transaction.
+// `changed`); RunMutation MACs and appends the event in the transaction.
 template <typename Response>
 Outcome<Response> Changed(audit::AuditEvent event, Response response) {
   response.set_event_id(event.event_id());

@@ -48,6 +48,11 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
       "Rows published again: their entries were lost, or acknowledged long ago and still "
       "unproved",
       labels);
+  seals_replaced_ = &metrics::Counter(
+      registry, "ulticode_outbox_seals_replaced_total",
+      "Rows published again whose kept seal no longer verified (altered through the database "
+      "login): sealed anew",
+      labels);
   lag_ = &prometheus::BuildHistogram()
               .Name("ulticode_outbox_publish_lag_seconds")
               .Help("Time from outbox insert to the row being marked PUBLISHED")
@@ -82,22 +87,52 @@ void Dispatcher::Stop() {
   threads_.clear();
 }
 
+bool Dispatcher::OwnersKey(const std::string& key_id) const {
+  if (options_.keys == nullptr) return true;
+  const crypto::KeyDirectory::Entry* entry = options_.keys->Current()->Find(key_id);
+  return entry != nullptr && entry->party == audit::OwnerName(options_.owner);
+}
+
+bool Dispatcher::KeptSealVerifies(const ClaimedRow& row) const {
+  if (row.seal.empty()) return false;
+  if (options_.keys != nullptr) {
+    const auto directory = options_.keys->Current();
+    const crypto::KeyDirectory::Entry* entry = directory->Find(row.sealed_by);
+    if (entry != nullptr && entry->party == audit::OwnerName(options_.owner)) {
+      return seals_.Verify(entry->key, row.payload, row.seal).ok();
+    }
+  }
+  const auto key = mac_keys_.find(row.sealed_by);
+  return key != mac_keys_.end() &&
+         seals_.Verify(key->second->public_key(), row.payload, row.seal).ok();
+}
+
 absl::Status Dispatcher::CheckRow(const ClaimedRow& row) const {
   if (row.payload.size() > options_.max_event_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "event is ", row.payload.size(), " bytes, over the limit of ", options_.max_event_bytes));
   }
-  const auto key = mac_keys_.find(row.key_id);
-  if (key == mac_keys_.end()) {
-    return absl::UnavailableError(
-        absl::StrCat("the row's MAC key ", row.key_id.substr(0, 64),
-                     " is not loaded here (--previous-audit-signing-key-files)"));
-  }
-  ASSIGN_OR_RETURN(const std::string mac, RowMac(*key->second, row.payload));
-  if (!crypto::ConstantTimeEquals(mac, row.mac)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the row's MAC does not verify with key ", row.key_id,
-                     ": it was not written by this owner's code (forged or altered)"));
+  // A seal of this owner's over the payload proves it as well as the MAC
+  // (a re-send whose MAC key was rotated out).
+  if (!KeptSealVerifies(row)) {
+    const auto key = mac_keys_.find(row.key_id);
+    if (key == mac_keys_.end()) {
+      if (!OwnersKey(row.key_id)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the row names MAC key ", row.key_id.substr(0, 64),
+                         ", which is not one of this owner's keys: it was not written by this "
+                         "owner's code (forged)"));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("the row's MAC key ", row.key_id.substr(0, 64),
+                       " is not loaded here (--previous-audit-signing-key-files)"));
+    }
+    ASSIGN_OR_RETURN(const std::string mac, RowMac(*key->second, row.payload));
+    if (!crypto::ConstantTimeEquals(mac, row.mac)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the row's MAC does not verify with key ", row.key_id,
+                       ": it was not written by this owner's code (forged or altered)"));
+    }
   }
   audit::AuditEvent event;
   if (!event.ParseFromString(row.payload)) {
@@ -127,17 +162,21 @@ absl::StatusOr<std::vector<Published>> Dispatcher::Publish(
     return absl::FailedPreconditionError("dispatcher: no signing key to seal with");
   }
   // A row published before goes with the seal it was first published with,
-  // if that still verifies with a key of this owner's (the database login
-  // may have altered it: then it is sealed anew).
+  // if that still verifies with a key of this owner's; one that no longer
+  // does was altered through the database login: it is sealed anew, loudly.
   std::vector<Published> out(rows.size());
   std::vector<bool> kept(rows.size(), false);
   std::vector<size_t> unsealed;
   std::vector<absl::string_view> payloads;
   for (size_t i = 0; i < rows.size(); ++i) {
     out[i].event_id = rows[i]->event_id;
-    const auto key = mac_keys_.find(rows[i]->sealed_by);
-    kept[i] = !rows[i]->seal.empty() && key != mac_keys_.end() &&
-              seals_.Verify(key->second->public_key(), rows[i]->payload, rows[i]->seal).ok();
+    kept[i] = KeptSealVerifies(*rows[i]);
+    if (!kept[i] && !rows[i]->seal.empty()) {
+      seals_replaced_->Increment();
+      log::Error(
+          kComponent, "the row's kept seal does not verify: sealed anew",
+          {{"event_id", rows[i]->event_id}, {"sealed_by", rows[i]->sealed_by.substr(0, 64)}});
+    }
     if (!kept[i]) {
       unsealed.push_back(i);
       payloads.push_back(rows[i]->payload);

@@ -47,6 +47,7 @@
 #include "common/audit/event.h"
 #include "common/backoff/backoff.h"
 #include "common/crypto/crypto.h"
+#include "common/crypto/key_directory.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "common/seal/seal.h"
@@ -91,6 +92,10 @@ struct DispatcherOptions {
   // Keys of earlier releases whose rows may still be due (a rotation in
   // progress): their MACs are checked, the bundle is sealed by `signer`.
   std::vector<crypto::SigningKey> previous_keys;
+  // The parties' public keys (--public-keys-file): a row whose MAC key is
+  // not one of this owner's there is forged, not waiting; a kept seal that
+  // verifies with one of them needs no MAC check. Optional.
+  const crypto::KeyDirectoryFile* keys = nullptr;
   pg::ConnectOptions pg;
   redis::Options redis;
 };
@@ -126,14 +131,21 @@ class Dispatcher {
   // times per resend timeout). Returns how many.
   absl::StatusOr<int64_t> SweepUnconfirmed(pg::Connection& pg, redis::Client& redis);
 
-  // OK when `row` can be published: INVALID_ARGUMENT with the reason it
-  // never can (DEAD: too large, not an event of this owner, a MAC that does
-  // not verify), UNAVAILABLE when its MAC's key is not loaded here (the row
-  // waits for a dispatcher that holds it).
+  // OK when `row` can be published: its kept seal verifies with a key of
+  // this owner, or its MAC does. INVALID_ARGUMENT with the reason it never
+  // can (DEAD: too large, not an event of this owner, a MAC that does not
+  // verify or names a key that is not this owner's), UNAVAILABLE when its
+  // MAC's key is this owner's but not loaded here (the row waits for a
+  // dispatcher that holds it).
   absl::Status CheckRow(const ClaimedRow& row) const;
 
  private:
   void WorkerLoop(int index);
+  // Whether the seal `row` kept verifies with a key of this owner's.
+  bool KeptSealVerifies(const ClaimedRow& row) const;
+  // Whether `key_id` is one of this owner's keys in the key directory
+  // (true when there is no directory to ask).
+  bool OwnersKey(const std::string& key_id) const;
   // Publishes `rows`: those never published as one sealed bundle, the
   // others with the seal they were first published with. Returns each
   // row's entry id and new seal.
@@ -147,8 +159,9 @@ class Dispatcher {
   const std::string stream_;
   // key id -> the key, for MAC checks (the signer's and previous_keys).
   absl::flat_hash_map<std::string, const crypto::SigningKey*> mac_keys_;
-  // Kept seals already checked (one verification a bundle; thread-safe).
-  seal::Verifier seals_;
+  // Kept seals already checked (one verification a bundle; a thread-safe
+  // cache, so mutable).
+  mutable seal::Verifier seals_;
   const FaultHooks hooks_;
 
   worker::Waker waker_;
@@ -163,6 +176,7 @@ class Dispatcher {
   prometheus::Counter* dead_;
   prometheus::Counter* notifications_;
   prometheus::Counter* resends_;
+  prometheus::Counter* seals_replaced_;
   prometheus::Histogram* lag_;
 };
 

@@ -37,8 +37,8 @@ const std::vector<std::string>& RuntimeGrants();
 inline constexpr char kNotifyChannel[] = "audit_outbox";
 
 // The MAC of an outbox row's payload: HMAC-SHA256 under a secret derived
-// from `key` (SigningKey::DeriveSecret), so the key that signs the row's
-// bundle later is the only thing that can make or check it.
+// from `key` (SigningKey::DeriveSecret): only a holder of that private key
+// (this owner's code) can make or check it.
 absl::StatusOr<std::string> RowMac(const crypto::SigningKey& key, absl::string_view payload);
 
 // Numbers (the owner's next owner_sequence), validates, MACs (RowMac over

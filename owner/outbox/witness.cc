@@ -48,6 +48,15 @@ absl::StatusOr<std::unique_ptr<Witness>> Witness::Create(WitnessOptions options,
   if (options.key == nullptr || options.keys == nullptr) {
     return absl::InvalidArgumentError("witness: the owner's key and the key directory are needed");
   }
+  // Its own key must be there: every seal it checks is one of its own.
+  const crypto::KeyDirectory::Entry* own = options.keys->Current()->Find(options.key->key_id());
+  if (own == nullptr || own->party != audit::OwnerName(options.owner)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("witness: this owner's key ", options.key->key_id(),
+                     " is not in the key directory "
+                     "(--public-keys-file) under \"",
+                     audit::OwnerName(options.owner), "\": no seal of its events would verify"));
+  }
   ASSIGN_OR_RETURN(tlog::CosignatureSigner signer,
                    tlog::CosignatureSigner::Create(audit::OwnerName(options.owner), *options.key));
   return std::unique_ptr<Witness>(new Witness(std::move(options), std::move(signer), registry));

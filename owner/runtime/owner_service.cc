@@ -26,6 +26,7 @@ absl::Status StartDispatcherAndWitness(audit::Owner owner, const OwnerOptions& o
   outbox::DispatcherOptions dispatch = options.dispatch;
   dispatch.owner = owner;
   dispatch.signer = &context.signer();
+  dispatch.keys = &context.keys();
   for (absl::string_view file :
        absl::StrSplit(options.previous_signing_key_files, ',', absl::SkipWhitespace())) {
     ASSIGN_OR_RETURN(crypto::SigningKey key, crypto::SigningKey::FromFile(std::string(file)));

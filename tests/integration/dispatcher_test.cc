@@ -3,6 +3,7 @@
 #include "owner/outbox/dispatcher.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/audit/event.h"
+#include "common/crypto/key_directory.h"
 #include "common/ids/uuid.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -165,39 +167,73 @@ TEST_F(DispatcherTest, PublishesTheExactEnvelopesSealedAsOneBundle) {
   EXPECT_EQ(signatures.size(), 1u) << "one signature for the cycle's bundle";
 }
 
-// Whoever holds only the owner's database login can INSERT outbox rows but
-// cannot make their MACs: a generated mix of rows (genuine, made with a
-// previous key still loaded, made with a key not loaded here, a made-up MAC,
-// another row's MAC, a MAC of other bytes) is sorted exactly: the genuine
-// ones are sealed and published, the forged ones DEAD, the ones of a key
-// not loaded wait (PENDING) for a dispatcher that holds it.
+// Whoever holds only the owner's database login can INSERT outbox rows (and
+// change their delivery columns, the kept seal among them) but cannot make
+// their MACs or seals: a generated mix of rows is sorted exactly.
+// Published: genuine; made with a previous key still loaded; made with a
+// key of this owner that is not loaded here but carrying a seal of this
+// owner's that verifies (a re-send after a rotation). Waiting (PENDING):
+// made with a key of this owner's (in the key directory) not loaded here.
+// DEAD: a made-up MAC, another row's MAC, a MAC of other bytes, a MAC key
+// that is not this owner's, a made-up seal in place of a MAC.
 TEST_F(DispatcherTest, OnlyRowsWhoseMacVerifiesArePublished) {
   const char* env = std::getenv("ULTICODE_DISPATCH_MAC_SEED");
   const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
                                        : std::random_device{}();
   std::mt19937 rng(seed);
   SCOPED_TRACE(absl::StrCat("ULTICODE_DISPATCH_MAC_SEED=", seed));
+  const auto& current = ::ulticode::testing::SharedTestKeys().auth();
   const crypto::SigningKey previous = crypto::SigningKey::Generate().value();
   const crypto::SigningKey unloaded = crypto::SigningKey::Generate().value();
+  const crypto::SigningKey stranger = crypto::SigningKey::Generate().value();
+  // This owner's keys: the current one, the previous one, one not loaded.
+  const std::string directory_path =
+      ::testing::TempDir() + "/dispatch-keys-" + ::ulticode::testing::RandomSuffix();
+  {
+    std::ofstream out(directory_path);
+    for (const crypto::SigningKey* k : {&current, &previous, &unloaded}) {
+      out << "auth " << absl::Base64Escape(k->public_key().raw()) << "\n";
+    }
+    out << "app " << absl::Base64Escape(stranger.public_key().raw()) << "\n";
+  }
+  auto directory = crypto::KeyDirectoryFile::Open(directory_path);
+  ASSERT_TRUE(directory.ok()) << directory.status();
+  options_.keys = directory->get();
   options_.previous_keys = {previous};
-  enum Kind { kGenuine, kPrevious, kUnloaded, kMadeUp, kOtherRowsMac, kOtherBytes, kKinds };
+  enum Kind {
+    kGenuine,
+    kPrevious,
+    kSealedUnloaded,  // published
+    kUnloaded,        // waits
+    kMadeUp,
+    kOtherRowsMac,
+    kOtherBytes,
+    kStrangersKey,
+    kMadeUpSeal,  // DEAD
+    kKinds
+  };
   std::map<std::string, Kind> kind_of;
   std::string another_mac;
-  for (int i = 0; i < 60; ++i) {
+  for (int i = 0; i < 90; ++i) {
     const Kind kind = static_cast<Kind>(rng() % kKinds);
     const audit::AuditEvent event = SampleEvent(audit::v1::OWNER_AUTH, absl::StrCat("m", i));
     const std::string payload = audit::Serialize(event);
-    const auto& current = ::ulticode::testing::SharedTestKeys().auth();
     std::optional<std::string> mac;
     const crypto::SigningKey* key = &current;
     std::string made_up(32, '\0');
     for (char& c : made_up) c = static_cast<char>(rng());
+    std::string kept_seal, sealed_by;
     switch (kind) {
       case kPrevious:
         key = &previous;
         break;
       case kUnloaded:
         key = &unloaded;
+        break;
+      case kSealedUnloaded:
+        key = &unloaded;
+        kept_seal = seal::SealBundle(current, {absl::string_view(payload)}).value()[0];
+        sealed_by = current.key_id();
         break;
       case kMadeUp:
         mac = made_up;
@@ -208,10 +244,27 @@ TEST_F(DispatcherTest, OnlyRowsWhoseMacVerifiesArePublished) {
       case kOtherBytes:
         mac = RowMac(current, payload + " ").value();
         break;
+      case kStrangersKey:
+        key = &stranger;
+        break;
+      case kMadeUpSeal:
+        mac = made_up;
+        kept_seal = seal::Encode({0, 1, {}, std::string(64, 's')});
+        sealed_by = current.key_id();
+        break;
       default:
         break;
     }
     InsertRow(event.event_id(), event.event_type(), payload, *key, mac);
+    if (!kept_seal.empty()) {
+      ASSERT_TRUE(
+          conn_
+              ->Execute({"kept_seal",
+                         "UPDATE audit_outbox SET seal = $2, sealed_by = $3"
+                         " WHERE event_id = $1::uuid"},
+                        {pg::Text(event.event_id()), pg::Bytes(kept_seal), pg::Text(sealed_by)})
+              .ok());
+    }
     another_mac = RowMac(current, payload).value();
     kind_of[event.event_id()] = kind;
   }
@@ -221,11 +274,15 @@ TEST_F(DispatcherTest, OnlyRowsWhoseMacVerifiesArePublished) {
   ASSERT_TRUE(d.RunOnce(*conn_, client).ok());
 
   std::set<std::string> published;
-  for (const auto& e : StreamEntries(options_.redis)) published.insert(EventId(e));
+  seal::Verifier verifier;
+  for (const auto& e : StreamEntries(options_.redis)) {
+    published.insert(EventId(e));
+    EXPECT_TRUE(verifier.Verify(current.public_key(), Field(e, "envelope"), Field(e, "seal")).ok());
+  }
   for (const auto& [id, kind] : kind_of) {
     const std::string state = ::ulticode::testing::QueryText(
         *conn_, absl::StrCat("SELECT state FROM audit_outbox WHERE event_id = '", id, "'"));
-    const bool genuine = kind == kGenuine || kind == kPrevious;
+    const bool genuine = kind == kGenuine || kind == kPrevious || kind == kSealedUnloaded;
     EXPECT_EQ(published.count(id), genuine ? 1u : 0u) << id << " kind " << kind;
     EXPECT_EQ(state, genuine             ? "PUBLISHED"
                      : kind == kUnloaded ? "PENDING"
@@ -233,7 +290,8 @@ TEST_F(DispatcherTest, OnlyRowsWhoseMacVerifiesArePublished) {
         << id << " kind " << kind;
   }
   EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE state = 'DEAD'"
-                   " AND last_error NOT LIKE '%MAC does not verify%'"),
+                   " AND last_error NOT LIKE '%MAC does not verify%'"
+                   " AND last_error NOT LIKE '%not one of this owner''s keys%'"),
             0);
   EXPECT_EQ(Scalar("SELECT count(*) FROM audit_outbox WHERE state = 'PENDING'"
                    " AND (last_error NOT LIKE '%is not loaded here%' OR failures <> 1)"),
@@ -390,7 +448,7 @@ TEST_F(DispatcherTest, TwoDispatchersOnSeparateConnectionsNeverPublishARowTwice)
 }
 
 // Rolling upgrade: a row of an event type this binary does not know was
-// written by a newer release of this owner; its signed bytes are published
+// written by a newer release of this owner; its sealed bytes are published
 // untouched (Admin decides), never DEAD.
 TEST_F(DispatcherTest, AnEventNewerThanThisBinaryIsPublishedUntouchedNotDead) {
   auto newer = SampleEvent(audit::v1::OWNER_AUTH, "x");

@@ -3,7 +3,7 @@
 // requests for every mutating RPC of Auth and App go over real gRPC through
 // validation, the business transaction and event building, and every event
 // they commit then goes through the real Admin write path (entry validation
-// with signature check, consumer_inbox insert, lease consumer, audit_logs) on
+// with seal check, consumer_inbox insert, lease consumer, audit_logs) on
 // real PostgreSQL. An accepted request whose audit row is missing, a refused
 // request that wrote anything, a stored string that differs from the one
 // sent, or an INTERNAL/UNKNOWN answer fails the test.
@@ -34,6 +34,7 @@
 #include "common/text/text.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
+#include "owner/outbox/outbox_store.h"
 #include "tests/support/keys.h"
 #include "tests/support/owner_service_fixture.h"
 #include "tests/support/pg_query.h"
@@ -171,16 +172,22 @@ class AdminSink {
   }
 
   // Takes every outbox row of `owner_conn` through entry validation (with
-  // the signature check), the inbox and the lease consumer.
+  // the seal check), the inbox and the lease consumer.
   void Drain(pg::Connection& owner_conn, audit::Owner owner) {
-    pg::Statement rows{"rows", "SELECT payload FROM audit_outbox ORDER BY event_id"};
+    pg::Statement rows{"rows", "SELECT payload, mac, key_id FROM audit_outbox ORDER BY event_id"};
     auto r = owner_conn.Execute(rows);
     ASSERT_TRUE(r.ok()) << r.status();
-    // Sealed as one bundle, as a dispatcher cycle does.
-    std::vector<std::string> payloads;
-    for (int i = 0; i < r->rows(); ++i) payloads.push_back(r->GetBytes(i, 0));
-    const std::vector<absl::string_view> views(payloads.begin(), payloads.end());
     const crypto::SigningKey& key = keys_.owner(audit::OwnerName(owner));
+    // Each row carries the MAC the dispatcher checks; sealed as one bundle,
+    // as a dispatcher cycle does.
+    std::vector<std::string> payloads;
+    for (int i = 0; i < r->rows(); ++i) {
+      payloads.push_back(r->GetBytes(i, 0));
+      EXPECT_EQ(r->GetString(i, 2), key.key_id());
+      EXPECT_EQ(r->GetBytes(i, 1), outbox::RowMac(key, payloads.back()).value())
+          << "the row's MAC is not its payload's";
+    }
+    const std::vector<absl::string_view> views(payloads.begin(), payloads.end());
     const std::vector<std::string> seals = seal::SealBundle(key, views).value();
     seal::Verifier verifier;
     std::vector<admin::inbox::Arrival> arrivals;

@@ -566,6 +566,15 @@ TEST_F(WitnessTest, InclusionProofsConfirmTheRowsTheyProve) {
     proofs.push_back({logged[i], i == 1 ? 2 : 3 + i, tlog::InclusionProof(3 + i, leaves).value(),
                       key_ids[i], seals[i]});
   }
+  // Row 0 kept the seal of a publication Admin did not keep.
+  ASSERT_TRUE(owner_
+                  ->Execute({"test.other_seal",
+                             "UPDATE audit_outbox SET seal = $2, sealed_by = $3"
+                             " WHERE event_id = $1::uuid"},
+                            {pg::Text(logged[0]),
+                             pg::Bytes(seal::SealBundle(Keys().auth(), {payloads[0]}).value()[0]),
+                             pg::Text(key_ids[0])})
+                  .ok());
   redis::StreamFields entry = Entry(s.note, 0, {});
   entry.emplace_back(tlog::kProofsField, tlog::EncodeProofs(proofs));
   Observe(entry);
@@ -579,7 +588,7 @@ TEST_F(WitnessTest, InclusionProofsConfirmTheRowsTheyProve) {
   EXPECT_EQ(QueryText(absl::StrCat(
                 "SELECT encode(seal, 'hex') FROM audit_outbox WHERE event_id = '", logged[0], "'")),
             absl::BytesToHexString(seals[0]))
-      << "the row keeps the seal its leaf holds";
+      << "the row keeps the seal its leaf holds, not the one it had";
   EXPECT_EQ(state(1), "PUBLISHED");
   EXPECT_EQ(state(2), "PUBLISHED") << "a seal of another party's key";
   EXPECT_EQ(state(3), "PUBLISHED") << "a seal that does not verify";

@@ -641,9 +641,14 @@ TEST(EntryValidationTest, PoisonReasonNamesAreStableSnakeCase) {
       {PoisonReason::kBadTimestamp, "bad_timestamp"},
       {PoisonReason::kInvalidRecord, "invalid_record"},
       {PoisonReason::kConflict, "conflict"},
+      {PoisonReason::kMissingSignature, "missing_signature"},
+      {PoisonReason::kUnknownKey, "unknown_key"},
+      {PoisonReason::kKeyOwnerMismatch, "key_owner_mismatch"},
+      {PoisonReason::kBadSignature, "bad_signature"},
+      {PoisonReason::kEventIdOfAnotherOwner, "event_id_of_another_owner"},
   };
-  // Every enumerator, in declaration order (kConflict is the last).
-  ASSERT_EQ(expected.size(), static_cast<size_t>(PoisonReason::kConflict) + 1);
+  // Every enumerator, in declaration order (kLastPoisonReason is the last).
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kLastPoisonReason) + 1);
   std::set<std::string> seen;
   for (size_t i = 0; i < expected.size(); ++i) {
     const auto& [reason, name] = expected[i];

@@ -18,6 +18,7 @@
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
 #include "common/tlog/stored.h"
+#include "common/tlog/witnessing.h"
 #include "gtest/gtest.h"
 
 namespace ulticode::tlog {
@@ -338,6 +339,27 @@ TEST(NoteTest, SplitNoteSignaturesKeepsTextAndLines) {
   EXPECT_EQ(SplitNoteSignatures("a\n").status().message(),
             "note: no empty line before the signatures");
   EXPECT_EQ(SplitNoteSignatures("a\n\n").status().message(), "note: no signature lines");
+}
+
+// Proof items carry the leaf's key id and seal: they survive encoding, and
+// an item missing any part, or with a seal that is not base64, is refused.
+TEST(WitnessingTest, ProofsRoundTripWithKeyIdAndSeal) {
+  const std::vector<LeafProof> proofs = {
+      {"01a23577-d926-7479-a052-93d79727c5ff",
+       7,
+       {LeafHash("a"), LeafHash("b")},
+       "0123456789abcdef",
+       std::string("\x01seal\0bytes:,", 15)},
+      {"01a23577-d926-7479-a052-93d79727c600", 0, {}, "fedcba9876543210", "s"}};
+  auto decoded = DecodeProofs(EncodeProofs(proofs));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, proofs);
+  const std::string one = EncodeProofs({proofs[0]});
+  for (const std::string& bad :
+       {one.substr(0, one.rfind(':')), one + ":x", one.substr(0, one.rfind(':') + 1),
+        one.substr(0, one.rfind(':') + 1) + "!!", absl::StrCat(one, ",")}) {
+    EXPECT_EQ(DecodeProofs(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 //                  [--owner-keys-file=F]]
 //
 // With --verify it prints a row only once it has checked it against the
-// log: the row's fields are its envelope (its log entry), signed by its
+// log: the row's fields are its envelope (its log entry), sealed by its
 // owner when --owner-keys-file gives the owners' keys, the entry
 // is proved (GetInclusionProof) in a checkpoint signed by the log and
 // cosigned by the witness policy, and every checkpoint extends the one

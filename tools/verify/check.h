@@ -97,7 +97,7 @@ struct Report {
 //    by keys.witnesses verifies, and `checkpoint` is the newest (behind a
 //    larger one the log signed: rolled back);
 //  - leaves: every bundle is there and holds its width of leaves; each leaf
-//    decodes, is signed over its envelope by a key of keys.owners of its
+//    decodes, is sealed over its envelope by a key of keys.owners of its
 //    owner's party, its envelope's event id and owner are the leaf's, and
 //    no event id comes twice;
 //  - the stored tree: the leaves' hashes equal the stored level-0 hashes

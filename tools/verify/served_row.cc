@@ -41,7 +41,7 @@ absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view le
   if (!leaf.ok() || !event.ParseFromString(leaf->envelope) || leaf->event_id != id ||
       event.event_id() != id || leaf->owner != audit::OwnerName(event.owner())) {
     return absl::DataLossError(
-        absl::StrCat("audit log ", id, ": its log entry is not a signed envelope of the event"));
+        absl::StrCat("audit log ", id, ": its log entry is not a sealed envelope of the event"));
   }
   if (owners != nullptr) {
     // Rows of one bundle arrive together: its signature is verified once.
@@ -61,7 +61,7 @@ absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view le
   differ.ReportDifferencesToString(&field);
   if (!differ.Compare(admin::query::AuditLogOfEvent(event), served)) {
     return absl::DataLossError(
-        absl::StrCat("audit log ", id, ": served fields differ from its signed envelope: ", field));
+        absl::StrCat("audit log ", id, ": served fields differ from its sealed envelope: ", field));
   }
   return absl::OkStatus();
 }

@@ -34,7 +34,7 @@ absl::StatusOr<tlog::Checkpoint> OpenWitnessed(const admin::v1::SignedCheckpoint
 
 // OK when every field of `log` but ingested_at, log_index, log_status and
 // proof is what the envelope in `leaf` says, the leaf names the event and
-// its owner, and (given `owners`, the key directory) the owner signed the
+// its owner, and (given `owners`, the key directory) the owner sealed the
 // envelope. DATA_LOSS naming the event and what is wrong otherwise.
 absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view leaf,
                             const crypto::KeyDirectory* owners = nullptr);

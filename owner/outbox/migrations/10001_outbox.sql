@@ -15,7 +15,7 @@
 -- (outbox/resend.h; the inbox deduplicates).
 
 -- Every event an owner commits takes the next number of this sequence in its
--- business transaction (outbox::Append) and carries it, signed, in its
+-- business transaction (outbox::Append) and carries it, sealed, in its
 -- envelope (AuditEvent.owner_sequence). Admin alerts on numbers that never
 -- arrive: an event committed and then kept from Admin (say marked CONFIRMED
 -- by someone holding the runtime login) leaves a gap once later events

@@ -71,7 +71,8 @@ absl::StatusOr<Seal> Decode(absl::string_view bytes) {
 }
 
 absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey& signer,
-                                                    absl::Span<const absl::string_view> messages) {
+                                                    absl::Span<const absl::string_view> messages,
+                                                    Verifier* made) {
   if (messages.empty() || messages.size() > kMaxBundle) {
     return absl::InvalidArgumentError(
         absl::StrCat("a bundle holds 1..", kMaxBundle, " messages, not ", messages.size()));
@@ -80,7 +81,11 @@ absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey& si
   leaves.reserve(messages.size());
   for (absl::string_view m : messages) leaves.push_back(tlog::LeafHash(m));
   ASSIGN_OR_RETURN(tlog::RootAndPaths tree, tlog::AllInclusionProofs(leaves));
-  ASSIGN_OR_RETURN(std::string signature, signer.Sign(SignedMessage(messages.size(), tree.root)));
+  const std::string signed_message = SignedMessage(messages.size(), tree.root);
+  ASSIGN_OR_RETURN(std::string signature, signer.Sign(signed_message));
+  if (made != nullptr) {
+    made->Remember(Verifier::Digest(signer.public_key(), signed_message, signature));
+  }
   std::vector<std::string> seals;
   seals.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -97,8 +102,7 @@ absl::Status Verifier::Verify(const crypto::VerifyKey& key, absl::string_view me
       const tlog::Hash root,
       tlog::RootFromInclusion(seal.index, seal.size, tlog::LeafHash(message), seal.path));
   const std::string signed_message = SignedMessage(seal.size, root);
-  // What was verified: this key, this signed message, this signature.
-  std::string digest = crypto::Sha256(absl::StrCat(key.raw(), signed_message, seal.signature));
+  std::string digest = Digest(key, signed_message, seal.signature);
   if (Known(digest)) return absl::OkStatus();
   if (!key.Verify(signed_message, seal.signature)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -106,6 +110,13 @@ absl::Status Verifier::Verify(const crypto::VerifyKey& key, absl::string_view me
   }
   Remember(std::move(digest));
   return absl::OkStatus();
+}
+
+std::string Verifier::Digest(const crypto::VerifyKey& key, absl::string_view signed_message,
+                             absl::string_view signature) {
+  // What was verified: this key, this signed message (fixed length), this
+  // signature (64 bytes).
+  return crypto::Sha256(absl::StrCat(key.raw(), signed_message, signature));
 }
 
 bool Verifier::Known(const std::string& digest) {

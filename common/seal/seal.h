@@ -54,10 +54,15 @@ std::string Encode(const Seal& seal);
 // INVALID_ARGUMENT naming what is wrong.
 absl::StatusOr<Seal> Decode(absl::string_view bytes);
 
+class Verifier;
+
 // The seal of each of `messages` (1..kMaxBundle of them), in order, under
-// one signature of `signer`.
+// one signature of `signer`. `made`, when given, remembers that signature
+// as verified: this process made it, so whoever checks these seals with the
+// same Verifier (the owner's witness, its proofs) pays no verification.
 absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey& signer,
-                                                    absl::Span<const absl::string_view> messages);
+                                                    absl::Span<const absl::string_view> messages,
+                                                    Verifier* made = nullptr);
 
 // Checks seals, remembering the last `remembered` bundle signatures it
 // verified, so each bundle costs one Ed25519 verification and each message
@@ -73,6 +78,13 @@ class Verifier {
                       absl::string_view seal);
 
  private:
+  friend absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey&,
+                                                             absl::Span<const absl::string_view>,
+                                                             Verifier*);
+  // What a verification of `signature` by `key` over `signed_message` is
+  // remembered by.
+  static std::string Digest(const crypto::VerifyKey& key, absl::string_view signed_message,
+                            absl::string_view signature);
   bool Known(const std::string& digest);
   void Remember(std::string digest);
 

@@ -26,6 +26,7 @@ DispatcherOptions WithCutoff(DispatcherOptions options) {
 Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry, FaultHooks hooks)
     : options_(WithCutoff(std::move(options))),
       stream_(options_.stream.empty() ? audit::StreamFor(options_.owner) : options_.stream),
+      seals_(options_.seals != nullptr ? options_.seals : &own_seals_),
       hooks_(std::move(hooks)),
       watch_(stream_, options_.admin_group) {
   for (const crypto::SigningKey& key : options_.previous_keys) mac_keys_[key.key_id()] = &key;
@@ -99,12 +100,12 @@ bool Dispatcher::KeptSealVerifies(const ClaimedRow& row) const {
     const auto directory = options_.keys->Current();
     const crypto::KeyDirectory::Entry* entry = directory->Find(row.sealed_by);
     if (entry != nullptr && entry->party == audit::OwnerName(options_.owner)) {
-      return seals_.Verify(entry->key, row.payload, row.seal).ok();
+      return seals_->Verify(entry->key, row.payload, row.seal).ok();
     }
   }
   const auto key = mac_keys_.find(row.sealed_by);
   return key != mac_keys_.end() &&
-         seals_.Verify(key->second->public_key(), row.payload, row.seal).ok();
+         seals_->Verify(key->second->public_key(), row.payload, row.seal).ok();
 }
 
 absl::Status Dispatcher::CheckRow(const ClaimedRow& row) const {
@@ -183,7 +184,8 @@ absl::StatusOr<std::vector<Published>> Dispatcher::Publish(
     }
   }
   if (!payloads.empty()) {
-    ASSIGN_OR_RETURN(std::vector<std::string> seals, seal::SealBundle(*options_.signer, payloads));
+    ASSIGN_OR_RETURN(std::vector<std::string> seals,
+                     seal::SealBundle(*options_.signer, payloads, seals_));
     for (size_t j = 0; j < unsealed.size(); ++j) {
       out[unsealed[j]].seal = std::move(seals[j]);
       out[unsealed[j]].sealed_by = options_.signer->key_id();

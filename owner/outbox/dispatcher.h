@@ -96,6 +96,10 @@ struct DispatcherOptions {
   // not one of this owner's there is forged, not waiting; a kept seal that
   // verifies with one of them needs no MAC check. Optional.
   const crypto::KeyDirectoryFile* keys = nullptr;
+  // Remembers the bundles this dispatcher sealed as verified; shared with
+  // the owner's witness, which then checks their seals for a few hashes.
+  // The dispatcher's own when null.
+  seal::Verifier* seals = nullptr;
   pg::ConnectOptions pg;
   redis::Options redis;
 };
@@ -159,9 +163,9 @@ class Dispatcher {
   const std::string stream_;
   // key id -> the key, for MAC checks (the signer's and previous_keys).
   absl::flat_hash_map<std::string, const crypto::SigningKey*> mac_keys_;
-  // Kept seals already checked (one verification a bundle; a thread-safe
-  // cache, so mutable).
-  mutable seal::Verifier seals_;
+  // Seals made or checked (one verification a bundle; thread-safe).
+  seal::Verifier own_seals_;
+  seal::Verifier* const seals_;
   const FaultHooks hooks_;
 
   worker::Waker waker_;

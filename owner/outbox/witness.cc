@@ -66,6 +66,7 @@ Witness::Witness(WitnessOptions options, tlog::CosignatureSigner signer,
                  prometheus::Registry& registry)
     : options_(std::move(options)),
       signer_(std::move(signer)),
+      seals_(options_.seals != nullptr ? options_.seals : &own_seals_),
       outcomes_(prometheus::BuildCounter()
                     .Name("ulticode_log_witness_checkpoints_total")
                     .Help("Checkpoints of Admin's log this owner was shown, by outcome: accepted, "
@@ -318,7 +319,7 @@ absl::Status Witness::ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& 
     const std::string& payload = *row->second;
     const crypto::KeyDirectory::Entry* key = keys->Find(p.key_id);
     const bool sealed =
-        key != nullptr && key->party == owner && seals_.Verify(key->key, payload, p.seal).ok();
+        key != nullptr && key->party == owner && seals_->Verify(key->key, payload, p.seal).ok();
     const std::string leaf = tlog::EncodeLeaf({owner, p.event_id, p.key_id, p.seal, payload});
     if (sealed && tlog::VerifyInclusion(p.index, checkpoint.size, tlog::LeafHash(leaf), p.hashes,
                                         checkpoint.root)

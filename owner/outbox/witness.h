@@ -61,6 +61,9 @@ struct WitnessOptions {
   // The parties' public keys: the seals of proved leaves must verify with
   // one of this owner's.
   const crypto::KeyDirectoryFile* keys = nullptr;
+  // Shared with the dispatcher, which remembers the bundles it sealed: their
+  // seals cost a few hashes here. The witness's own when null.
+  seal::Verifier* seals = nullptr;
 };
 
 class Witness {
@@ -117,7 +120,8 @@ class Witness {
 
   const WitnessOptions options_;
   const tlog::CosignatureSigner signer_;
-  seal::Verifier seals_;
+  seal::Verifier own_seals_;
+  seal::Verifier* const seals_;
   // The parts seen of the latest send (the proof reader's thread only).
   uint64_t parts_size_ = 0;
   uint64_t parts_total_ = 0;

@@ -136,6 +136,24 @@ TEST(SealTest, GeneratedBundlesSealEachMessageAndNothingElse) {
   }
 }
 
+// A Verifier that saw the bundle sealed knows its signature (the owner's
+// witness sharing its dispatcher's), and still refuses what the signature
+// does not cover: another message, an altered path, another key.
+TEST(SealTest, ASealersVerifierKnowsItsBundlesAndNothingElse) {
+  const crypto::SigningKey key = NewKey(), other = NewKey();
+  const std::vector<absl::string_view> messages = {"a", "b", "c", "d", "e"};
+  seal::Verifier shared;
+  const std::vector<std::string> seals = seal::SealBundle(key, messages, &shared).value();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_TRUE(shared.Verify(key.public_key(), messages[i], seals[i]).ok()) << i;
+    EXPECT_FALSE(shared.Verify(key.public_key(), "x", seals[i]).ok()) << i;
+    EXPECT_FALSE(shared.Verify(other.public_key(), messages[i], seals[i]).ok()) << i;
+    std::string altered = seals[i];
+    altered[9] = static_cast<char>(altered[9] ^ 1);  // the first path hash
+    EXPECT_FALSE(shared.Verify(key.public_key(), messages[i], altered).ok()) << i;
+  }
+}
+
 TEST(SealTest, DecodingNamesWhatIsWrong) {
   const crypto::SigningKey key = NewKey();
   const std::vector<std::string> messages = {"a", "b", "c"};

@@ -136,7 +136,9 @@ TEST(ServerStartupTest, SigtermWhileWaitingForTheDatabaseExitsAtOnce) {
            "--migrate=" + migrate, "--startup-timeout=5m", "--grpc-plaintext",
            "--public-keys-file=" + keys.public_keys_file(), "--jwks-file=/dev/null"},
           {"ULTICODE_AUDIT_SIGNING_KEY_FILE=" +
-               keys.KeyFile(binary == "admin/ulticode-admin" ? "admin" : "auth"),
+               keys.KeyFile(binary == "admin/ulticode-admin" ? "admin"
+                            : binary == "app/ulticode-app"   ? "app"
+                                                             : "auth"),
            "ULTICODE_LOG_KEYS_FILE=" + keys.LogVerifierKeyFile()}));
       ASSERT_TRUE(WaitFor(
           [&] {
@@ -234,7 +236,9 @@ class ServerTest : public ::testing::TestWithParam<Service> {
         // Owners publish to a stream of this test's own.
         {"ULTICODE_DISPATCH_STREAM=test:server:" + ::ulticode::testing::RandomSuffix(),
          "ULTICODE_AUDIT_SIGNING_KEY_FILE=" +
-             keys_.KeyFile(GetParam().binary == "admin/ulticode-admin" ? "admin" : "auth"),
+             keys_.KeyFile(GetParam().binary == "admin/ulticode-admin" ? "admin"
+                           : GetParam().binary == "app/ulticode-app"   ? "app"
+                                                                       : "auth"),
          "ULTICODE_REDIS_USER=" + redis.user, "ULTICODE_REDIS_PASSWORD_FILE=" + redis.password_file,
          "ULTICODE_JWKS_FILE=" + ::ulticode::testing::SharedTestTokens().jwks_file(),
          "ULTICODE_GRPC_PLAINTEXT=true", "ULTICODE_LOG_SIGNING_KEY_FILE=" + keys_.KeyFile("log"),

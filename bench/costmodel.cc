@@ -7,12 +7,14 @@
 //   grpc      a unary CreateUser with a bearer token to a server built like
 //             ours (server::GrpcServer) whose handler does nothing; the
 //             server is a child process, so its CPU is told apart
-//   crypto    Ed25519 sign and verify of a real envelope, SHA-256 of it, and
-//             an inclusion proof's verification
+//   crypto    Ed25519 sign and verify of a real envelope (once a bundle in
+//             the pipeline), its row MAC, SHA-256 of it, and an inclusion
+//             proof's verification
 //   txn       the CreateUser transaction through libpq with our statements
 //             (mutation::RunMutation, auth::store), 8 threads
 //   publish   the dispatcher's cycle (outbox::Dispatcher::RunOnce): lock due
-//             rows, XADD them pipelined, mark them PUBLISHED
+//             rows, check their MACs, seal them as one bundle, XADD them
+//             pipelined, mark them PUBLISHED
 //   xadd      the floor of that XADD: the same entries, pipelined
 //   xread     XREADGROUP + XACK at the bridge's batch size
 //   inbox     Admin's validation, consumer_inbox and audit_logs inserts of
@@ -22,8 +24,8 @@
 //   prove     the witness feed's inclusion proofs from the stored nodes
 //             (NodeCache, StoredInclusionProof), 256 consecutive leaves a batch
 //   confirm   the owner's confirmation of those rows at the proofs' batch
-//             size: LeavesOf, each leaf's hash and proof verified,
-//             ConfirmLogged
+//             size: PayloadsOf, each seal (one verification a bundle), leaf
+//             hash and proof verified, ConfirmLogged
 //
 // Prints one JSON object: per stage, operations and CPU microseconds per
 // operation of this process ("client"), the gRPC child ("server"), every

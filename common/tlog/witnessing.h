@@ -49,8 +49,9 @@ absl::StatusOr<std::vector<Hash>> DecodeHashes(absl::string_view encoded);
 
 // One event's place in the log: its leaf index and RFC 9162 PATH, and the
 // key id and seal its leaf holds (Admin logs the seal of the first delivery
-// it accepted; a re-send carries another, so the owner cannot rebuild the
-// leaf from its own row alone).
+// it accepted; the owner's row may keep another, from a publishing cycle
+// that rolled back after its XADD, so the owner does not rebuild the leaf
+// from its row alone).
 struct LeafProof {
   std::string event_id;
   uint64_t index = 0;

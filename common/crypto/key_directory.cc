@@ -57,6 +57,12 @@ const KeyDirectory::Entry* KeyDirectory::Find(absl::string_view key_id) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+const KeyDirectory::Entry* KeyDirectory::FindOf(absl::string_view party,
+                                                absl::string_view key_id) const {
+  const Entry* entry = Find(key_id);
+  return entry != nullptr && entry->party == party ? entry : nullptr;
+}
+
 std::vector<const KeyDirectory::Entry*> KeyDirectory::OfParty(absl::string_view party) const {
   std::vector<const Entry*> out;
   for (const auto& [id, entry] : entries_) {

@@ -39,6 +39,8 @@ class KeyDirectory {
 
   // The entry of `key_id`, or null.
   const Entry* Find(absl::string_view key_id) const;
+  // The entry of `key_id` when it is `party`'s, or null.
+  const Entry* FindOf(absl::string_view party, absl::string_view key_id) const;
   // Every entry of `party`.
   std::vector<const Entry*> OfParty(absl::string_view party) const;
   size_t size() const { return entries_.size(); }

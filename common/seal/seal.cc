@@ -104,6 +104,7 @@ absl::Status Verifier::Verify(const crypto::VerifyKey& key, absl::string_view me
   const std::string signed_message = SignedMessage(seal.size, root);
   std::string digest = Digest(key, signed_message, seal.signature);
   if (Known(digest)) return absl::OkStatus();
+  verifications_.fetch_add(1, std::memory_order_relaxed);
   if (!key.Verify(signed_message, seal.signature)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the seal's signature does not verify with key ", key.key_id(), " over its bundle root"));

@@ -16,6 +16,7 @@
 // seal has exactly one encoding; decoding refuses anything else.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -76,6 +77,8 @@ class Verifier {
   // FAILED_PRECONDITION naming what does not match otherwise.
   absl::Status Verify(const crypto::VerifyKey& key, absl::string_view message,
                       absl::string_view seal);
+  // Ed25519 verifications done so far (what the remembering saves).
+  uint64_t verifications() const { return verifications_.load(std::memory_order_relaxed); }
 
  private:
   friend absl::StatusOr<std::vector<std::string>> SealBundle(const crypto::SigningKey&,
@@ -89,6 +92,7 @@ class Verifier {
   void Remember(std::string digest);
 
   const size_t remembered_;
+  std::atomic<uint64_t> verifications_{0};
   absl::Mutex mu_;
   absl::flat_hash_set<std::string> known_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);

@@ -90,16 +90,16 @@ void Dispatcher::Stop() {
 
 bool Dispatcher::OwnersKey(const std::string& key_id) const {
   if (options_.keys == nullptr) return true;
-  const crypto::KeyDirectory::Entry* entry = options_.keys->Current()->Find(key_id);
-  return entry != nullptr && entry->party == audit::OwnerName(options_.owner);
+  return options_.keys->Current()->FindOf(audit::OwnerName(options_.owner), key_id) != nullptr;
 }
 
 bool Dispatcher::KeptSealVerifies(const ClaimedRow& row) const {
   if (row.seal.empty()) return false;
   if (options_.keys != nullptr) {
     const auto directory = options_.keys->Current();
-    const crypto::KeyDirectory::Entry* entry = directory->Find(row.sealed_by);
-    if (entry != nullptr && entry->party == audit::OwnerName(options_.owner)) {
+    const crypto::KeyDirectory::Entry* entry =
+        directory->FindOf(audit::OwnerName(options_.owner), row.sealed_by);
+    if (entry != nullptr) {
       return seals_->Verify(entry->key, row.payload, row.seal).ok();
     }
   }

@@ -49,8 +49,8 @@ absl::StatusOr<std::unique_ptr<Witness>> Witness::Create(WitnessOptions options,
     return absl::InvalidArgumentError("witness: the owner's key and the key directory are needed");
   }
   // Its own key must be there: every seal it checks is one of its own.
-  const crypto::KeyDirectory::Entry* own = options.keys->Current()->Find(options.key->key_id());
-  if (own == nullptr || own->party != audit::OwnerName(options.owner)) {
+  if (options.keys->Current()->FindOf(audit::OwnerName(options.owner), options.key->key_id()) ==
+      nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("witness: this owner's key ", options.key->key_id(),
                      " is not in the key directory "
@@ -317,9 +317,8 @@ absl::Status Witness::ConfirmProved(pg::Connection& pg, const tlog::Checkpoint& 
     auto row = payload_of.find(p.event_id);
     if (row == payload_of.end()) continue;  // not this owner's, or retention took it
     const std::string& payload = *row->second;
-    const crypto::KeyDirectory::Entry* key = keys->Find(p.key_id);
-    const bool sealed =
-        key != nullptr && key->party == owner && seals_->Verify(key->key, payload, p.seal).ok();
+    const crypto::KeyDirectory::Entry* key = keys->FindOf(owner, p.key_id);
+    const bool sealed = key != nullptr && seals_->Verify(key->key, payload, p.seal).ok();
     const std::string leaf = tlog::EncodeLeaf({owner, p.event_id, p.key_id, p.seal, payload});
     if (sealed && tlog::VerifyInclusion(p.index, checkpoint.size, tlog::LeafHash(leaf), p.hashes,
                                         checkpoint.root)

@@ -362,6 +362,7 @@ TEST(EntryValidationTest, EveryEventOfABundleIsAccepted) {
     EXPECT_EQ(got.event_id, events[i].event_id());
     EXPECT_EQ(got.seal, seals[i]);
   }
+  EXPECT_EQ(shared.verifications(), 1u) << "one Ed25519 verification for the bundle";
 }
 
 TEST(EntryValidationTest, EmptyEntryIsMissingFields) {

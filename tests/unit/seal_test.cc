@@ -146,6 +146,14 @@ TEST(SealTest, ASealersVerifierKnowsItsBundlesAndNothingElse) {
   const std::vector<std::string> seals = seal::SealBundle(key, messages, &shared).value();
   for (size_t i = 0; i < messages.size(); ++i) {
     EXPECT_TRUE(shared.Verify(key.public_key(), messages[i], seals[i]).ok()) << i;
+  }
+  EXPECT_EQ(shared.verifications(), 0u) << "the sealer's own bundle is known";
+  seal::Verifier fresh;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_TRUE(fresh.Verify(key.public_key(), messages[i], seals[i]).ok()) << i;
+  }
+  EXPECT_EQ(fresh.verifications(), 1u) << "one verification for the bundle";
+  for (size_t i = 0; i < messages.size(); ++i) {
     EXPECT_FALSE(shared.Verify(key.public_key(), "x", seals[i]).ok()) << i;
     EXPECT_FALSE(shared.Verify(other.public_key(), messages[i], seals[i]).ok()) << i;
     std::string altered = seals[i];

@@ -29,10 +29,10 @@ int main(int argc, char** argv) {
               },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
             RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
-            context.Serve(
-                std::make_unique<app::AppServiceImpl>(
-                    context.pool(), context.Authorizer(app::AccessRules()), context.signer()),
-                "ulticode.app.v1.AppService");
+            context.Serve(std::make_unique<app::AppServiceImpl>(
+                              context.Calls(), context.pool(),
+                              context.Authorizer(app::AccessRules()), context.signer()),
+                          "ulticode.app.v1.AppService");
             return absl::OkStatus();
           },
       },

@@ -30,10 +30,10 @@ int main(int argc, char** argv) {
               },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
             RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
-            context.Serve(
-                std::make_unique<auth::AuthServiceImpl>(
-                    context.pool(), context.Authorizer(auth::AccessRules()), context.signer()),
-                "ulticode.auth.v1.AuthService");
+            context.Serve(std::make_unique<auth::AuthServiceImpl>(
+                              context.Calls(), context.pool(),
+                              context.Authorizer(auth::AccessRules()), context.signer()),
+                          "ulticode.auth.v1.AuthService");
             return absl::OkStatus();
           },
       },

@@ -17,6 +17,7 @@
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/server/bearer_resolver.h"
+#include "common/server/call_executor.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -57,8 +58,10 @@ class OwnerServiceTest : public ::testing::Test {
     resolver_ = std::make_unique<server::BearerTokenResolver>(
         SharedTestTokens().jwks(), jwt::VerifyOptions{kTestIssuer, kTestAudience});
     authorizer_ = std::make_unique<server::Authorizer>(*resolver_, access_rules);
-    service_ = std::make_unique<Impl>(*pool_, *authorizer_, *signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
+    calls_ = std::make_unique<server::CallExecutor>(
+        server::ExecutorOptions{.threads = 4, .max_calls = 64}, metrics_->registry());
+    service_ = std::make_unique<Impl>(*calls_, *pool_, *authorizer_, *signer_, hooks);
     server_ = std::make_unique<server::GrpcServer>(server::PlaintextOptions("127.0.0.1:0", 8),
                                                    metrics_->registry());
     server_->AddService(service_.get(), service_name);
@@ -113,6 +116,7 @@ class OwnerServiceTest : public ::testing::Test {
   std::unique_ptr<pg::Pool> pool_;
   std::unique_ptr<Impl> service_;
   std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<server::CallExecutor> calls_;  // outlives server_
   std::unique_ptr<server::GrpcServer> server_;
   std::unique_ptr<typename Service::Stub> stub_;
 };

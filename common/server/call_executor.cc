@@ -39,10 +39,9 @@ grpc::ServerUnaryReactor* CallExecutor::Run(grpc::CallbackServerContext* ctx, Wo
       return reactor;
     }
   }
-  reactor->Finish(grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
-      absl::StrCat("this server already holds ", options_.max_calls,
-                   " calls (--grpc-threads); retry with back-off")));
+  reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               absl::StrCat("this server already holds ", options_.max_calls,
+                                            " calls (--grpc-threads); retry with back-off")));
   return reactor;
 }
 
@@ -59,10 +58,10 @@ void CallExecutor::Serve() {
       ++running_;
       waiting_gauge_->Set(static_cast<double>(waiting_.size()));
     }
-    call.reactor->Finish(call.ctx->IsCancelled()
-                             ? grpc::Status(grpc::StatusCode::CANCELLED,
-                                            "the call was cancelled while it waited")
-                             : std::move(call.work)());
+    call.reactor->Finish(
+        call.ctx->IsCancelled()
+            ? grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled while it waited")
+            : std::move(call.work)());
     absl::MutexLock lock(&mu_);
     --running_;
   }

@@ -4,6 +4,7 @@
 // COMMIT, a real gRPC server on a free port and a generated stub.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -52,6 +53,7 @@ class OwnerServiceTest : public ::testing::Test {
     pool_ = std::make_unique<pg::Pool>(po);
     mutation::MutationHooks hooks;
     hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
+    hooks.after_commit = [this] { ++wakes_; };
     // The owner's key of the process-wide test keys (Admin-side checks in a
     // test find it in SharedTestKeys().directory()).
     signer_ = &SharedTestKeys().owner(absl::StrContains(service_name, ".app.") ? "app" : "auth");
@@ -72,6 +74,9 @@ class OwnerServiceTest : public ::testing::Test {
 
   void TearDown() override {
     if (server_) server_->Shutdown(absl::Seconds(1));
+    // Whatever the test did (faults, errors, no-ops, repeats): the
+    // dispatcher was woken once per committed outbox row, and only then.
+    if (conn_) EXPECT_EQ(wakes_.load(), OutboxRows()) << "after_commit wake-ups";
   }
 
   // A call context with a bearer token of `principal` holding every role
@@ -109,6 +114,7 @@ class OwnerServiceTest : public ::testing::Test {
   std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
     return absl::OkStatus();
   };
+  std::atomic<int64_t> wakes_{0};  // hooks.after_commit
   std::unique_ptr<server::BearerTokenResolver> resolver_;
   std::unique_ptr<server::Authorizer> authorizer_;
   const crypto::SigningKey* signer_ = nullptr;

@@ -150,8 +150,7 @@ TEST(CallExecutorTest, AtMostItsThreadsRunAndOnlyAFullQueueRefuses) {
     const int threads = 1 + static_cast<int>(rng() % 4);
     const int max_calls = threads + static_cast<int>(rng() % 9);
     const int callers = max_calls + static_cast<int>(rng() % 7);
-    SCOPED_TRACE(absl::StrCat("threads=", threads, " max_calls=", max_calls,
-                              " callers=", callers));
+    SCOPED_TRACE(absl::StrCat("threads=", threads, " max_calls=", max_calls, " callers=", callers));
     Served s({.threads = threads, .max_calls = max_calls});
     std::vector<std::unique_ptr<Call>> calls;
     for (int i = 0; i < callers; ++i) {
@@ -169,13 +168,12 @@ TEST(CallExecutorTest, AtMostItsThreadsRunAndOnlyAFullQueueRefuses) {
     ASSERT_TRUE(Eventually([&] {
       return refused() == callers - max_calls && s.service.running() == threads &&
              s.Waiting() == max_calls - threads;
-    })) << "refused " << refused() << ", running " << s.service.running() << ", waiting "
-        << s.Waiting();
+    })) << "refused "
+        << refused() << ", running " << s.service.running() << ", waiting " << s.Waiting();
     s.service.Release();
     for (auto& c : calls) {
       ASSERT_TRUE(c->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-      EXPECT_TRUE(c->status.ok() ||
-                  c->status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
+      EXPECT_TRUE(c->status.ok() || c->status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
           << c->status.error_message();
     }
     EXPECT_EQ(refused(), callers - max_calls);

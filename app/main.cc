@@ -28,12 +28,10 @@ int main(int argc, char** argv) {
                 runtime::RegisterOwnerFlags(flags, common, &owner);
               },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
-            ASSIGN_OR_RETURN(mutation::MutationHooks hooks,
-                             runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
+            RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
             context.Serve(
-                std::make_unique<app::AppServiceImpl>(context.Calls(), context.pool(),
-                                                      context.Authorizer(app::AccessRules()),
-                                                      context.signer(), std::move(hooks)),
+                std::make_unique<app::AppServiceImpl>(
+                    context.pool(), context.Authorizer(app::AccessRules()), context.signer()),
                 "ulticode.app.v1.AppService");
             return absl::OkStatus();
           },

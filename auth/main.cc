@@ -29,12 +29,10 @@ int main(int argc, char** argv) {
                 runtime::RegisterOwnerFlags(flags, common, &owner);
               },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
-            ASSIGN_OR_RETURN(mutation::MutationHooks hooks,
-                             runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
+            RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
             context.Serve(
-                std::make_unique<auth::AuthServiceImpl>(context.Calls(), context.pool(),
-                                                        context.Authorizer(auth::AccessRules()),
-                                                        context.signer(), std::move(hooks)),
+                std::make_unique<auth::AuthServiceImpl>(
+                    context.pool(), context.Authorizer(auth::AccessRules()), context.signer()),
                 "ulticode.auth.v1.AuthService");
             return absl::OkStatus();
           },

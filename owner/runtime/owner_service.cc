@@ -27,9 +27,8 @@ namespace {
 // 100 bytes each).
 constexpr size_t kRememberedBundles = 1 << 15;
 
-absl::StatusOr<outbox::Dispatcher*> StartDispatcherAndWitness(audit::Owner owner,
-                                                              const OwnerOptions& options,
-                                                              ServiceContext& context) {
+absl::Status StartDispatcherAndWitness(audit::Owner owner, const OwnerOptions& options,
+                                       ServiceContext& context) {
   outbox::DispatcherOptions dispatch = options.dispatch;
   dispatch.owner = owner;
   dispatch.signer = &context.signer();
@@ -49,8 +48,7 @@ absl::StatusOr<outbox::Dispatcher*> StartDispatcherAndWitness(audit::Owner owner
   dispatch.redis = context.Redis();
   const std::string audit_stream =
       dispatch.stream.empty() ? audit::StreamFor(owner) : dispatch.stream;
-  outbox::Dispatcher& dispatcher =
-      context.Start(std::make_unique<outbox::Dispatcher>(dispatch, context.registry()));
+  context.Start(std::make_unique<outbox::Dispatcher>(dispatch, context.registry()));
 
   outbox::WitnessOptions witness{owner,           audit_stream,  {}, &context.signer(),
                                  &context.keys(), dispatch.seals};
@@ -77,7 +75,7 @@ absl::StatusOr<outbox::Dispatcher*> StartDispatcherAndWitness(audit::Owner owner
                                .max_array_elements = 1024,
                                .max_element_bytes = size_t{2} << 20};
   context.Start(std::make_unique<outbox::ProofReader>(proofs, context.registry()));
-  return &dispatcher;
+  return absl::OkStatus();
 }
 
 void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOptions& options,
@@ -131,10 +129,8 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
   return all;
 }
 
-absl::StatusOr<mutation::MutationHooks> AssembleOwner(audit::Owner owner, OwnerOptions options,
-                                                      ServiceContext& context) {
-  ASSIGN_OR_RETURN(outbox::Dispatcher * dispatcher,
-                   StartDispatcherAndWitness(owner, options, context));
+absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context) {
+  RETURN_IF_ERROR(StartDispatcherAndWitness(owner, options, context));
   StartHousekeeping(owner, options.housekeeping, context);
   context.Serve(
       std::make_unique<operations::OutboxOperationsService>(
@@ -145,9 +141,7 @@ absl::StatusOr<mutation::MutationHooks> AssembleOwner(audit::Owner owner, OwnerO
                                                   context.Authorizer(outbox::WitnessAccessRules()),
                                                   context.signer()));
   context.Serve(std::move(witness), outbox::kWitnessServiceName);
-  mutation::MutationHooks hooks;
-  hooks.after_commit = [dispatcher] { dispatcher->Wake(); };
-  return hooks;
+  return absl::OkStatus();
 }
 
 }  // namespace ulticode::runtime

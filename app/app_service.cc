@@ -294,192 +294,210 @@ absl::Status ValidatePublishContest(const v1::PublishContestRequest& req) {
   return ValidateId("contest_id", req.contest_id());
 }
 
-grpc::Status AppServiceImpl::CreateProblem(grpc::ServerContext* ctx,
-                                           const v1::CreateProblemRequest* req,
-                                           v1::ProblemResponse* resp) {
-  return mutations_.Handle(
-      *ctx, "CreateProblem", *req, [&] { return ValidateCreateProblem(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
-        const store::NewProblem problem{.problem_id = ids::NewUuidV7(),
-                                        .slug = req->slug(),
-                                        .title = req->title(),
-                                        .statement = req->statement(),
-                                        .time_limit_ms = static_cast<int32_t>(
-                                            TimeUtil::DurationToMilliseconds(req->time_limit())),
-                                        .memory_limit_mb = req->memory_limit_mb(),
-                                        .difficulty = req->difficulty()};
-        ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row, store::InsertProblem(tx, problem));
-        if (!row) {
-          ASSIGN_OR_RETURN(bool taken, store::ProblemSlugTaken(tx, req->slug()));
+grpc::ServerUnaryReactor* AppServiceImpl::CreateProblem(grpc::CallbackServerContext* ctx,
+                                                        const v1::CreateProblemRequest* req,
+                                                        v1::ProblemResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    return mutations_.Handle(
+        *ctx, "CreateProblem", *req, [&] { return ValidateCreateProblem(*req); },
+        [&](pg::Transaction& tx,
+            const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
+          const store::NewProblem problem{.problem_id = ids::NewUuidV7(),
+                                          .slug = req->slug(),
+                                          .title = req->title(),
+                                          .statement = req->statement(),
+                                          .time_limit_ms = static_cast<int32_t>(
+                                              TimeUtil::DurationToMilliseconds(req->time_limit())),
+                                          .memory_limit_mb = req->memory_limit_mb(),
+                                          .difficulty = req->difficulty()};
+          ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row, store::InsertProblem(tx, problem));
+          if (!row) {
+            ASSIGN_OR_RETURN(bool taken, store::ProblemSlugTaken(tx, req->slug()));
+            if (taken) {
+              return absl::AlreadyExistsError(
+                  absl::StrCat("problem slug \"", req->slug(), "\" is taken"));
+            }
+            return absl::AbortedError("problems: the slug was taken and freed meanwhile");
+          }
+          return mutation::Changed(events::ProblemCreated(actor, *row), ProblemResponse(*row));
+        },
+        resp);
+  });
+}
+
+grpc::ServerUnaryReactor* AppServiceImpl::UpdateProblem(grpc::CallbackServerContext* ctx,
+                                                        const v1::UpdateProblemRequest* req,
+                                                        v1::ProblemResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    const std::string& problem_id = req->problem().problem_id();
+    return mutations_.Handle(
+        *ctx, "UpdateProblem", *req, [&] { return ValidateUpdateProblem(*req); },
+        [&](pg::Transaction& tx,
+            const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
+          ASSIGN_OR_RETURN(std::optional<store::ProblemRow> before,
+                           store::LockProblem(tx, problem_id));
+          if (!before.has_value()) return ProblemNotFound(problem_id);
+          const store::ProblemChanges changes = ChangesOf(*req, *before);
+          if (changes.empty()) return mutation::Unchanged(ProblemResponse(*before));
+          ASSIGN_OR_RETURN(store::ProblemRow after, store::UpdateProblem(tx, problem_id, changes));
+          return mutation::Changed(events::ProblemUpdated(actor, problem_id, *before, changes),
+                                   ProblemResponse(after));
+        },
+        resp);
+  });
+}
+
+grpc::ServerUnaryReactor* AppServiceImpl::CreateContest(grpc::CallbackServerContext* ctx,
+                                                        const v1::CreateContestRequest* req,
+                                                        v1::ContestResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    return mutations_.Handle(
+        *ctx, "CreateContest", *req, [&] { return ValidateCreateContest(*req); },
+        [&](pg::Transaction& tx,
+            const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
+          ASSIGN_OR_RETURN(bool taken, store::ContestSlugTaken(tx, req->slug()));
           if (taken) {
             return absl::AlreadyExistsError(
-                absl::StrCat("problem slug \"", req->slug(), "\" is taken"));
+                absl::StrCat("contest slug \"", req->slug(), "\" is taken"));
           }
-          return absl::AbortedError("problems: the slug was taken and freed meanwhile");
-        }
-        return mutation::Changed(events::ProblemCreated(actor, *row), ProblemResponse(*row));
-      },
-      resp);
+          const store::NewContest contest{.contest_id = ids::NewUuidV7(),
+                                          .slug = req->slug(),
+                                          .title = req->title(),
+                                          .starts_at = FromProto(req->starts_at()),
+                                          .ends_at = FromProto(req->ends_at())};
+          ASSIGN_OR_RETURN(store::ContestRow row, store::InsertContest(tx, contest));
+          v1::ContestResponse out;
+          *out.mutable_contest() = ContestProto(row);
+          return mutation::Changed(events::ContestCreated(actor, row), std::move(out));
+        },
+        resp);
+  });
 }
 
-grpc::Status AppServiceImpl::UpdateProblem(grpc::ServerContext* ctx,
-                                           const v1::UpdateProblemRequest* req,
-                                           v1::ProblemResponse* resp) {
-  const std::string& problem_id = req->problem().problem_id();
-  return mutations_.Handle(
-      *ctx, "UpdateProblem", *req, [&] { return ValidateUpdateProblem(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ProblemResponse>> {
-        ASSIGN_OR_RETURN(std::optional<store::ProblemRow> before,
-                         store::LockProblem(tx, problem_id));
-        if (!before.has_value()) return ProblemNotFound(problem_id);
-        const store::ProblemChanges changes = ChangesOf(*req, *before);
-        if (changes.empty()) return mutation::Unchanged(ProblemResponse(*before));
-        ASSIGN_OR_RETURN(store::ProblemRow after, store::UpdateProblem(tx, problem_id, changes));
-        return mutation::Changed(events::ProblemUpdated(actor, problem_id, *before, changes),
-                                 ProblemResponse(after));
-      },
-      resp);
-}
-
-grpc::Status AppServiceImpl::CreateContest(grpc::ServerContext* ctx,
-                                           const v1::CreateContestRequest* req,
-                                           v1::ContestResponse* resp) {
-  return mutations_.Handle(
-      *ctx, "CreateContest", *req, [&] { return ValidateCreateContest(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
-        ASSIGN_OR_RETURN(bool taken, store::ContestSlugTaken(tx, req->slug()));
-        if (taken) {
-          return absl::AlreadyExistsError(
-              absl::StrCat("contest slug \"", req->slug(), "\" is taken"));
-        }
-        const store::NewContest contest{.contest_id = ids::NewUuidV7(),
-                                        .slug = req->slug(),
-                                        .title = req->title(),
-                                        .starts_at = FromProto(req->starts_at()),
-                                        .ends_at = FromProto(req->ends_at())};
-        ASSIGN_OR_RETURN(store::ContestRow row, store::InsertContest(tx, contest));
-        v1::ContestResponse out;
-        *out.mutable_contest() = ContestProto(row);
-        return mutation::Changed(events::ContestCreated(actor, row), std::move(out));
-      },
-      resp);
-}
-
-grpc::Status AppServiceImpl::AddProblemToContest(grpc::ServerContext* ctx,
-                                                 const v1::AddProblemToContestRequest* req,
-                                                 v1::ContestResponse* resp) {
-  const std::string& contest_id = req->contest_id();
-  const std::string& problem_id = req->problem_id();
-  const std::string& label = req->label();
-  return mutations_.Handle(
-      *ctx, "AddProblemToContest", *req, [&] { return ValidateAddProblemToContest(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
-        RETURN_IF_ERROR(LockProblemSet(tx, contest_id, problem_id));
-        ASSIGN_OR_RETURN(std::optional<std::string> present,
-                         store::LabelOfProblem(tx, contest_id, problem_id));
-        if (present.has_value()) {
-          if (*present != label) {
-            return absl::AlreadyExistsError(
-                absl::StrCat("problem already in contest with label ", *present));
-          }
-          ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-          return mutation::Unchanged(std::move(out));
-        }
-        ASSIGN_OR_RETURN(std::optional<std::string> holder,
-                         store::ProblemOfLabel(tx, contest_id, label));
-        if (holder.has_value()) {
-          return absl::AlreadyExistsError(absl::StrCat(
-              "label ", label, " is already used in the contest by problem ", *holder));
-        }
-        RETURN_IF_ERROR(store::AddContestProblem(tx, contest_id, problem_id, label));
-        RETURN_IF_ERROR(store::BumpContest(tx, contest_id));
-        ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-        return mutation::Changed(events::ContestProblemAdded(actor, contest_id, problem_id, label),
-                                 std::move(out));
-      },
-      resp);
-}
-
-grpc::Status AppServiceImpl::RemoveProblemFromContest(
-    grpc::ServerContext* ctx, const v1::RemoveProblemFromContestRequest* req,
+grpc::ServerUnaryReactor* AppServiceImpl::AddProblemToContest(
+    grpc::CallbackServerContext* ctx, const v1::AddProblemToContestRequest* req,
     v1::ContestResponse* resp) {
-  const std::string& contest_id = req->contest_id();
-  const std::string& problem_id = req->problem_id();
-  return mutations_.Handle(
-      *ctx, "RemoveProblemFromContest", *req,
-      [&] { return ValidateRemoveProblemFromContest(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
-        RETURN_IF_ERROR(LockProblemSet(tx, contest_id, problem_id));
-        ASSIGN_OR_RETURN(std::optional<std::string> label,
-                         store::RemoveContestProblem(tx, contest_id, problem_id));
-        if (!label.has_value()) {
+  return calls_.Run(ctx, [=, this] {
+    const std::string& contest_id = req->contest_id();
+    const std::string& problem_id = req->problem_id();
+    const std::string& label = req->label();
+    return mutations_.Handle(
+        *ctx, "AddProblemToContest", *req, [&] { return ValidateAddProblemToContest(*req); },
+        [&](pg::Transaction& tx,
+            const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
+          RETURN_IF_ERROR(LockProblemSet(tx, contest_id, problem_id));
+          ASSIGN_OR_RETURN(std::optional<std::string> present,
+                           store::LabelOfProblem(tx, contest_id, problem_id));
+          if (present.has_value()) {
+            if (*present != label) {
+              return absl::AlreadyExistsError(
+                  absl::StrCat("problem already in contest with label ", *present));
+            }
+            ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
+            return mutation::Unchanged(std::move(out));
+          }
+          ASSIGN_OR_RETURN(std::optional<std::string> holder,
+                           store::ProblemOfLabel(tx, contest_id, label));
+          if (holder.has_value()) {
+            return absl::AlreadyExistsError(absl::StrCat(
+                "label ", label, " is already used in the contest by problem ", *holder));
+          }
+          RETURN_IF_ERROR(store::AddContestProblem(tx, contest_id, problem_id, label));
+          RETURN_IF_ERROR(store::BumpContest(tx, contest_id));
           ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-          return mutation::Unchanged(std::move(out));
-        }
-        RETURN_IF_ERROR(store::BumpContest(tx, contest_id));
-        ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-        return mutation::Changed(
-            events::ContestProblemRemoved(actor, contest_id, problem_id, *label), std::move(out));
-      },
-      resp);
+          return mutation::Changed(
+              events::ContestProblemAdded(actor, contest_id, problem_id, label), std::move(out));
+        },
+        resp);
+  });
 }
 
-grpc::Status AppServiceImpl::PublishContest(grpc::ServerContext* ctx,
-                                            const v1::PublishContestRequest* req,
-                                            v1::ContestResponse* resp) {
-  const std::string& contest_id = req->contest_id();
-  return mutations_.Handle(
-      *ctx, "PublishContest", *req, [&] { return ValidatePublishContest(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
-        ASSIGN_OR_RETURN(std::optional<store::ContestRow> before,
-                         store::LockContest(tx, contest_id));
-        if (!before.has_value()) return ContestNotFound(contest_id);
-        if (before->published()) {
+grpc::ServerUnaryReactor* AppServiceImpl::RemoveProblemFromContest(
+    grpc::CallbackServerContext* ctx, const v1::RemoveProblemFromContestRequest* req,
+    v1::ContestResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    const std::string& contest_id = req->contest_id();
+    const std::string& problem_id = req->problem_id();
+    return mutations_.Handle(
+        *ctx, "RemoveProblemFromContest", *req,
+        [&] { return ValidateRemoveProblemFromContest(*req); },
+        [&](pg::Transaction& tx,
+            const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
+          RETURN_IF_ERROR(LockProblemSet(tx, contest_id, problem_id));
+          ASSIGN_OR_RETURN(std::optional<std::string> label,
+                           store::RemoveContestProblem(tx, contest_id, problem_id));
+          if (!label.has_value()) {
+            ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
+            return mutation::Unchanged(std::move(out));
+          }
+          RETURN_IF_ERROR(store::BumpContest(tx, contest_id));
           ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-          return mutation::Unchanged(std::move(out));
-        }
-        ASSIGN_OR_RETURN(int64_t problems, store::CountContestProblems(tx, contest_id));
-        if (problems == 0) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("contest ", contest_id, " has no problems to publish"));
-        }
-        RETURN_IF_ERROR(store::PublishContest(tx, contest_id));
-        ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
-        return mutation::Changed(events::ContestPublished(actor, contest_id, *before),
-                                 std::move(out));
-      },
-      resp);
+          return mutation::Changed(
+              events::ContestProblemRemoved(actor, contest_id, problem_id, *label), std::move(out));
+        },
+        resp);
+  });
 }
 
-grpc::Status AppServiceImpl::GetProblem(grpc::ServerContext* ctx, const v1::GetProblemRequest* req,
-                                        v1::Problem* resp) {
-  auto problem = [&]() -> absl::StatusOr<v1::Problem> {
-    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetProblem").status());
-    RETURN_IF_ERROR(ValidateId("problem_id", req->problem_id()));
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row,
-                     store::GetProblem(*conn, req->problem_id()));
-    if (!row.has_value()) return ProblemNotFound(req->problem_id());
-    return ProblemProto(*row);
-  };
-  return Reply(problem(), resp, "GetProblem");
+grpc::ServerUnaryReactor* AppServiceImpl::PublishContest(grpc::CallbackServerContext* ctx,
+                                                         const v1::PublishContestRequest* req,
+                                                         v1::ContestResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    const std::string& contest_id = req->contest_id();
+    return mutations_.Handle(
+        *ctx, "PublishContest", *req, [&] { return ValidatePublishContest(*req); },
+        [&](pg::Transaction& tx,
+            const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::ContestResponse>> {
+          ASSIGN_OR_RETURN(std::optional<store::ContestRow> before,
+                           store::LockContest(tx, contest_id));
+          if (!before.has_value()) return ContestNotFound(contest_id);
+          if (before->published()) {
+            ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
+            return mutation::Unchanged(std::move(out));
+          }
+          ASSIGN_OR_RETURN(int64_t problems, store::CountContestProblems(tx, contest_id));
+          if (problems == 0) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("contest ", contest_id, " has no problems to publish"));
+          }
+          RETURN_IF_ERROR(store::PublishContest(tx, contest_id));
+          ASSIGN_OR_RETURN(v1::ContestResponse out, ContestNow(tx, contest_id));
+          return mutation::Changed(events::ContestPublished(actor, contest_id, *before),
+                                   std::move(out));
+        },
+        resp);
+  });
 }
 
-grpc::Status AppServiceImpl::GetContest(grpc::ServerContext* ctx, const v1::GetContestRequest* req,
-                                        v1::Contest* resp) {
-  auto contest = [&]() -> absl::StatusOr<v1::Contest> {
-    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetContest").status());
-    RETURN_IF_ERROR(ValidateId("contest_id", req->contest_id()));
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    return LoadContest(*conn, req->contest_id());
-  };
-  return Reply(contest(), resp, "GetContest");
+grpc::ServerUnaryReactor* AppServiceImpl::GetProblem(grpc::CallbackServerContext* ctx,
+                                                     const v1::GetProblemRequest* req,
+                                                     v1::Problem* resp) {
+  return calls_.Run(ctx, [=, this] {
+    auto problem = [&]() -> absl::StatusOr<v1::Problem> {
+      RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetProblem").status());
+      RETURN_IF_ERROR(ValidateId("problem_id", req->problem_id()));
+      ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+      ASSIGN_OR_RETURN(std::optional<store::ProblemRow> row,
+                       store::GetProblem(*conn, req->problem_id()));
+      if (!row.has_value()) return ProblemNotFound(req->problem_id());
+      return ProblemProto(*row);
+    };
+    return Reply(problem(), resp, "GetProblem");
+  });
+}
+
+grpc::ServerUnaryReactor* AppServiceImpl::GetContest(grpc::CallbackServerContext* ctx,
+                                                     const v1::GetContestRequest* req,
+                                                     v1::Contest* resp) {
+  return calls_.Run(ctx, [=, this] {
+    auto contest = [&]() -> absl::StatusOr<v1::Contest> {
+      RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetContest").status());
+      RETURN_IF_ERROR(ValidateId("contest_id", req->contest_id()));
+      ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+      return LoadContest(*conn, req->contest_id());
+    };
+    return Reply(contest(), resp, "GetContest");
+  });
 }
 
 const server::AccessTable& AccessRules() {

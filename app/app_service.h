@@ -13,40 +13,50 @@
 
 #include "absl/status/status.h"
 #include "common/pg/pool.h"
+#include "common/server/call_executor.h"
 #include "common/server/principal.h"
 #include "owner/mutation/mutation.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
 
 namespace ulticode::app {
 
-class AppServiceImpl final : public v1::AppService::Service {
+class AppServiceImpl final : public v1::AppService::CallbackService {
  public:
-  AppServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
+  // Calls run on `calls` (one thread per pooled connection of `pool`).
+  AppServiceImpl(server::CallExecutor& calls, pg::Pool& pool, const server::Authorizer& authorizer,
                  const crypto::SigningKey& signer, mutation::MutationHooks hooks = {})
-      : pool_(pool),
+      : calls_(calls),
+        pool_(pool),
         authorizer_(authorizer),
         mutations_(pool, authorizer, signer, std::move(hooks)) {}
 
-  grpc::Status CreateProblem(grpc::ServerContext* ctx, const v1::CreateProblemRequest* req,
-                             v1::ProblemResponse* resp) override;
-  grpc::Status UpdateProblem(grpc::ServerContext* ctx, const v1::UpdateProblemRequest* req,
-                             v1::ProblemResponse* resp) override;
-  grpc::Status CreateContest(grpc::ServerContext* ctx, const v1::CreateContestRequest* req,
-                             v1::ContestResponse* resp) override;
-  grpc::Status AddProblemToContest(grpc::ServerContext* ctx,
-                                   const v1::AddProblemToContestRequest* req,
-                                   v1::ContestResponse* resp) override;
-  grpc::Status RemoveProblemFromContest(grpc::ServerContext* ctx,
-                                        const v1::RemoveProblemFromContestRequest* req,
-                                        v1::ContestResponse* resp) override;
-  grpc::Status PublishContest(grpc::ServerContext* ctx, const v1::PublishContestRequest* req,
-                              v1::ContestResponse* resp) override;
-  grpc::Status GetProblem(grpc::ServerContext* ctx, const v1::GetProblemRequest* req,
-                          v1::Problem* resp) override;
-  grpc::Status GetContest(grpc::ServerContext* ctx, const v1::GetContestRequest* req,
-                          v1::Contest* resp) override;
+  grpc::ServerUnaryReactor* CreateProblem(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateProblemRequest* req,
+                                          v1::ProblemResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateProblem(grpc::CallbackServerContext* ctx,
+                                          const v1::UpdateProblemRequest* req,
+                                          v1::ProblemResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateContest(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateContestRequest* req,
+                                          v1::ContestResponse* resp) override;
+  grpc::ServerUnaryReactor* AddProblemToContest(grpc::CallbackServerContext* ctx,
+                                                const v1::AddProblemToContestRequest* req,
+                                                v1::ContestResponse* resp) override;
+  grpc::ServerUnaryReactor* RemoveProblemFromContest(grpc::CallbackServerContext* ctx,
+                                                     const v1::RemoveProblemFromContestRequest* req,
+                                                     v1::ContestResponse* resp) override;
+  grpc::ServerUnaryReactor* PublishContest(grpc::CallbackServerContext* ctx,
+                                           const v1::PublishContestRequest* req,
+                                           v1::ContestResponse* resp) override;
+  grpc::ServerUnaryReactor* GetProblem(grpc::CallbackServerContext* ctx,
+                                       const v1::GetProblemRequest* req,
+                                       v1::Problem* resp) override;
+  grpc::ServerUnaryReactor* GetContest(grpc::CallbackServerContext* ctx,
+                                       const v1::GetContestRequest* req,
+                                       v1::Contest* resp) override;
 
  private:
+  server::CallExecutor& calls_;
   pg::Pool& pool_;  // read RPCs
   const server::Authorizer& authorizer_;
   const mutation::MutationHandler mutations_;

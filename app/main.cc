@@ -28,10 +28,12 @@ int main(int argc, char** argv) {
                 runtime::RegisterOwnerFlags(flags, common, &owner);
               },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
-            RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
+            ASSIGN_OR_RETURN(mutation::MutationHooks hooks,
+                             runtime::AssembleOwner(audit::v1::OWNER_APP, owner, context));
             context.Serve(
-                std::make_unique<app::AppServiceImpl>(
-                    context.pool(), context.Authorizer(app::AccessRules()), context.signer()),
+                std::make_unique<app::AppServiceImpl>(context.Calls(), context.pool(),
+                                                      context.Authorizer(app::AccessRules()),
+                                                      context.signer(), std::move(hooks)),
                 "ulticode.app.v1.AppService");
             return absl::OkStatus();
           },

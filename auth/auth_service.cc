@@ -239,120 +239,142 @@ absl::StatusOr<mutation::Outcome<v1::CreateUserResponse>> CreateUserIn(
   return mutation::Changed(events::UserCreated(actor, *row), std::move(out));
 }
 
-grpc::Status AuthServiceImpl::CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
-                                         v1::CreateUserResponse* resp) {
-  return mutations_.Handle(
-      *ctx, "CreateUser", *req, [&] { return ValidateCreateUser(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) { return CreateUserIn(tx, actor, *req); },
-      resp);
+grpc::ServerUnaryReactor* AuthServiceImpl::CreateUser(grpc::CallbackServerContext* ctx,
+                                                      const v1::CreateUserRequest* req,
+                                                      v1::CreateUserResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    return mutations_.Handle(
+        *ctx, "CreateUser", *req, [&] { return ValidateCreateUser(*req); },
+        [&](pg::Transaction& tx, const audit::Actor& actor) {
+          return CreateUserIn(tx, actor, *req);
+        },
+        resp);
+  });
 }
 
-grpc::Status AuthServiceImpl::DisableUser(grpc::ServerContext* ctx,
-                                          const v1::DisableUserRequest* req,
-                                          v1::DisableUserResponse* resp) {
-  const std::string& user_id = req->user_id();
-  return mutations_.Handle(
-      *ctx, "DisableUser", *req, [&] { return ValidateDisableUser(*req); },
-      [&](pg::Transaction& tx,
-          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<v1::DisableUserResponse>> {
-        ASSIGN_OR_RETURN(std::optional<store::UserRow> before, store::LockUser(tx, user_id));
-        if (!before.has_value()) return UserNotFound(user_id);
-        v1::DisableUserResponse out;
-        if (!before->active()) {
-          *out.mutable_user() = UserProto(*before);
-          return mutation::Unchanged(std::move(out));
-        }
-        ASSIGN_OR_RETURN(store::UserRow after, store::DisableUser(tx, user_id, req->reason()));
-        *out.mutable_user() = UserProto(after);
-        return mutation::Changed(
-            events::UserDisabled(actor, user_id, *before, after, req->reason()), std::move(out));
-      },
-      resp);
+grpc::ServerUnaryReactor* AuthServiceImpl::DisableUser(grpc::CallbackServerContext* ctx,
+                                                       const v1::DisableUserRequest* req,
+                                                       v1::DisableUserResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    const std::string& user_id = req->user_id();
+    return mutations_.Handle(
+        *ctx, "DisableUser", *req, [&] { return ValidateDisableUser(*req); },
+        [&](pg::Transaction& tx, const audit::Actor& actor)
+            -> absl::StatusOr<mutation::Outcome<v1::DisableUserResponse>> {
+          ASSIGN_OR_RETURN(std::optional<store::UserRow> before, store::LockUser(tx, user_id));
+          if (!before.has_value()) return UserNotFound(user_id);
+          v1::DisableUserResponse out;
+          if (!before->active()) {
+            *out.mutable_user() = UserProto(*before);
+            return mutation::Unchanged(std::move(out));
+          }
+          ASSIGN_OR_RETURN(store::UserRow after, store::DisableUser(tx, user_id, req->reason()));
+          *out.mutable_user() = UserProto(after);
+          return mutation::Changed(
+              events::UserDisabled(actor, user_id, *before, after, req->reason()), std::move(out));
+        },
+        resp);
+  });
 }
 
-grpc::Status AuthServiceImpl::AssignRole(grpc::ServerContext* ctx, const v1::AssignRoleRequest* req,
-                                         v1::AssignRoleResponse* resp) {
-  return mutations_.Handle(
-      *ctx, "AssignRole", *req, [&] { return ValidateRoleChange(req->user_id(), req->role()); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) {
-        return ChangeRole<v1::AssignRoleResponse>(tx, actor, req->user_id(), req->role(), true);
-      },
-      resp);
+grpc::ServerUnaryReactor* AuthServiceImpl::AssignRole(grpc::CallbackServerContext* ctx,
+                                                      const v1::AssignRoleRequest* req,
+                                                      v1::AssignRoleResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    return mutations_.Handle(
+        *ctx, "AssignRole", *req, [&] { return ValidateRoleChange(req->user_id(), req->role()); },
+        [&](pg::Transaction& tx, const audit::Actor& actor) {
+          return ChangeRole<v1::AssignRoleResponse>(tx, actor, req->user_id(), req->role(), true);
+        },
+        resp);
+  });
 }
 
-grpc::Status AuthServiceImpl::RevokeRole(grpc::ServerContext* ctx, const v1::RevokeRoleRequest* req,
-                                         v1::RevokeRoleResponse* resp) {
-  return mutations_.Handle(
-      *ctx, "RevokeRole", *req, [&] { return ValidateRoleChange(req->user_id(), req->role()); },
-      [&](pg::Transaction& tx, const audit::Actor& actor) {
-        return ChangeRole<v1::RevokeRoleResponse>(tx, actor, req->user_id(), req->role(), false);
-      },
-      resp);
+grpc::ServerUnaryReactor* AuthServiceImpl::RevokeRole(grpc::CallbackServerContext* ctx,
+                                                      const v1::RevokeRoleRequest* req,
+                                                      v1::RevokeRoleResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    return mutations_.Handle(
+        *ctx, "RevokeRole", *req, [&] { return ValidateRoleChange(req->user_id(), req->role()); },
+        [&](pg::Transaction& tx, const audit::Actor& actor) {
+          return ChangeRole<v1::RevokeRoleResponse>(tx, actor, req->user_id(), req->role(), false);
+        },
+        resp);
+  });
 }
 
-grpc::Status AuthServiceImpl::UpdateLoginPolicy(grpc::ServerContext* ctx,
-                                                const v1::UpdateLoginPolicyRequest* req,
-                                                v1::UpdateLoginPolicyResponse* resp) {
-  return mutations_.Handle(
-      *ctx, "UpdateLoginPolicy", *req, [&] { return ValidateUpdateLoginPolicy(*req); },
-      [&](pg::Transaction& tx, const audit::Actor& actor)
-          -> absl::StatusOr<mutation::Outcome<v1::UpdateLoginPolicyResponse>> {
-        ASSIGN_OR_RETURN(std::optional<store::PolicyRow> before, store::LockPolicy(tx));
-        if (!before.has_value()) return absl::InternalError("login_policy row is missing");
-        const store::PolicySettings want =
-            SettingsOf(before->settings, req->login_policy(), PolicyPaths(*req));
-        v1::UpdateLoginPolicyResponse out;
-        if (before->settings == want) {
-          *out.mutable_login_policy() = PolicyProto(*before);
-          return mutation::Unchanged(std::move(out));
-        }
-        ASSIGN_OR_RETURN(store::PolicyRow after, store::UpdatePolicy(tx, want, actor.principal));
-        *out.mutable_login_policy() = PolicyProto(after);
-        return mutation::Changed(events::LoginPolicyUpdated(actor, *before, after), std::move(out));
-      },
-      resp);
+grpc::ServerUnaryReactor* AuthServiceImpl::UpdateLoginPolicy(
+    grpc::CallbackServerContext* ctx, const v1::UpdateLoginPolicyRequest* req,
+    v1::UpdateLoginPolicyResponse* resp) {
+  return calls_.Run(ctx, [=, this] {
+    return mutations_.Handle(
+        *ctx, "UpdateLoginPolicy", *req, [&] { return ValidateUpdateLoginPolicy(*req); },
+        [&](pg::Transaction& tx, const audit::Actor& actor)
+            -> absl::StatusOr<mutation::Outcome<v1::UpdateLoginPolicyResponse>> {
+          ASSIGN_OR_RETURN(std::optional<store::PolicyRow> before, store::LockPolicy(tx));
+          if (!before.has_value()) return absl::InternalError("login_policy row is missing");
+          const store::PolicySettings want =
+              SettingsOf(before->settings, req->login_policy(), PolicyPaths(*req));
+          v1::UpdateLoginPolicyResponse out;
+          if (before->settings == want) {
+            *out.mutable_login_policy() = PolicyProto(*before);
+            return mutation::Unchanged(std::move(out));
+          }
+          ASSIGN_OR_RETURN(store::PolicyRow after, store::UpdatePolicy(tx, want, actor.principal));
+          *out.mutable_login_policy() = PolicyProto(after);
+          return mutation::Changed(events::LoginPolicyUpdated(actor, *before, after),
+                                   std::move(out));
+        },
+        resp);
+  });
 }
 
-grpc::Status AuthServiceImpl::GetUser(grpc::ServerContext* ctx, const v1::GetUserRequest* req,
-                                      v1::User* resp) {
-  auto user = [&]() -> absl::StatusOr<v1::User> {
-    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetUser").status());
-    RETURN_IF_ERROR(ValidateUserId(req->user_id()));
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(std::optional<store::UserRow> row, store::GetUser(*conn, req->user_id()));
-    if (!row.has_value()) return UserNotFound(req->user_id());
-    return UserProto(*row);
-  };
-  return Reply(user(), resp, "GetUser");
+grpc::ServerUnaryReactor* AuthServiceImpl::GetUser(grpc::CallbackServerContext* ctx,
+                                                   const v1::GetUserRequest* req, v1::User* resp) {
+  return calls_.Run(ctx, [=, this] {
+    auto user = [&]() -> absl::StatusOr<v1::User> {
+      RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetUser").status());
+      RETURN_IF_ERROR(ValidateUserId(req->user_id()));
+      ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+      ASSIGN_OR_RETURN(std::optional<store::UserRow> row, store::GetUser(*conn, req->user_id()));
+      if (!row.has_value()) return UserNotFound(req->user_id());
+      return UserProto(*row);
+    };
+    return Reply(user(), resp, "GetUser");
+  });
 }
 
-grpc::Status AuthServiceImpl::GetUserRoles(grpc::ServerContext* ctx,
-                                           const v1::GetUserRolesRequest* req,
-                                           v1::UserRoles* resp) {
-  auto roles = [&]() -> absl::StatusOr<v1::UserRoles> {
-    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetUserRoles").status());
-    RETURN_IF_ERROR(ValidateUserId(req->user_id()));
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(std::optional<store::UserRow> user, store::GetUser(*conn, req->user_id()));
-    if (!user.has_value()) return UserNotFound(req->user_id());
-    events::Authz authz{.version = user->authz_version};
-    ASSIGN_OR_RETURN(authz.roles, store::ListRoles(*conn, req->user_id()));
-    return RolesResponse<v1::UserRoles>(authz);
-  };
-  return Reply(roles(), resp, "GetUserRoles");
+grpc::ServerUnaryReactor* AuthServiceImpl::GetUserRoles(grpc::CallbackServerContext* ctx,
+                                                        const v1::GetUserRolesRequest* req,
+                                                        v1::UserRoles* resp) {
+  return calls_.Run(ctx, [=, this] {
+    auto roles = [&]() -> absl::StatusOr<v1::UserRoles> {
+      RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetUserRoles").status());
+      RETURN_IF_ERROR(ValidateUserId(req->user_id()));
+      ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+      ASSIGN_OR_RETURN(std::optional<store::UserRow> user, store::GetUser(*conn, req->user_id()));
+      if (!user.has_value()) return UserNotFound(req->user_id());
+      events::Authz authz{.version = user->authz_version};
+      ASSIGN_OR_RETURN(authz.roles, store::ListRoles(*conn, req->user_id()));
+      return RolesResponse<v1::UserRoles>(authz);
+    };
+    return Reply(roles(), resp, "GetUserRoles");
+  });
 }
 
-grpc::Status AuthServiceImpl::GetLoginPolicy(grpc::ServerContext* ctx,
-                                             const v1::GetLoginPolicyRequest* req,
-                                             v1::LoginPolicy* resp) {
-  auto policy = [&]() -> absl::StatusOr<v1::LoginPolicy> {
-    RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetLoginPolicy").status());
-    ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
-    ASSIGN_OR_RETURN(std::optional<store::PolicyRow> row, store::GetPolicy(*conn));
-    if (!row.has_value()) return absl::InternalError("no login policy");
-    return PolicyProto(*row);
-  };
-  return Reply(policy(), resp, "GetLoginPolicy");
+grpc::ServerUnaryReactor* AuthServiceImpl::GetLoginPolicy(grpc::CallbackServerContext* ctx,
+                                                          const v1::GetLoginPolicyRequest* req,
+                                                          v1::LoginPolicy* resp) {
+  return calls_.Run(ctx, [=, this] {
+    auto policy = [&]() -> absl::StatusOr<v1::LoginPolicy> {
+      RETURN_IF_ERROR(authorizer_.Admit(*ctx, "GetLoginPolicy").status());
+      ASSIGN_OR_RETURN(pg::PooledConnection conn, pool_.Acquire());
+      ASSIGN_OR_RETURN(std::optional<store::PolicyRow> row, store::GetPolicy(*conn));
+      if (!row.has_value()) return absl::InternalError("no login policy");
+      return PolicyProto(*row);
+    };
+    return Reply(policy(), resp, "GetLoginPolicy");
+  });
 }
 
 const server::AccessTable& AccessRules() {

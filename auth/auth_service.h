@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/pg/pool.h"
+#include "common/server/call_executor.h"
 #include "common/server/principal.h"
 #include "owner/mutation/mutation.h"
 #include "ulticode/auth/v1/auth.grpc.pb.h"
@@ -16,32 +17,42 @@ namespace ulticode::auth {
 absl::StatusOr<mutation::Outcome<v1::CreateUserResponse>> CreateUserIn(
     pg::Transaction& tx, const audit::Actor& actor, const v1::CreateUserRequest& req);
 
-class AuthServiceImpl final : public v1::AuthService::Service {
+class AuthServiceImpl final : public v1::AuthService::CallbackService {
  public:
-  AuthServiceImpl(pg::Pool& pool, const server::Authorizer& authorizer,
+  // Calls run on `calls` (one thread per pooled connection of `pool`).
+  AuthServiceImpl(server::CallExecutor& calls, pg::Pool& pool, const server::Authorizer& authorizer,
                   const crypto::SigningKey& signer, mutation::MutationHooks hooks = {})
-      : pool_(pool),
+      : calls_(calls),
+        pool_(pool),
         authorizer_(authorizer),
         mutations_(pool, authorizer, signer, std::move(hooks)) {}
 
-  grpc::Status CreateUser(grpc::ServerContext* ctx, const v1::CreateUserRequest* req,
-                          v1::CreateUserResponse* resp) override;
-  grpc::Status DisableUser(grpc::ServerContext* ctx, const v1::DisableUserRequest* req,
-                           v1::DisableUserResponse* resp) override;
-  grpc::Status AssignRole(grpc::ServerContext* ctx, const v1::AssignRoleRequest* req,
-                          v1::AssignRoleResponse* resp) override;
-  grpc::Status RevokeRole(grpc::ServerContext* ctx, const v1::RevokeRoleRequest* req,
-                          v1::RevokeRoleResponse* resp) override;
-  grpc::Status UpdateLoginPolicy(grpc::ServerContext* ctx, const v1::UpdateLoginPolicyRequest* req,
-                                 v1::UpdateLoginPolicyResponse* resp) override;
-  grpc::Status GetUser(grpc::ServerContext* ctx, const v1::GetUserRequest* req,
-                       v1::User* resp) override;
-  grpc::Status GetUserRoles(grpc::ServerContext* ctx, const v1::GetUserRolesRequest* req,
-                            v1::UserRoles* resp) override;
-  grpc::Status GetLoginPolicy(grpc::ServerContext* ctx, const v1::GetLoginPolicyRequest* req,
-                              v1::LoginPolicy* resp) override;
+  grpc::ServerUnaryReactor* CreateUser(grpc::CallbackServerContext* ctx,
+                                       const v1::CreateUserRequest* req,
+                                       v1::CreateUserResponse* resp) override;
+  grpc::ServerUnaryReactor* DisableUser(grpc::CallbackServerContext* ctx,
+                                        const v1::DisableUserRequest* req,
+                                        v1::DisableUserResponse* resp) override;
+  grpc::ServerUnaryReactor* AssignRole(grpc::CallbackServerContext* ctx,
+                                       const v1::AssignRoleRequest* req,
+                                       v1::AssignRoleResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeRole(grpc::CallbackServerContext* ctx,
+                                       const v1::RevokeRoleRequest* req,
+                                       v1::RevokeRoleResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateLoginPolicy(grpc::CallbackServerContext* ctx,
+                                              const v1::UpdateLoginPolicyRequest* req,
+                                              v1::UpdateLoginPolicyResponse* resp) override;
+  grpc::ServerUnaryReactor* GetUser(grpc::CallbackServerContext* ctx, const v1::GetUserRequest* req,
+                                    v1::User* resp) override;
+  grpc::ServerUnaryReactor* GetUserRoles(grpc::CallbackServerContext* ctx,
+                                         const v1::GetUserRolesRequest* req,
+                                         v1::UserRoles* resp) override;
+  grpc::ServerUnaryReactor* GetLoginPolicy(grpc::CallbackServerContext* ctx,
+                                           const v1::GetLoginPolicyRequest* req,
+                                           v1::LoginPolicy* resp) override;
 
  private:
+  server::CallExecutor& calls_;
   pg::Pool& pool_;  // read RPCs
   const server::Authorizer& authorizer_;
   const mutation::MutationHandler mutations_;

@@ -29,10 +29,12 @@ int main(int argc, char** argv) {
                 runtime::RegisterOwnerFlags(flags, common, &owner);
               },
           .assemble = [&](runtime::ServiceContext& context) -> absl::Status {
-            RETURN_IF_ERROR(runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
+            ASSIGN_OR_RETURN(mutation::MutationHooks hooks,
+                             runtime::AssembleOwner(audit::v1::OWNER_AUTH, owner, context));
             context.Serve(
-                std::make_unique<auth::AuthServiceImpl>(
-                    context.pool(), context.Authorizer(auth::AccessRules()), context.signer()),
+                std::make_unique<auth::AuthServiceImpl>(context.Calls(), context.pool(),
+                                                        context.Authorizer(auth::AccessRules()),
+                                                        context.signer(), std::move(hooks)),
                 "ulticode.auth.v1.AuthService");
             return absl::OkStatus();
           },

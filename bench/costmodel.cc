@@ -5,8 +5,10 @@
 // mesh, in scratch databases and streams of its own:
 //
 //   grpc      a unary CreateUser with a bearer token to a server built like
-//             ours (server::GrpcServer) whose handler does nothing; the
-//             server is a child process, so its CPU is told apart
+//             the owners' (server::GrpcServer, the callback API, each call
+//             run on a server::CallExecutor thread; --grpc-api=sync: the
+//             synchronous API) whose handler does nothing; the server is a
+//             child process, so its CPU is told apart
 //   crypto    Ed25519 sign and verify of a real envelope (once a bundle in
 //             the pipeline), its row MAC, SHA-256 of it, and an inclusion
 //             proof's verification
@@ -69,6 +71,7 @@
 #include "common/pg/pool.h"
 #include "common/redis/redis_client.h"
 #include "common/seal/seal.h"
+#include "common/server/call_executor.h"
 #include "common/server/grpc_server.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
@@ -99,6 +102,9 @@ struct Options {
   std::string redis_password_file;
   int grpc_port = 0;
   int grpc_clients = 32;
+  // How the no-op server serves: "executor" (the owners' callback services
+  // on a server::CallExecutor) or "sync" (the synchronous API, as Admin).
+  std::string grpc_api = "executor";
   int txn_threads = 8;
   int batch = 256;  // the dispatcher's, the bridge's and a proof entry's batch
   absl::Duration seconds = absl::Seconds(5);
@@ -133,62 +139,97 @@ class NoopAuth final : public auth::v1::AuthService::Service {
   }
 };
 
+// As the owners serve: the callback API, each call run on a
+// server::CallExecutor thread (one per pooled connection).
+class NoopAuthCallback final : public auth::v1::AuthService::CallbackService {
+ public:
+  explicit NoopAuthCallback(server::CallExecutor& calls) : calls_(calls) {}
+  grpc::ServerUnaryReactor* CreateUser(grpc::CallbackServerContext* ctx,
+                                       const auth::v1::CreateUserRequest*,
+                                       auth::v1::CreateUserResponse*) override {
+    return calls_.Run(ctx, [] { return grpc::Status::OK; });
+  }
+
+ private:
+  server::CallExecutor& calls_;
+};
+
 // The child: a server built like the services' (bounded threads, health,
 // reflection, the metrics interceptor) until its parent ends it.
-[[noreturn]] void ServeNoop(int port) {
+[[noreturn]] void ServeNoop(int port, const std::string& api) {
   prctl(PR_SET_NAME, "costmodel-srv");
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the tool
   prometheus::Registry registry;
   server::ServerOptions options;
   options.listen = absl::StrCat("127.0.0.1:", port);
   options.access_log = false;  // as the benchmark runs the services
   server::GrpcServer grpc_server(options, registry);
   NoopAuth noop;
-  grpc_server.AddService(&noop, "ulticode.auth.v1.AuthService");
+  server::CallExecutor calls(server::ExecutorOptions{}, registry);  // the services' defaults
+  NoopAuthCallback callback(calls);
+  if (api == "sync") {
+    grpc_server.AddService(&noop, "ulticode.auth.v1.AuthService");
+  } else {
+    grpc_server.AddService(&callback, "ulticode.auth.v1.AuthService");
+  }
   if (!grpc_server.Start().ok()) _exit(3);
   grpc_server.SetServing(true);
   pause();
   _exit(0);
 }
 
-// Closed loop: `clients` calls always in flight for `seconds`.
-int64_t CallNoop(const Options& o) {
-  auto stub = auth::v1::AuthService::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", o.grpc_port), grpc::InsecureChannelCredentials()));
-  const std::string token = "Bearer " + std::string(300, 't');  // a JWT's size
+// A closed loop's state, shared with every call's callback so that it
+// outlives the last one (a callback still unlocking `mu` after the waiter
+// returned would otherwise touch freed memory).
+struct NoopLoop {
+  std::unique_ptr<auth::v1::AuthService::Stub> stub;
+  std::string token;
+  absl::Time deadline;
   std::mutex mu;
   std::condition_variable done;
   int in_flight = 0;
   int64_t ok = 0;
-  const absl::Time deadline = absl::Now() + o.seconds;
-  std::function<void()> issue = [&]() {
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    ctx->AddMetadata("authorization", token);
-    auto req = std::make_shared<auth::v1::CreateUserRequest>();
-    req->set_username("costmodel_user");
-    req->set_email("costmodel_user@bench.example");
-    req->set_request_id(ids::NewUuidV7());
-    auto resp = std::make_shared<auth::v1::CreateUserResponse>();
-    // The next call is made outside the lock: a callback may run inline.
-    stub->async()->CreateUser(ctx.get(), req.get(), resp.get(),
-                              [&, ctx, req, resp](grpc::Status s) {
-                                bool again = false;
-                                {
-                                  std::lock_guard<std::mutex> lock(mu);
-                                  if (s.ok()) ++ok;
-                                  again = absl::Now() < deadline;
-                                  if (!again && --in_flight == 0) done.notify_all();
-                                }
-                                if (again) issue();
-                              });
-  };
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    in_flight = o.grpc_clients;
-  }
-  for (int i = 0; i < o.grpc_clients; ++i) issue();
-  std::unique_lock<std::mutex> lock(mu);
-  done.wait(lock, [&] { return in_flight == 0; });
-  return ok;
+  int64_t failed = 0;
+};
+
+void IssueNoop(std::shared_ptr<NoopLoop> loop) {
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  // A call that never ends would stop the stage: it fails instead.
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ctx->AddMetadata("authorization", loop->token);
+  auto req = std::make_shared<auth::v1::CreateUserRequest>();
+  req->set_username("costmodel_user");
+  req->set_email("costmodel_user@bench.example");
+  req->set_request_id(ids::NewUuidV7());
+  auto resp = std::make_shared<auth::v1::CreateUserResponse>();
+  NoopLoop* l = loop.get();
+  // The next call is made outside the lock: a callback may run inline.
+  l->stub->async()->CreateUser(ctx.get(), req.get(), resp.get(),
+                               [loop = std::move(loop), ctx, req, resp](grpc::Status s) {
+                                 bool again = false;
+                                 {
+                                   std::lock_guard<std::mutex> lock(loop->mu);
+                                   ++(s.ok() ? loop->ok : loop->failed);
+                                   again = absl::Now() < loop->deadline;
+                                   if (!again && --loop->in_flight == 0) loop->done.notify_all();
+                                 }
+                                 if (again) IssueNoop(loop);
+                               });
+}
+
+// Closed loop: `clients` calls always in flight for `seconds`. Returns the
+// calls that succeeded and those that failed.
+std::pair<int64_t, int64_t> CallNoop(const Options& o) {
+  auto loop = std::make_shared<NoopLoop>();
+  loop->stub = auth::v1::AuthService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", o.grpc_port), grpc::InsecureChannelCredentials()));
+  loop->token = "Bearer " + std::string(300, 't');  // a JWT's size
+  loop->deadline = absl::Now() + o.seconds;
+  loop->in_flight = o.grpc_clients;
+  for (int i = 0; i < o.grpc_clients; ++i) IssueNoop(loop);
+  std::unique_lock<std::mutex> lock(loop->mu);
+  loop->done.wait(lock, [&] { return loop->in_flight == 0; });
+  return {loop->ok, loop->failed};
 }
 
 Stage GrpcStage(const Options& o, pid_t server) {
@@ -203,8 +244,8 @@ Stage GrpcStage(const Options& o, pid_t server) {
   CallNoop(warm_up);
   const CpuMeter meter({}, server);
   const CpuReading before = meter.Read();
-  const int64_t ok = CallNoop(o);
-  return {"grpc", ok, meter.Read() - before, {}};
+  const auto [ok, failed] = CallNoop(o);
+  return {"grpc", ok, meter.Read() - before, {{"failed", static_cast<double>(failed)}}};
 }
 
 // ---- databases ---------------------------------------------------------------
@@ -543,6 +584,12 @@ int main(int argc, char** argv) {
   flags.Int("grpc-port", &o.grpc_port, "a free port for the no-op gRPC server", 1, 65535);
   flags.Require("grpc-port");
   flags.Int("grpc-clients", &o.grpc_clients, "gRPC calls in flight", 1, 1024);
+  flags.String("grpc-api", &o.grpc_api,
+               "how the no-op server serves: executor (the owners' callback services) or sync",
+               [](absl::string_view v) -> absl::Status {
+                 if (v == "executor" || v == "sync") return absl::OkStatus();
+                 return absl::InvalidArgumentError("must be executor or sync");
+               });
   flags.Int("txn-threads", &o.txn_threads, "threads issuing business transactions", 1, 64);
   flags.Int("batch", &o.batch, "rows a dispatcher cycle, entries a bridge batch, proofs an entry",
             1, 4096);
@@ -552,9 +599,9 @@ int main(int argc, char** argv) {
 
   // Before any thread exists: the no-op server is a child of its own.
   const pid_t server = fork();
-  if (server == 0) bench::ServeNoop(o.grpc_port);
+  if (server == 0) bench::ServeNoop(o.grpc_port, o.grpc_api);
   const bench::Stage grpc_stage = bench::GrpcStage(o, server);
-  kill(server, SIGTERM);
+  kill(server, SIGKILL);
   waitpid(server, nullptr, 0);
 
   auto key = crypto::SigningKey::Generate();

@@ -167,15 +167,14 @@ class LoadGenerator {
       recorder_.Record(absl::Now() - scheduled, s.error_code());
       bool again = false;
       {
+        // Notified under the lock: Run() cannot return (and destroy done_)
+        // while this callback still uses it.
         std::lock_guard<std::mutex> lock(mu_);
         --in_flight_;
         again = closed && absl::Now() < deadline_;
+        if (!again) done_.notify_all();
       }
-      if (again) {
-        Issue(absl::Now(), true);
-      } else {
-        done_.notify_all();
-      }
+      if (again) Issue(absl::Now(), true);
     };
     if (use_auth) {
       auto req = std::make_shared<auth::v1::CreateUserRequest>();

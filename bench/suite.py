@@ -33,6 +33,10 @@ shape (bench/reference_*.sql). Phases:
              without event numbering's nextval round trip, alternated, as a
              share of the closed loop's CPU per audited mutation
 
+  notify     (with model) the reference with and without a NOTIFY per
+             transaction while a session LISTENs, alternated: what the
+             wake-up the owners no longer use cost
+
   model      (ULTICODE_BENCH_PHASES=model, and in every full run) after the
              reference and the closed loop, ulticode-costmodel runs each
              stage of an audited mutation alone: a gRPC call to a no-op
@@ -415,6 +419,49 @@ class Suite:
                 "cpu_ms_added_per_txn": round(cpu["numbered"] - cpu["plain"], 3),
                 "share_of_audited_mutation_cpu": round((cpu["numbered"] - cpu["plain"]) /
                                                        closed_cpu_ms, 3)}
+
+    NOTIFY_TRIGGER = """CREATE OR REPLACE FUNCTION bench_notify() RETURNS trigger
+      LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('audit_outbox', ''); RETURN NULL; END $$;
+      CREATE TRIGGER bench_notify AFTER INSERT ON audit_outbox
+        FOR EACH STATEMENT EXECUTE FUNCTION bench_notify()"""
+
+    def notify(self):
+        """What a NOTIFY per business transaction costs, the wake-up the
+        owners used before Dispatcher::Wake: the reference with and without
+        a statement trigger that NOTIFYs on its outbox insert while a
+        session LISTENs (psql, draining what it hears every 10 ms),
+        alternated twice each in this run."""
+        log(f"notify: pgbench with and without a NOTIFY per transaction, 2 x 2 x {self.seconds}s")
+        self.reference_db()
+        runs = {"plain": [], "notify": []}
+        for _ in range(2):
+            runs["plain"].append(self.pgbench("bench/reference_txn.sql", self.seconds))
+            self.mesh.psql("bench_ref", self.NOTIFY_TRIGGER)
+            listener = subprocess.Popen(
+                [f"{PG_BIN}/psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U",
+                 "postgres", "-d", "bench_ref"], env=self.mesh.env, stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+            listener.stdin.write("LISTEN audit_outbox;\n")
+            stop = threading.Event()
+
+            def drain():
+                while not stop.wait(0.01):
+                    listener.stdin.write("SELECT 1;\n")
+                    listener.stdin.flush()
+            t = threading.Thread(target=drain)
+            t.start()
+            try:
+                runs["notify"].append(self.pgbench("bench/reference_txn.sql", self.seconds))
+            finally:
+                stop.set()
+                t.join()
+                listener.stdin.close()
+                listener.wait(timeout=30)
+            self.mesh.psql("bench_ref", "DROP TRIGGER bench_notify ON audit_outbox")
+        tps = {k: sum(r["tps"] for r in v) / len(v) for k, v in runs.items()}
+        cpu = {k: sum(r["cpu_ms_per_txn"] for r in v) / len(v) for k, v in runs.items()}
+        return {"runs": runs, "tps_notify_vs_plain": round(tps["notify"] / tps["plain"], 3),
+                "cpu_ms_added_per_txn": round(cpu["notify"] - cpu["plain"], 3)}
 
     def unsequenced(self):
         return int(self.mesh.psql("ulticode_admin",
@@ -1141,6 +1188,7 @@ class Suite:
                 self.result["closed"]["statements"] = self.statements(
                     self.result["closed"]["loadgen"]["ok"])
             if self.phases in ("all", "model"):
+                self.result["notify"] = self.notify()
                 self.result["model"] = self.model()
                 self.result["profiles"] = self.profile()
             if self.phases == "calibrate":
@@ -1322,6 +1370,11 @@ class Suite:
             k = r["soak"]
             log(f"soak at {k['rate']}/s: achieved {k['loadgen']['ok_per_second']:.0f}/s; growth over "
                 f"the last {k['second_half_seconds']} s (bytes): {k['second_half_growth_bytes']}")
+        if "notify" in r:
+            q = r["notify"]
+            log(f"a NOTIFY per transaction (with a listener): throughput "
+                f"x{q['tps_notify_vs_plain']} of the plain business transaction, "
+                f"+{q['cpu_ms_added_per_txn']} ms CPU per transaction")
         if "sequence" in r:
             q = r["sequence"]
             log(f"event numbering: throughput x{q['tps_numbered_vs_plain']} of the plain business "

@@ -39,6 +39,15 @@ const server::Authorizer& ServiceContext::Authorizer(const server::AccessTable& 
   return Keep(std::make_unique<server::Authorizer>(resolver_, rules, &limiter_));
 }
 
+server::CallExecutor& ServiceContext::Calls() {
+  if (calls_ == nullptr) {
+    calls_ = &Keep(std::make_unique<server::CallExecutor>(
+        server::ExecutorOptions{.threads = flags_.pg_pool_size, .max_calls = flags_.grpc_threads},
+        registry_));
+  }
+  return *calls_;
+}
+
 void ServiceContext::StopWorkers() {
   while (!stops_.empty()) {
     stops_.back()();

@@ -27,6 +27,7 @@
 #include "common/redis/redis_client.h"
 #include "common/runtime/service_flags.h"
 #include "common/server/bearer_resolver.h"
+#include "common/server/call_executor.h"
 #include "common/server/principal.h"
 #include "grpcpp/impl/codegen/service_type.h"
 #include "prometheus/registry.h"
@@ -59,6 +60,11 @@ class ServiceContext {
   // An authorizer of callers by bearer token against `rules`; lives as long
   // as the context.
   const server::Authorizer& Authorizer(const server::AccessTable& rules);
+
+  // The executor of the callback services' blocking handlers (one per
+  // process, made on first use): --pg-pool-size threads, at most
+  // --grpc-threads calls running or waiting. Outlives gRPC's drain.
+  server::CallExecutor& Calls();
 
   // Keeps `object` alive until the service has stopped.
   template <typename T>
@@ -103,6 +109,7 @@ class ServiceContext {
   const crypto::KeyDirectoryFile& keys_;
   const server::BearerTokenResolver& resolver_;
   server::CallLimiter limiter_;
+  server::CallExecutor* calls_ = nullptr;  // in kept_
   std::vector<std::shared_ptr<void>> kept_;
   std::vector<std::function<void()>> stops_;
   std::vector<std::function<void()>> before_drain_;

@@ -175,7 +175,11 @@ void ServiceFlags::RegisterServing(config::Flags& flags) {
     log::Level level;
     return log::ParseLevel(v, &level);
   });
-  flags.Int("grpc-threads", &grpc_threads, "maximum threads serving gRPC calls", 2, 1024);
+  flags.Int("grpc-threads", &grpc_threads,
+            "maximum gRPC calls served at once: threads of the synchronous services, and "
+            "calls running or waiting for a pooled connection in an owner's services; "
+            "beyond it calls are refused RESOURCE_EXHAUSTED",
+            2, 1024);
   flags.Int("grpc-max-receive-bytes", &grpc_max_receive_bytes,
             "largest request message accepted; larger ones are refused before any work", 1024,
             16 * 1024 * 1024);

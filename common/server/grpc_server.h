@@ -1,10 +1,12 @@
-// A synchronous gRPC server with the project's wiring: bounded threads,
+// A gRPC server with the project's wiring: bounded threads,
 // reflection (grpcurl can list and call every service, health included),
 // grpc.health.v1 with per-service status and a bound on its streams
 // (health_service.h), the call-metrics interceptor, and
-// connection limits. Only unary handlers run on the bounded threads; the
-// streams anyone can open without a token (reflection, health Watch) use the
-// callback API and cost memory, never a thread.
+// connection limits. Synchronous services' unary handlers run on the
+// bounded threads; the owners' services use the callback API with their
+// blocking handlers on a CallExecutor (call_executor.h); the streams anyone
+// can open without a token (reflection, health Watch) use the callback API
+// and cost memory, never a thread.
 //
 // Lifecycle: AddService() ... Start() -> SetServing(true) -> ... ->
 // Shutdown(): health NOT_SERVING first (load balancers stop sending), then
@@ -69,8 +71,9 @@ struct ConnectionLimits {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
-  // Upper bound on threads serving calls; beyond it callers get
-  // RESOURCE_EXHAUSTED instead of the process growing without bound.
+  // Upper bound on threads serving synchronous services' calls; beyond it
+  // callers get RESOURCE_EXHAUSTED instead of the process growing without
+  // bound (callback services bound their calls themselves: CallExecutor).
   int max_threads = 32;
   bool access_log = true;
   // Names the caller in the access log; null logs no principal.

@@ -43,6 +43,9 @@ namespace ulticode::mutation {
 // before COMMIT. An error aborts the transaction there.
 struct MutationHooks {
   std::function<absl::Status(absl::string_view method)> before_commit;
+  // Runs after a COMMIT that wrote an outbox row (the owner wakes its
+  // dispatcher: outbox::Dispatcher::Wake).
+  std::function<void()> after_commit;
 };
 
 namespace internal {
@@ -108,6 +111,7 @@ absl::StatusOr<Response> RunMutation(
       hooks);
   internal::LogAbandonedNumbers(method, numbers, status);
   RETURN_IF_ERROR(status);
+  if (!numbers.empty() && hooks.after_commit) hooks.after_commit();
   return response;
 }
 

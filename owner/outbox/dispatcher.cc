@@ -9,7 +9,6 @@
 #include "common/metrics/metrics.h"
 #include "common/seal/seal.h"
 #include "common/worker/loop.h"
-#include "common/worker/notify_listener.h"
 
 namespace ulticode::outbox {
 namespace {
@@ -42,8 +41,9 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
                         "Rows rescheduled after a transient publication failure", labels);
   dead_ = &metrics::Counter(registry, "ulticode_outbox_dead_total",
                             "Rows that can never be published, moved to DEAD", labels);
-  notifications_ = &metrics::Counter(registry, "ulticode_outbox_notifications_total",
-                                     "NOTIFY wake-ups received by the dispatcher listener", labels);
+  wakeups_ = &metrics::Counter(registry, "ulticode_outbox_wakeups_total",
+                               "Dispatcher wake-ups by commits of audited changes in this process",
+                               labels);
   resends_ = &metrics::Counter(
       registry, "ulticode_outbox_resends_total",
       "Rows published again: their entries were lost, or acknowledged long ago and still "
@@ -63,21 +63,22 @@ Dispatcher::Dispatcher(DispatcherOptions options, prometheus::Registry& registry
 
 Dispatcher::~Dispatcher() { Stop(); }
 
+void Dispatcher::Wake() {
+  if (!options_.wake_on_commit) return;
+  wakeups_->Increment();
+  waker_.Wake();
+}
+
 void Dispatcher::Start() {
   waker_.Reset();
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
-  if (options_.use_notify) {
-    worker::NotifyListenerOptions listen{options_.pg, kNotifyChannel, kComponent, options_.backoff,
-                                         [this](size_t n) { notifications_->Increment(n); }};
-    threads_.emplace_back([this, listen] { worker::RunNotifyListener(listen, waker_); });
-  }
   log::Info(kComponent, "started",
             {{"owner", audit::OwnerName(options_.owner)},
              {"threads", absl::StrCat(options_.threads)},
              {"batch_size", absl::StrCat(options_.batch_size)},
              {"poll_interval", absl::FormatDuration(options_.poll_interval)},
              {"linger", absl::FormatDuration(options_.linger)},
-             {"notify", options_.use_notify ? "on" : "off"}});
+             {"wake_on_commit", options_.wake_on_commit ? "on" : "off"}});
 }
 
 void Dispatcher::Stop() {

@@ -5,12 +5,14 @@
 // dispatchers never publish the same row at once), publishes it with one
 // pipelined XADD batch while holding the locks, marks the rows PUBLISHED in
 // one statement and commits: one write per row instead of a separate claim
-// update. It runs
-// again at once while batches come back full (waking another thread to help),
-// otherwise it waits for a NOTIFY from a committing writer (one listener
-// thread; one thread takes each wake-up) or the poll interval, whichever
-// comes first. After a cycle that found rows it first lingers briefly, so a
-// busy owner publishes many commits per cycle.
+// update. It runs again at once while batches come back full (waking
+// another thread to help), otherwise it waits for Wake() from a commit of
+// this process (mutation::MutationHooks::after_commit; one thread takes
+// each wake-up) or the poll interval, whichever comes first. Rows committed
+// by other processes are found by the poll: no NOTIFY, which would make
+// PostgreSQL serialize every notifying commit through its WAL flush. After
+// a cycle that found rows it first lingers briefly, so a busy owner
+// publishes many commits per cycle.
 //
 // Each row's MAC is checked (RowMac, with the key it names) and the rows of
 // a cycle are sealed as one bundle (common/seal): one Ed25519 signature per
@@ -69,9 +71,11 @@ struct DispatcherOptions {
   int threads = 2;
   int batch_size = 256;
   absl::Duration poll_interval = absl::Seconds(1);
-  bool use_notify = true;
+  // Woken by this process's commits of audited changes (Wake()); off: the
+  // poll interval alone.
+  bool wake_on_commit = true;
   // After a cycle that found rows, wait this long before the next claim, so
-  // that under load one cycle takes many commits (a NOTIFY per commit would
+  // that under load one cycle takes many commits (a wake-up per commit would
   // otherwise mean a cycle per commit). Idle, the first commit is claimed at
   // once.
   absl::Duration linger = absl::Milliseconds(2);
@@ -126,6 +130,11 @@ class Dispatcher {
   void Start();
   void Stop();
 
+  // A commit of this process wrote outbox rows: one waiting thread runs a
+  // cycle (wake-ups that come together make one). Nothing with
+  // wake_on_commit off. Thread-safe.
+  void Wake();
+
   // One lock-publish-settle cycle (one transaction) on the caller's
   // connections. Used by the threads and by tests.
   absl::StatusOr<CycleResult> RunOnce(pg::Connection& pg, redis::Client& redis);
@@ -178,7 +187,7 @@ class Dispatcher {
   prometheus::Counter* published_;
   prometheus::Counter* transient_failures_;
   prometheus::Counter* dead_;
-  prometheus::Counter* notifications_;
+  prometheus::Counter* wakeups_;
   prometheus::Counter* resends_;
   prometheus::Counter* seals_replaced_;
   prometheus::Histogram* lag_;

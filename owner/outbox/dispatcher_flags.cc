@@ -6,13 +6,16 @@ void RegisterDispatcherFlags(config::Flags& flags, DispatcherOptions* o) {
   flags.Int("dispatch-threads", &o->threads, "outbox dispatcher threads", 1, 64);
   flags.Int("dispatch-batch-size", &o->batch_size, "outbox rows claimed and published per batch", 1,
             10000);
-  flags.Duration("dispatch-poll-interval", &o->poll_interval,
-                 "outbox polling fallback when no NOTIFY arrives", absl::Milliseconds(10),
-                 absl::Hours(1));
+  flags.Duration(
+      "dispatch-poll-interval", &o->poll_interval,
+      "how often dispatchers look for due rows that no commit of this process woke them for",
+      absl::Milliseconds(10), absl::Hours(1));
   flags.Duration("dispatch-linger", &o->linger,
                  "after a cycle that found rows, wait this long for more before the next claim",
                  absl::ZeroDuration(), absl::Seconds(1));
-  flags.Bool("dispatch-notify", &o->use_notify, "wake dispatchers by LISTEN/NOTIFY on commit");
+  flags.Bool("dispatch-notify", &o->wake_on_commit,
+             "wake a dispatcher at each commit of an audited change in this process (off: the "
+             "poll interval alone)");
   flags.Duration("dispatch-claim-lease", &o->claim_lease,
                  "how long a dispatcher may hold rows idle in its transaction before PostgreSQL "
                  "ends its session and others take them",

@@ -33,9 +33,6 @@ namespace ulticode::outbox {
 // (migrations::GrantRuntime).
 const std::vector<std::string>& RuntimeGrants();
 
-// LISTEN channel notified on every commit that appended rows.
-inline constexpr char kNotifyChannel[] = "audit_outbox";
-
 // The MAC of an outbox row's payload: HMAC-SHA256 under a secret derived
 // from `key` (SigningKey::DeriveSecret): only a holder of that private key
 // (this owner's code) can make or check it.

@@ -27,8 +27,9 @@ namespace {
 // 100 bytes each).
 constexpr size_t kRememberedBundles = 1 << 15;
 
-absl::Status StartDispatcherAndWitness(audit::Owner owner, const OwnerOptions& options,
-                                       ServiceContext& context) {
+absl::StatusOr<outbox::Dispatcher*> StartDispatcherAndWitness(audit::Owner owner,
+                                                              const OwnerOptions& options,
+                                                              ServiceContext& context) {
   outbox::DispatcherOptions dispatch = options.dispatch;
   dispatch.owner = owner;
   dispatch.signer = &context.signer();
@@ -48,7 +49,8 @@ absl::Status StartDispatcherAndWitness(audit::Owner owner, const OwnerOptions& o
   dispatch.redis = context.Redis();
   const std::string audit_stream =
       dispatch.stream.empty() ? audit::StreamFor(owner) : dispatch.stream;
-  context.Start(std::make_unique<outbox::Dispatcher>(dispatch, context.registry()));
+  outbox::Dispatcher& dispatcher =
+      context.Start(std::make_unique<outbox::Dispatcher>(dispatch, context.registry()));
 
   outbox::WitnessOptions witness{owner,           audit_stream,  {}, &context.signer(),
                                  &context.keys(), dispatch.seals};
@@ -75,7 +77,7 @@ absl::Status StartDispatcherAndWitness(audit::Owner owner, const OwnerOptions& o
                                .max_array_elements = 1024,
                                .max_element_bytes = size_t{2} << 20};
   context.Start(std::make_unique<outbox::ProofReader>(proofs, context.registry()));
-  return absl::OkStatus();
+  return &dispatcher;
 }
 
 void StartHousekeeping(audit::Owner owner, const outbox::OwnerHousekeepingOptions& options,
@@ -129,8 +131,10 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
   return all;
 }
 
-absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context) {
-  RETURN_IF_ERROR(StartDispatcherAndWitness(owner, options, context));
+absl::StatusOr<mutation::MutationHooks> AssembleOwner(audit::Owner owner, OwnerOptions options,
+                                                      ServiceContext& context) {
+  ASSIGN_OR_RETURN(outbox::Dispatcher * dispatcher,
+                   StartDispatcherAndWitness(owner, options, context));
   StartHousekeeping(owner, options.housekeeping, context);
   context.Serve(
       std::make_unique<operations::OutboxOperationsService>(
@@ -141,7 +145,9 @@ absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceCont
                                                   context.Authorizer(outbox::WitnessAccessRules()),
                                                   context.signer()));
   context.Serve(std::move(witness), outbox::kWitnessServiceName);
-  return absl::OkStatus();
+  mutation::MutationHooks hooks;
+  hooks.after_commit = [dispatcher] { dispatcher->Wake(); };
+  return hooks;
 }
 
 }  // namespace ulticode::runtime

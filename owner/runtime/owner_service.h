@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/audit/event.h"
 #include "common/config/flags.h"
 #include "common/migrations/migrations.h"
 #include "common/runtime/service.h"
+#include "owner/mutation/mutation.h"
 #include "owner/outbox/dispatcher.h"
 #include "owner/outbox/housekeeping.h"
 
@@ -45,7 +46,10 @@ std::vector<migrations::Migration> WithOutboxMigrations(
 std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner);
 
 // Starts the dispatcher, the witness and the housekeeping jobs of
-// `owner`, and serves OutboxOperations.
-absl::Status AssembleOwner(audit::Owner owner, OwnerOptions options, ServiceContext& context);
+// `owner`, and serves OutboxOperations. Returns the hooks the owner's
+// mutating service runs with: each commit of an audited change wakes the
+// dispatcher.
+absl::StatusOr<mutation::MutationHooks> AssembleOwner(audit::Owner owner, OwnerOptions options,
+                                                      ServiceContext& context);
 
 }  // namespace ulticode::runtime

@@ -32,6 +32,8 @@ r = json.loads(sys.argv[1])
 flow = ["txn", "publish", "xadd", "xread", "inbox", "log", "prove", "confirm"]
 errors = [f"stage {s} missing" for s in ["grpc", "crypto"] + flow if s not in r]
 if not errors:
+    if r["grpc"].get("failed", 1) != 0:
+        errors.append(f"grpc: calls to the no-op server failed: {r['grpc']}")
     if r["grpc"]["ops"] <= 0 or r["grpc"]["cpu_us_per_op"].get("server", 0) <= 0:
         errors.append(f"grpc: no calls or no server CPU: {r['grpc']}")
     for k in ("sign_us", "verify_us", "sha256_us", "inclusion_verify_us"):

@@ -229,9 +229,10 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   nowhere.connect.connect_timeout = absl::Seconds(1);
   pg::Pool pool(nowhere);
   const crypto::SigningKey& signer = testing::SharedTestKeys().auth();
-  auth::AuthServiceImpl auth_service(pool, auth_authz, signer);
-  app::AppServiceImpl app_service(pool, app_authz, signer);
   auto metrics = metrics::Metrics::Unexposed("rules");
+  server::CallExecutor calls({.threads = 2, .max_calls = 16}, metrics->registry());
+  auth::AuthServiceImpl auth_service(calls, pool, auth_authz, signer);
+  app::AppServiceImpl app_service(calls, pool, app_authz, signer);
   admin::watch::WatchHub watches({}, metrics->registry());  // never started: refusals only
   admin::query::AuditQueryService admin_service(pool, admin_authz, watches, metrics->registry(),
                                                 {});

@@ -726,12 +726,14 @@ TEST_F(ConfirmationTest, ARedisAtItsMemoryLimitLosesNothingAndThePipelineRecover
   const bool refused = WaitFor(
       [&] {
         Append(200);
+        dispatcher.Wake();  // as an owner's commit does
         appended += 200;
         return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE last_error LIKE '%OOM%'") > 0;
       },
       std::chrono::seconds(60));
   ASSERT_TRUE(refused) << "Redis never refused a write";
   Append(100);  // and business goes on
+  dispatcher.Wake();
   appended += 100;
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox"), appended) << "rows kept";
   EXPECT_EQ(OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'DEAD'"), 0);

@@ -1,5 +1,5 @@
 // The outbox dispatcher against real PostgreSQL and Redis: publication,
-// NOTIFY wake-up, Redis outages, crash windows, stalled holders, concurrency.
+// wake-up on commit, Redis outages, crash windows, stalled holders, concurrency.
 #include "owner/outbox/dispatcher.h"
 
 #include <cstdlib>
@@ -332,16 +332,18 @@ TEST_F(DispatcherTest, ARowPublishedAgainKeepsItsSealUnlessItWasAltered) {
       absl::BytesToHexString(Field(entries[2], "seal")));
 }
 
-TEST_F(DispatcherTest, NotifyPublishesWithinSecondsDespiteAMinutePollInterval) {
+TEST_F(DispatcherTest, AWakeFromACommitPublishesWithinSecondsDespiteAMinutePollInterval) {
   options_.poll_interval = absl::Minutes(1);
-  options_.use_notify = true;
   Dispatcher d(options_, metrics_->registry());
   d.Start();
   AppendEvents(1);
+  d.Wake();
   ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 1; }, std::chrono::seconds(5)));
-  // The system is idle now; only a NOTIFY can wake it before a minute passes.
+  // The system is idle now; only a wake-up can start a cycle before a
+  // minute passes.
   const absl::Time start = absl::Now();
   AppendEvents(1);
+  d.Wake();
   ASSERT_TRUE(WaitFor([&] { return CountState("PUBLISHED") == 2; }, std::chrono::seconds(5)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   d.Stop();

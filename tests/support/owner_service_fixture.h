@@ -4,6 +4,7 @@
 // COMMIT, a real gRPC server on a free port and a generated stub.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
 #include "common/server/bearer_resolver.h"
+#include "common/server/call_executor.h"
 #include "common/server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -51,14 +53,17 @@ class OwnerServiceTest : public ::testing::Test {
     pool_ = std::make_unique<pg::Pool>(po);
     mutation::MutationHooks hooks;
     hooks.before_commit = [this](absl::string_view method) { return fault_(method); };
+    hooks.after_commit = [this] { ++wakes_; };
     // The owner's key of the process-wide test keys (Admin-side checks in a
     // test find it in SharedTestKeys().directory()).
     signer_ = &SharedTestKeys().owner(absl::StrContains(service_name, ".app.") ? "app" : "auth");
     resolver_ = std::make_unique<server::BearerTokenResolver>(
         SharedTestTokens().jwks(), jwt::VerifyOptions{kTestIssuer, kTestAudience});
     authorizer_ = std::make_unique<server::Authorizer>(*resolver_, access_rules);
-    service_ = std::make_unique<Impl>(*pool_, *authorizer_, *signer_, hooks);
     metrics_ = metrics::Metrics::Unexposed("test");
+    calls_ = std::make_unique<server::CallExecutor>(
+        server::ExecutorOptions{.threads = 4, .max_calls = 64}, metrics_->registry());
+    service_ = std::make_unique<Impl>(*calls_, *pool_, *authorizer_, *signer_, hooks);
     server_ = std::make_unique<server::GrpcServer>(server::PlaintextOptions("127.0.0.1:0", 8),
                                                    metrics_->registry());
     server_->AddService(service_.get(), service_name);
@@ -69,6 +74,9 @@ class OwnerServiceTest : public ::testing::Test {
 
   void TearDown() override {
     if (server_) server_->Shutdown(absl::Seconds(1));
+    // Whatever the test did (faults, errors, no-ops, repeats): the
+    // dispatcher was woken once per committed outbox row, and only then.
+    if (conn_) EXPECT_EQ(wakes_.load(), OutboxRows()) << "after_commit wake-ups";
   }
 
   // A call context with a bearer token of `principal` holding every role
@@ -106,6 +114,7 @@ class OwnerServiceTest : public ::testing::Test {
   std::function<absl::Status(absl::string_view)> fault_ = [](absl::string_view) {
     return absl::OkStatus();
   };
+  std::atomic<int64_t> wakes_{0};  // hooks.after_commit
   std::unique_ptr<server::BearerTokenResolver> resolver_;
   std::unique_ptr<server::Authorizer> authorizer_;
   const crypto::SigningKey* signer_ = nullptr;
@@ -113,6 +122,7 @@ class OwnerServiceTest : public ::testing::Test {
   std::unique_ptr<pg::Pool> pool_;
   std::unique_ptr<Impl> service_;
   std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<server::CallExecutor> calls_;  // outlives server_
   std::unique_ptr<server::GrpcServer> server_;
   std::unique_ptr<typename Service::Stub> stub_;
 };

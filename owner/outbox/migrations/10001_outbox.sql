@@ -87,16 +87,11 @@ CREATE INDEX audit_outbox_created_brin ON audit_outbox USING brin (created_at);
 -- order, so a BRIN index finds them at almost no cost to inserts.
 CREATE INDEX audit_outbox_owner_sequence_brin ON audit_outbox USING brin (owner_sequence);
 
--- Wake dispatchers on commit: NOTIFY inside the inserting transaction is
--- delivered only if and when it commits. One notification per statement.
-CREATE FUNCTION audit_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_notify('audit_outbox', '');
-  RETURN NULL;
-END $$;
-
-CREATE TRIGGER audit_outbox_notify AFTER INSERT ON audit_outbox
-  FOR EACH STATEMENT EXECUTE FUNCTION audit_outbox_notify();
+-- No NOTIFY on insert: a NOTIFY makes PostgreSQL serialize every notifying
+-- commit of the cluster through its WAL flush (a cluster-wide lock held
+-- until after commit), which ends group commit. The process that commits a
+-- row wakes its own dispatcher (mutation::MutationHooks::after_commit);
+-- rows committed elsewhere are found by the poll.
 
 -- What the owner's runtime login may do to an outbox row it did not just
 -- write. The event itself (event_id, event_type, payload, mac, key_id,

@@ -165,6 +165,20 @@ absl::StatusOr<std::vector<tlog::LeafProof>> Prove(NodeCache& nodes,
   return proofs;
 }
 
+// How many of `proofs`, in order, one send holds within `budget` bytes,
+// each entry of kProofsPerEntry proofs repeating `per_entry` bytes besides
+// (the checkpoint and its consistency proof). At least one, so that every
+// run moves on.
+size_t ProofsThatFit(const std::vector<tlog::LeafProof>& proofs, size_t per_entry, size_t budget) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < proofs.size(); ++i) {
+    if (i % tlog::kProofsPerEntry == 0) bytes += per_entry;
+    bytes += tlog::EncodeProofs({proofs[i]}).size() + 1;
+    if (bytes > budget && i > 0) return i;
+  }
+  return proofs.size();
+}
+
 // The witness's cosignature key: its party's keys in the directory, as
 // cosignature/v1 keys named for it.
 std::vector<tlog::CosignatureVerifier> WitnessKeys(const crypto::KeyDirectory& keys,
@@ -292,15 +306,26 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
                                       pg::Int(size), pg::Int(kMaxProofsPerRun)}));
   }
   // A full page: more of this checkpoint's proofs follow in the next run.
-  const bool more = covered.size() == static_cast<size_t>(kMaxProofsPerRun);
+  bool more = covered.size() == static_cast<size_t>(kMaxProofsPerRun);
   NodeCache nodes(conn);
   std::vector<tlog::Hash> consistency;
   if (cosigned > 0 && cosigned < latest->size) {
     ASSIGN_OR_RETURN(consistency,
                      tlog::StoredConsistencyProof(cosigned, latest->size, nodes.Reader()));
   }
-  ASSIGN_OR_RETURN(const std::vector<tlog::LeafProof> proofs,
+  ASSIGN_OR_RETURN(std::vector<tlog::LeafProof> proofs,
                    Prove(nodes, covered, requested, latest->size));
+  // One send holds at most half the stream's share, so that the send before
+  // it can still be unread beside it: what does not fit goes in the next run.
+  const size_t per_entry = latest->note.size() + tlog::EncodeHashes(consistency).size() + 64;
+  const size_t fit =
+      ProofsThatFit(proofs, per_entry, static_cast<size_t>(options_.proof_stream_bytes / 2));
+  if (fit < covered.size()) {
+    covered.resize(fit);
+    more = true;
+  }
+  requested.resize(std::min(requested.size(), fit - covered.size()));
+  proofs.resize(fit);
   const std::string proof_stream = tlog::ProofStreamFor(stream);
   const std::vector<redis::StreamFields> entries =
       Entries(*latest, std::min(cosigned, latest->size), consistency, proofs, more);

@@ -8,11 +8,12 @@
 //    written again is counted "stale" and changes nothing);
 //  - hands the latest checkpoint, with a consistency proof from the
 //    owner's cosigned size and the inclusion proofs of the owner's events
-//    it newly covers (at most 2048 a run; the next run goes on where this
-//    one stopped), to every owner that has not cosigned it; again, with
-//    every proof since the cosigned size, every `resend` until the owner
-//    cosigns it. Where each owner stands (cosigned, proved, the last
-//    cosignature read) is kept in log_witnesses;
+//    it newly covers (at most 2048 a run, and at most half the proof
+//    stream's share in bytes, so that the send before can still be unread
+//    beside it; the next run goes on where this one stopped), to every owner that has not cosigned
+//    it; again, with every proof since the cosigned size, every `resend` until the owner cosigns
+//    it. Where each owner stands (cosigned, proved, the last cosignature read) is kept in
+//    log_witnesses;
 //  - sends again, with the latest checkpoint, the proofs of the events the
 //    bridge saw delivered again (log_proof_requests): their owner has not
 //    confirmed them.
@@ -41,9 +42,10 @@ struct WitnessFeedOptions {
   redis::Options redis;
   const crypto::KeyDirectoryFile* keys = nullptr;
   absl::Duration resend = absl::Seconds(5);
-  // Each proof stream's share of Redis's memory: after each send the stream
-  // keeps as many entries of that send's mean size as fit (XTRIM MAXLEN ~;
-  // the stream guard holds it to its bytes besides).
+  // Each proof stream's share of Redis's memory: one send holds at most
+  // half of it, and after each send the stream keeps as many entries of
+  // that send's mean size as fit (XTRIM MAXLEN ~; the stream guard holds it
+  // to its bytes besides).
   int64_t proof_stream_bytes = int64_t{64} << 20;
 };
 

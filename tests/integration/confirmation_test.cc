@@ -158,9 +158,11 @@ class ConfirmationTest : public ::testing::Test {
   // Admin's log job in-process: sequences, signs and feeds the witness.
   class Log {
    public:
-    Log(ConfirmationTest& t, const redis::Options& ro)
+    // `proof_stream_bytes`: the proof stream's share (--proof-stream-max-bytes).
+    Log(ConfirmationTest& t, const redis::Options& ro,
+        int64_t proof_stream_bytes = int64_t{64} << 20)
         : sequencer_({TestKeys::kLogOrigin, t.log_signer_.get(), 1000, absl::Milliseconds(50)}),
-          feed_(Feed(t, ro), t.metrics_->registry()),
+          feed_(Feed(t, ro, proof_stream_bytes), t.metrics_->registry()),
           conn_(*pg::Connection::Connect(t.admin_pg_)) {}
     ~Log() { Stop(); }
     absl::Status RunOnce() {
@@ -186,8 +188,10 @@ class ConfirmationTest : public ::testing::Test {
 
    private:
     static admin::transparency::WitnessFeedOptions Feed(ConfirmationTest& t,
-                                                        const redis::Options& ro) {
+                                                        const redis::Options& ro,
+                                                        int64_t proof_stream_bytes) {
       admin::transparency::WitnessFeedOptions f;
+      f.proof_stream_bytes = proof_stream_bytes;
       f.owners = {{"auth", t.stream_}};
       f.redis = ro;
       f.keys = &Keys().directory_file();
@@ -368,6 +372,57 @@ TEST_F(ConfirmationTest, TheProofStreamIsHeldToItsShare) {
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_LE(bytes->integer(), kShare);
   EXPECT_GT(*client.XLen(proofs), 0) << "the newest entries are kept";
+}
+
+// Every send of proofs fits in half the proof stream's share, so the send
+// before it can still sit there unread (the owner cosigns only once it has
+// read every part of a send, and the stream guard removes the oldest entries
+// of a stream over its share); and sends of that size prove every row.
+// Shares and batches are generated (ULTICODE_FEED_SEED reproduces a run).
+TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
+  const char* env = std::getenv("ULTICODE_FEED_SEED");
+  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
+                                       : std::random_device{}();
+  std::printf("[feed] seed %u (ULTICODE_FEED_SEED=%u reproduces it)\n", seed, seed);
+  std::mt19937 rng(seed);
+  outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
+  redis::Client client(redis_);
+  admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
+  admin::inbox::StreamCursor cursor = Cursor();
+  auto witness = MakeWitness(metrics_->registry());
+  outbox::ProofReader reader(ReaderOptions(redis_, witness.get()), metrics_->registry());
+  const std::string proofs = tlog::ProofStreamFor(stream_);
+  std::string read_at = "0-0", sent_at = "0-0";
+  int64_t total = 0;
+  for (int round = 0; round < 3; ++round) {
+    const int64_t share = (int64_t{32} << 10) << (rng() % 6);  // 32 KiB .. 1 MiB
+    const int events = 1 + static_cast<int>(rng() % 1200);
+    SCOPED_TRACE(absl::StrCat("seed ", seed, ", round ", round, ": ", events,
+                              " events, a share of ", share, " bytes"));
+    Append(events);
+    total += events;
+    PublishAll(dispatcher, client);
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          (void)bridge.RunOnce(*admin_, client, cursor);
+          return AdminScalar("SELECT count(*) FROM audit_logs") == total;
+        },
+        std::chrono::seconds(20)));
+    Log log(*this, redis_, share);
+    for (int run = 0; run < 400 && Confirmed() < total; ++run) {
+      ASSERT_TRUE(log.RunOnce().ok());
+      auto sent = client.XRead(proofs, 1000, absl::ZeroDuration(), sent_at);
+      ASSERT_TRUE(sent.ok()) << sent.status();
+      int64_t bytes = 0;
+      for (const redis::StreamEntry& e : *sent) {
+        for (const auto& [name, value] : e.fields) bytes += name.size() + value.size();
+        sent_at = e.id;
+      }
+      ASSERT_LE(bytes, share / 2) << "run " << run << " sent " << sent->size() << " entries";
+      ASSERT_TRUE(reader.RunOnce(*owner_, client, &read_at).ok());
+    }
+    ASSERT_EQ(Confirmed(), total);
+  }
 }
 
 // --- re-sends on evidence of loss only ------------------------------------
@@ -744,9 +799,10 @@ TEST_F(ConfirmationTest, ARedisAtItsMemoryLimitLosesNothingAndThePipelineRecover
   // there is (a proof trimmed unread: the row is sent and proved again).
   admin::maintenance::StreamMaintenance streams({{audit::v1::OWNER_AUTH, stream_}}, ro,
                                                 admin_metrics->registry());
+  constexpr int64_t kProofShare = int64_t{512} << 10;
   admin::maintenance::StreamGuard guard({{audit::v1::OWNER_AUTH, stream_}}, int64_t{1} << 20,
-                                        int64_t{512} << 10, ro, admin_metrics->registry());
-  Log log(*this, ro);
+                                        kProofShare, ro, admin_metrics->registry());
+  Log log(*this, ro, kProofShare);
   bridge.Start();
   log.Start();
   std::atomic<bool> stop{false};

@@ -74,7 +74,9 @@ transparency log's phase (the closed loop with the log off and on,
 alternated; checkpoint and cosignature freshness at half the maximum;
 storage per entry; GetInclusionProof latency on a log grown to
 ULTICODE_BENCH_LOG_ENTRIES leaves, 5 million by default);
-ULTICODE_BENCH_PHASES=proofs the closed loop and that last part alone.
+ULTICODE_BENCH_PHASES=proofs the closed loop and that last part alone;
+ULTICODE_BENCH_PHASES=drain the closed loop and the two drains (ours and
+the original settings').
 
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
@@ -1069,6 +1071,7 @@ class Suite:
         try:
             run = self.loadgen(tag, "open", rate=rate, seconds=seconds)
         finally:
+            c0, b0 = cpu_by_comm(), busy_jiffies()
             os.kill(admin, signal.SIGCONT)
         t0, curve, n = time.time(), [], run["ok"]
         while True:
@@ -1078,8 +1081,17 @@ class Suite:
                 break
             time.sleep(0.25)
         elapsed = curve[-1][0]
+        b1, c1 = busy_jiffies(), cpu_by_comm()
         twice1 = self.reads_twice()
+        # Where the drain's CPU goes: each process's, per event drained, and
+        # how busy the whole machine was (1.0: every core).
+        by_process = {k: round((c1[k] - c0.get(k, 0)) * 1000 / HZ / max(n, 1), 3)
+                      for k in c1 if (c1[k] - c0.get(k, 0)) * 1000 / HZ / max(n, 1) >= 0.005}
+        busy = (b1 - b0) / HZ / max(elapsed, 1e-3) / (os.cpu_count() or 1)
         return {"events": n, "seconds_to_drain": elapsed,
+                "cpu_ms_per_event_by_process": dict(sorted(by_process.items(),
+                                                           key=lambda kv: -kv[1])),
+                "machine_busy": round(busy, 2),
                 "read_twice": {k: int(twice1[k] - twice0[k]) for k in twice0},
                 "events_per_second": round(n / elapsed) if elapsed > 0 else None,
                 "complete": curve[-1][1] >= n, "curve": curve}
@@ -1215,8 +1227,9 @@ class Suite:
                 baseline = self.result["closed"]
                 self.result["replication"] = self.replication()
                 self.result["closed"] = baseline
-            if self.phases == "all":
-                self.result["open"] = self.open_loop(max_rate)
+            if self.phases in ("all", "drain"):
+                if self.phases == "all":
+                    self.result["open"] = self.open_loop(max_rate)
                 self.result["drain"] = self.drain(max(1, int(max_rate * 0.8)))
                 log("restarting the mesh with the original system's settings")
                 self.mesh.stop()
@@ -1429,6 +1442,11 @@ class Suite:
                 f"{t['self_pct']} % {t['dso']}" for t in p["libraries"][:6]))
             log("    " + "; ".join(f"{t['self_pct']} % {t['symbol'][:50]}"
                                    for t in p["functions"][:6]))
+        if "drain" in r:
+            for name, d in (("ours", r["drain"]), ("original", r["original"]["drain"])):
+                log(f"drain ({name}): {d['events']} events in {d['seconds_to_drain']} s = "
+                    f"{d['events_per_second']}/s, machine {d['machine_busy']} busy; CPU ms per "
+                    f"event: {dict(list(d['cpu_ms_per_event_by_process'].items())[:6])}")
         if self.phases != "all":
             self.targets()
             log(f"wrote {path}")
@@ -1447,9 +1465,6 @@ class Suite:
             log(f"open {p['offered_per_second']}/s: achieved {p['achieved_per_second']:.0f}/s, "
                 f"RPC p50/p99 {p['rpc_ms']['p50']}/{p['rpc_ms']['p99']} ms, lag p50/p99 "
                 f"{p['lag_ms']['p50']}/{p['lag_ms']['p99']} ms")
-        for name, d in (("ours", r["drain"]), ("original", r["original"]["drain"])):
-            log(f"drain ({name}): {d['events']} events in {d['seconds_to_drain']} s = "
-                f"{d['events_per_second']}/s")
         o = r["original"]["open"][0]
         log(f"original settings at {o['offered_per_second']}/s: lag p50/p99 "
             f"{o['lag_ms']['p50']}/{o['lag_ms']['p99']} ms")

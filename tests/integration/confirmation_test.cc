@@ -380,10 +380,7 @@ TEST_F(ConfirmationTest, TheProofStreamIsHeldToItsShare) {
 // of a stream over its share); and sends of that size prove every row.
 // Shares and batches are generated (ULTICODE_FEED_SEED reproduces a run).
 TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
-  const char* env = std::getenv("ULTICODE_FEED_SEED");
-  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
-                                       : std::random_device{}();
-  std::printf("[feed] seed %u (ULTICODE_FEED_SEED=%u reproduces it)\n", seed, seed);
+  const uint32_t seed = ::ulticode::testing::SeedFromEnv("ULTICODE_FEED_SEED", "feed");
   std::mt19937 rng(seed);
   outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
   redis::Client client(redis_);
@@ -559,10 +556,7 @@ TEST_F(ConfirmationTest, ARowPublishedAfterTheLookBeganIsNotCountedLost) {
 // which the group acknowledged; after each sweep, the rows sent again must be exactly the PUBLISHED
 // rows whose entries are gone unacknowledged (or gone with the stream).
 TEST_F(ConfirmationTest, GeneratedHistoriesResendExactlyWhatWasLost) {
-  const char* env = std::getenv("ULTICODE_RESEND_SEED");
-  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
-                                       : std::random_device{}();
-  std::printf("[resend] seed %u (ULTICODE_RESEND_SEED=%u reproduces it)\n", seed, seed);
+  const uint32_t seed = ::ulticode::testing::SeedFromEnv("ULTICODE_RESEND_SEED", "resend");
   std::mt19937 rng(seed);
   auto options = DispatchOptions(redis_);
   options.resend_timeout = absl::Hours(1);  // the "unproved" rule stays out

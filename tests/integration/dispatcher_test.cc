@@ -177,9 +177,7 @@ TEST_F(DispatcherTest, PublishesTheExactEnvelopesSealedAsOneBundle) {
 // DEAD: a made-up MAC, another row's MAC, a MAC of other bytes, a MAC key
 // that is not this owner's, a made-up seal in place of a MAC.
 TEST_F(DispatcherTest, OnlyRowsWhoseMacVerifiesArePublished) {
-  const char* env = std::getenv("ULTICODE_DISPATCH_MAC_SEED");
-  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
-                                       : std::random_device{}();
+  const uint32_t seed = ::ulticode::testing::SeedFromEnv("ULTICODE_DISPATCH_MAC_SEED", "mac");
   std::mt19937 rng(seed);
   SCOPED_TRACE(absl::StrCat("ULTICODE_DISPATCH_MAC_SEED=", seed));
   const auto& current = ::ulticode::testing::SharedTestKeys().auth();

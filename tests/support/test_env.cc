@@ -1,5 +1,6 @@
 #include "tests/support/test_env.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -62,6 +63,14 @@ std::optional<RedisEndpoint> RedisFromEnv() {
 bool InCi() {
   auto ci = Env("CI");
   return ci && (*ci == "true" || *ci == "1");
+}
+
+uint32_t SeedFromEnv(const char* env_var, const char* tag) {
+  const char* env = std::getenv(env_var);
+  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
+                                       : std::random_device{}();
+  std::printf("[%s] seed %u (%s=%u reproduces it)\n", tag, seed, env_var, seed);
+  return seed;
 }
 
 std::string RandomSuffix() {

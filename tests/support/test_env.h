@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -51,6 +52,11 @@ bool InCi();
 // returns its name. Each test owns its database, so tests never see each
 // other's rows. Aborts the test on failure.
 std::string CreateScratchDatabase(const PgEndpoint& pg, const std::string& prefix);
+
+// The seed of a generated test: the number in `env_var` when set (to
+// reproduce a run), a random one otherwise; printed as "[tag] seed N
+// (ENV_VAR=N reproduces it)" so that a failing run can be repeated.
+uint32_t SeedFromEnv(const char* env_var, const char* tag);
 
 // A random suffix for stream keys, consumer names and the like.
 std::string RandomSuffix();

@@ -130,6 +130,7 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
   query.group = options.bridge.group;
   query.consumer = options.bridge.inbox_consumer;
   query.max_cost = static_cast<double>(options.query_max_cost);
+  query.max_exports = static_cast<int>(options.export_max_concurrent);
   inbox::BridgeOptions reading = options.bridge;
   reading.redis = AdminRedis(context);
   query.redis = inbox::ReadingOptions(reading);
@@ -166,6 +167,10 @@ void RegisterFlags(config::Flags& flags, Options* options) {
             "this cost at the table's current size (no index serves it): INVALID_ARGUMENT "
             "naming the filters to add",
             1000, int64_t{1} << 40);
+  flags.Int("export-max-concurrent", &options->export_max_concurrent,
+            "ExportAuditLogs calls running at once (each holds one of the RPC threads while it "
+            "streams); one more is refused with RESOURCE_EXHAUSTED and a RetryInfo",
+            1, 64);
 }
 
 const std::vector<std::string>& RuntimeGrants() {

@@ -35,10 +35,12 @@ struct Options {
   watch::WatchOptions watch;
   // --query-max-cost (query::QueryServiceOptions::max_cost).
   int64_t query_max_cost = 100000;
+  // --export-max-concurrent (query::QueryServiceOptions::max_exports).
+  int64_t export_max_concurrent = 2;
 };
 
 // The --inbox-*, --consumer-*, --log-*, --watch-*, --query-max-cost,
-// retention and sampling flags.
+// --export-max-concurrent, retention and sampling flags.
 void RegisterFlags(config::Flags& flags, Options* options);
 
 // Least privilege for Admin's runtime role: the audit trail is append-only

@@ -266,9 +266,11 @@ AuditQueryService::AuditQueryService(pg::Pool& pool, const server::Authorizer& a
         options.max_page_size = std::max(options.max_page_size, 1);
         options.default_page_size = std::clamp(options.default_page_size, 1, options.max_page_size);
         return std::move(options);
-      }()) {
+      }()),
+      exports_(options_.max_exports) {
   // Shown from the start, so that the alert on them has a series.
-  for (const char* rpc : {"QueryAuditLogs", "GetAuditLog"}) refused_.Add({{"rpc", rpc}});
+  for (const char* rpc : {"QueryAuditLogs", "GetAuditLog", "ExportAuditLogs"})
+    refused_.Add({{"rpc", rpc}});
 }
 
 // When the page's filters are more than its leading one, the row
@@ -478,6 +480,25 @@ grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* AuditQueryService::WatchAu
   return watches_.Open(ctx, *req, *principal);
 }
 
+grpc::Status AuditQueryService::ExportAuditLogs(
+    grpc::ServerContext* ctx, const v1::ExportAuditLogsRequest* req,
+    grpc::ServerWriter<v1::ExportAuditLogsResponse>* writer) {
+  auto principal = authorizer_.Admit(*ctx, "ExportAuditLogs");
+  if (!principal.ok()) return server::ToGrpcStatus(principal.status(), "ExportAuditLogs");
+  auto slot = authorizer_.EnterRead(*principal);
+  if (!slot.ok()) return server::ToGrpcStatus(slot.status(), "ExportAuditLogs");
+  auto export_slot = exports_.Enter();
+  if (!export_slot.ok()) return server::ToGrpcStatus(export_slot.status(), "ExportAuditLogs");
+  log::Info("audit_read", "ExportAuditLogs",
+            {{"principal", principal->id},
+             {"request", std::string(text::TruncateUtf8(req->ShortDebugString(), 512))}});
+  const absl::Status s =
+      Export(pool_, *req, options_.exports, [&](const v1::ExportAuditLogsResponse& frame) {
+        return !ctx->IsCancelled() && writer->Write(frame);
+      });
+  return server::ToGrpcStatus(Report("ExportAuditLogs", s), "ExportAuditLogs");
+}
+
 grpc::Status AuditQueryService::GetPipelineStatus(grpc::ServerContext* ctx,
                                                   const v1::GetPipelineStatusRequest* req,
                                                   v1::PipelineStatus* resp) {
@@ -493,9 +514,8 @@ grpc::Status AuditQueryService::GetPipelineStatus(grpc::ServerContext* ctx,
 
 const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
-      {"QueryAuditLogs", "audit.reader"},
-      {"GetAuditLog", "audit.reader"},
-      {"WatchAuditLogs", "audit.reader"},
+      {"QueryAuditLogs", "audit.reader"},      {"GetAuditLog", "audit.reader"},
+      {"WatchAuditLogs", "audit.reader"},      {"ExportAuditLogs", "audit.reader"},
       {"GetPipelineStatus", "audit.operator"},
   };
   return *rules;

@@ -1,6 +1,7 @@
 // Admin's read side (ulticode.admin.v1.AdminService): the audit read model
-// (QueryAuditLogs, GetAuditLog, WatchAuditLogs through admin/watch) and the
-// pipeline's health (GetPipelineStatus).
+// (QueryAuditLogs, GetAuditLog, WatchAuditLogs through admin/watch,
+// ExportAuditLogs through audit_export.h) and the pipeline's health
+// (GetPipelineStatus).
 //
 // Reads only: audit_logs, consumer_inbox and poison_events in Admin's own
 // database (through the pool), and XINFO on the configured owner streams.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "admin/query/audit_export.h"
 #include "admin/watch/watch_hub.h"
 #include "common/audit/event.h"
 #include "common/pg/pool.h"
@@ -59,6 +61,10 @@ struct QueryServiceOptions {
   // many rows of the index that serves its leading filter, then ends with
   // its next-page token, however few rows matched.
   int64_t max_scan_rows = 10000;
+  // ExportAuditLogs calls at once (each holds a sync RPC thread while it
+  // streams); one more is RESOURCE_EXHAUSTED.
+  int max_exports = 2;
+  ExportOptions exports;
 };
 
 // WatchAuditLogs is served by `watches` on the callback API (a watch holds
@@ -79,6 +85,8 @@ class AuditQueryService final
                                  v1::PipelineStatus* resp) override;
   grpc::ServerWriteReactor<v1::WatchAuditLogsResponse>* WatchAuditLogs(
       grpc::CallbackServerContext* ctx, const v1::WatchAuditLogsRequest* req) override;
+  grpc::Status ExportAuditLogs(grpc::ServerContext* ctx, const v1::ExportAuditLogsRequest* req,
+                               grpc::ServerWriter<v1::ExportAuditLogsResponse>* writer) override;
 
  private:
   absl::StatusOr<v1::QueryAuditLogsResponse> Query(const v1::QueryAuditLogsRequest& req);
@@ -95,6 +103,7 @@ class AuditQueryService final
   watch::WatchHub& watches_;
   prometheus::Family<prometheus::Counter>& refused_;
   const QueryServiceOptions options_;
+  ExportSlots exports_;
 };
 
 // Who may call what: audit.reader reads the trail, audit.operator the

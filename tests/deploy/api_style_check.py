@@ -5,8 +5,8 @@ contract's descriptors (`buf build -o image.json`).
   - AIP-158: a request with page_size has page_token, its response
     next_page_token; no other cursor fields (after_*, next_* but
     next_page_token, first_size, start, count, *_cursor).
-  - AIP-155: every mutation (an RPC not named Get*, List*, Query*, Watch*)
-    takes `string request_id = 15`.
+  - AIP-155: every mutation (an RPC not named Get*, List*, Query*, Watch*,
+    Export*) takes `string request_id = 15`.
   - AIP-142: no number that is a duration (`*_seconds`, `*_ms`, ...): a
     google.protobuf.Duration.
   - AIP-140: no field named for a reserved word of a common language
@@ -34,7 +34,7 @@ DURATION_NUMBER = re.compile(r".*_(seconds|secs|ms|millis|milliseconds|minutes|h
 CURSOR = re.compile(r"^(after_.*|next_(?!page_token$).*|first_size|start|count|.*_cursor)$")
 NUMBER_TYPES = {"TYPE_INT32", "TYPE_INT64", "TYPE_UINT32", "TYPE_UINT64", "TYPE_SINT32",
                 "TYPE_SINT64", "TYPE_FIXED32", "TYPE_FIXED64", "TYPE_DOUBLE", "TYPE_FLOAT"}
-READS = ("Get", "List", "Query", "Watch")
+READS = ("Get", "List", "Query", "Watch", "Export")
 
 
 def messages(image):

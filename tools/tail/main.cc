@@ -61,6 +61,7 @@
 #include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
+#include "tools/client/admin_channel.h"
 #include "tools/verify/served_row.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 #include "ulticode/admin/v1/audit_log.grpc.pb.h"
@@ -90,11 +91,7 @@ struct Options {
 
 void Say(const std::string& line) { std::fprintf(stderr, "ulticode-tail: %s\n", line.c_str()); }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using client::ReadFile;
 
 // A resume token as Admin issues it: base64url, short.
 bool LooksLikeToken(absl::string_view v) {
@@ -143,15 +140,6 @@ absl::Status SavePosition(const std::string& path, const std::string& token) {
     ::close(dfd);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const Options& o) {
-  if (o.cacert.empty()) return grpc::CreateChannel(o.admin, grpc::InsecureChannelCredentials());
-  grpc::SslCredentialsOptions ssl;
-  auto pem = ReadFile(o.cacert);
-  if (!pem.ok()) return pem.status();
-  ssl.pem_root_certs = *std::move(pem);
-  return grpc::CreateChannel(o.admin, grpc::SslCredentials(ssl));
 }
 
 // What a retry can fix.
@@ -325,7 +313,7 @@ class Follower {
       return kError;
     }
     position_ = *start;
-    auto channel = Channel(o_);
+    auto channel = client::Channel(o_.admin, o_.cacert);
     if (!channel.ok()) {
       Say(std::string(channel.status().message()));
       return kError;

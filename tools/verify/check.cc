@@ -670,6 +670,13 @@ class Checker {
 
 }  // namespace
 
+std::optional<Break> LeafBreak(const tlog::LeafV1& leaf, uint64_t index,
+                               const crypto::KeyDirectory& owners, seal::Verifier& seals) {
+  std::optional<Problem> problem = LeafProblem(leaf, owners, seals);
+  if (!problem) return std::nullopt;
+  return Break{problem->kind, index, std::move(problem->detail)};
+}
+
 absl::Status CheckLeafSignature(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners,
                                 seal::Verifier& seals) {
   const crypto::KeyDirectory::Entry* entry = owners.Find(leaf.key_id);

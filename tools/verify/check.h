@@ -124,6 +124,12 @@ struct Report {
 absl::Status CheckLeafSignature(const tlog::LeafV1& leaf, const crypto::KeyDirectory& owners,
                                 seal::Verifier& seals);
 
+// The first thing wrong with leaf `index` on its own: its seal
+// (CheckLeafSignature), and its envelope's event id and owner against the
+// leaf's. Nullopt when it holds.
+std::optional<Break> LeafBreak(const tlog::LeafV1& leaf, uint64_t index,
+                               const crypto::KeyDirectory& owners, seal::Verifier& seals);
+
 // A witness's own view of the log, as the witness served it
 // (ulticode.outbox.v1.LogWitness): the checkpoint note it holds, with its
 // cosignature.

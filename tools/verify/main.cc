@@ -8,6 +8,9 @@
 //                   [--witness-keys-file=F [--witness-quorum=N]
 //                    [--witness-addresses=NAME=HOST:PORT,... --token-file=F]]
 //                   [--trusted-checkpoint=F]
+//     DIR is an export of the log (above) or of rows with proofs
+//     (ulticode-export --with-proofs, docs/exporting.md): each row is its
+//     leaf's rendering, each leaf sealed and in the export's checkpoint.
 //   ulticode-verify inclusion --admin=HOST:PORT --token-file=F --log-keys-file=F
 //                   --event-id=UUID [--trusted-checkpoint=F]
 //   ulticode-verify vkey --name=NAME --public-key=BASE64 [--witness]
@@ -16,10 +19,8 @@
 // first break is printed), 2 for a usage or I/O error, 3 when the export
 // verifies but its newest leaves are not witnessed yet (check: no
 // checkpoint that covers them carries a quorum of the witnesses'
-// cosignatures).
+// cosignatures; for rows, their checkpoint does not).
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,10 @@
 #include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
 #include "grpcpp/grpcpp.h"
+#include "tools/client/admin_channel.h"
 #include "tools/verify/check.h"
 #include "tools/verify/export.h"
+#include "tools/verify/row_export.h"
 #include "ulticode/outbox/v1/witness.grpc.pb.h"
 
 namespace ulticode::verify {
@@ -52,36 +55,11 @@ int Fail(const absl::Status& s) {
   return kError;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const std::string& address,
-                                                       const std::string& cacert) {
-  if (cacert.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::SslCredentialsOptions ssl;
-  ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(cacert));
-  return grpc::CreateChannel(address, grpc::SslCredentials(ssl));
-}
-
-struct ClientFlags {
-  std::string admin = "127.0.0.1:50053";
-  std::string token_file;
-  std::string cacert;
-  void Register(config::Flags& flags) {
-    flags.String("admin", &admin, "Admin's gRPC address", config::ValidateHostPort);
-    flags.String("token-file", &token_file, "file holding an audit.reader bearer token (0600)");
-    flags.Require("token-file");
-    flags.String("cacert", &cacert, "CA certificate (PEM) when Admin serves TLS");
-  }
-};
+using client::Channel;
+using client::ReadFile;
 
 int ExportCommand(int argc, char** argv) {
-  ClientFlags client;
+  client::AdminFlags client;
   std::string out;
   int64_t size = 0, start = 0;
   config::Flags flags("ulticode-verify export",
@@ -145,6 +123,43 @@ absl::StatusOr<std::vector<WitnessView>> AskWitnesses(const std::string& address
   return views;
 }
 
+// `check` of an export of rows with proofs (ulticode-export --with-proofs).
+int CheckRows(const std::string& dir, const Keys& keys) {
+  auto report = CheckRowExport(dir, keys);
+  if (!report.ok()) return Fail(report.status());
+  if (report->first_break) {
+    const Break& b = *report->first_break;
+    std::printf("FIRST BREAK at index %llu: %s: %s\n", static_cast<unsigned long long>(b.index),
+                std::string(BreakKindName(b.kind)).c_str(), b.detail.c_str());
+    return kBroken;
+  }
+  const std::string rows =
+      absl::StrCat(report->rows, " rows of ", report->rows_file, " (log indexes [",
+                   report->start_index, ", ", report->end_index, "))");
+  if (report->witness_keys > 0 && report->cosigned < report->witness_quorum) {
+    std::printf(
+        "UNWITNESSED: %s verify against checkpoint %llu, which %zu of the %zu witness keys "
+        "cosigned (the policy needs %zu)\n",
+        rows.c_str(), static_cast<unsigned long long>(report->size), report->cosigned,
+        report->witness_keys, report->witness_quorum);
+    return kUnwitnessed;
+  }
+  const std::string policy =
+      report->witness_keys == 0
+          ? "no witness policy (no --witness-keys-file): a history the witnesses did not sign "
+            "is not caught"
+          : absl::StrCat("witnessed: cosigned by ", report->cosigned, " of ", report->witness_keys,
+                         " witness keys (the policy needs ", report->witness_quorum, ")");
+  std::printf(
+      "OK: %s are their leaves, sealed by their owners and included in checkpoint %llu; %s; "
+      "%s\n",
+      rows.c_str(), static_cast<unsigned long long>(report->size), policy.c_str(),
+      report->filtered ? "a filtered export proves the rows it holds, not that no matching row "
+                         "is missing"
+                       : "unfiltered: every leaf of the range is there");
+  return kOk;
+}
+
 int CheckCommand(int argc, char** argv) {
   std::string dir, log_keys, owner_keys, witness_keys, trusted_file;
   std::string witness_addresses, token_file, cacert;
@@ -192,6 +207,14 @@ int CheckCommand(int argc, char** argv) {
     keys.witness_quorum = static_cast<size_t>(quorum);
   } else if (quorum != 0) {
     return Fail(absl::InvalidArgumentError("--witness-quorum: needs --witness-keys-file"));
+  }
+  if (IsRowExport(dir)) {
+    if (!trusted_file.empty() || !witness_addresses.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--trusted-checkpoint and --witness-addresses check an export of the log; " + dir +
+          " is an export of rows (manifest.json)"));
+    }
+    return CheckRows(dir, keys);
   }
   std::optional<std::string> trusted;
   if (!trusted_file.empty()) {
@@ -293,7 +316,7 @@ absl::Status CheckExtends(v1::AuditLogService::Stub& stub, const std::string& to
 }
 
 int InclusionCommand(int argc, char** argv) {
-  ClientFlags client;
+  client::AdminFlags client;
   std::string log_keys, event_id, trusted_file;
   config::Flags flags("ulticode-verify inclusion",
                       "Proves one event is in the log, against a checkpoint the log's keys "

@@ -29,8 +29,8 @@ absl::StatusOr<ExportPlan> PlanOf(const v1::ExportAuditLogsRequest& req) {
   ASSIGN_OR_RETURN(plan.format, exports::FromProto(req.format()));
   ASSIGN_OR_RETURN(plan.filters, FiltersOf(req.filter()));
   if (req.has_end_index() && req.end_index() < req.start_index()) {
-    return absl::InvalidArgumentError(absl::StrCat("end_index: ", req.end_index(),
-                                                   " is below start_index ", req.start_index()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("end_index: ", req.end_index(), " is below start_index ", req.start_index()));
   }
   v1::ExportHeader& h = plan.header;
   h.set_format(req.format());
@@ -124,10 +124,9 @@ bool SendWindow(Window& w, const ExportOptions& options,
 absl::StatusOr<ExportSlots::Slot> ExportSlots::Enter() {
   if (running_.fetch_add(1) >= max_) {
     running_.fetch_sub(1);
-    return server::WithRetryDelay(
-        absl::ResourceExhaustedError(
-            absl::StrCat(max_, " exports are running (--export-max-concurrent)")),
-        absl::Seconds(5));
+    return server::WithRetryDelay(absl::ResourceExhaustedError(absl::StrCat(
+                                      max_, " exports are running (--export-max-concurrent)")),
+                                  absl::Seconds(5));
   }
   return Slot(this);
 }

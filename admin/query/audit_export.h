@@ -7,8 +7,8 @@
 // MiB of them.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 

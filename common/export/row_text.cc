@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/audit/event.h"
@@ -115,9 +115,7 @@ struct Column {
 
 std::vector<Column> Columns(const Fields& f) {
   const audit::v1::AuditRecord& r = f.event.record();
-  auto text = [](const char* name, const std::string& s) {
-    return Column{name, JsonString(s), s};
-  };
+  auto text = [](const char* name, const std::string& s) { return Column{name, JsonString(s), s}; };
   auto number = [](const char* name, uint64_t n) {
     return Column{name, absl::StrCat(n), absl::StrCat(n)};
   };
@@ -260,9 +258,8 @@ std::string Ocsf(const Fields& f) {
                        .Sub("service", Object().Str("name", f.owner))
                        .Sub("request", Object().Str("uid", r.request_id())));
     out.Raw("resources",
-            absl::StrCat("[",
-                         Object().Str("type", r.entity_type()).Str("uid", r.entity_id()).Json(),
-                         "]"));
+            absl::StrCat(
+                "[", Object().Str("type", r.entity_type()).Str("uid", r.entity_id()).Json(), "]"));
   } else {
     out.Sub("user", Object().Str("uid", r.subject()));
   }
@@ -273,19 +270,18 @@ std::string Ocsf(const Fields& f) {
         slash == std::string::npos ? r.entity_id() : r.entity_id().substr(slash + 1);
     out.Raw("privileges", absl::StrCat("[", JsonString(role), "]"));
   }
-  out.Sub("unmapped",
-          Object()
-              .Str("event_type", f.event.event_type())
-              .Int("schema_version", f.event.schema_version())
-              .Int("owner_sequence", static_cast<int64_t>(f.event.owner_sequence()))
-              .Str("subject", r.subject())
-              .Str("entity_type", r.entity_type())
-              .Str("entity_id", r.entity_id())
-              .Raw("old_value", StructOr(r.has_old_value(), r.old_value(), "null"))
-              .Raw("new_value", StructOr(r.has_new_value(), r.new_value(), "null"))
-              .Str("request_id", r.request_id())
-              .Str("trace_id", r.trace_id())
-              .Str("key_id", f.key_id));
+  out.Sub("unmapped", Object()
+                          .Str("event_type", f.event.event_type())
+                          .Int("schema_version", f.event.schema_version())
+                          .Int("owner_sequence", static_cast<int64_t>(f.event.owner_sequence()))
+                          .Str("subject", r.subject())
+                          .Str("entity_type", r.entity_type())
+                          .Str("entity_id", r.entity_id())
+                          .Raw("old_value", StructOr(r.has_old_value(), r.old_value(), "null"))
+                          .Raw("new_value", StructOr(r.has_new_value(), r.new_value(), "null"))
+                          .Str("request_id", r.request_id())
+                          .Str("trace_id", r.trace_id())
+                          .Str("key_id", f.key_id));
   return absl::StrCat(out.Json(), "\n");
 }
 

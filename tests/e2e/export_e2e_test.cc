@@ -133,10 +133,10 @@ class ExportTest : public ::testing::Test {
   }
 
   static testing::CommandResult Check(const std::string& export_dir) {
-    return testing::RunCommand(absl::StrCat(
-        testing::BinDir(), "/tools/verify/ulticode-verify check --dir=", export_dir,
-        " --log-keys-file=", dir_, "/log.vkey --witness-keys-file=", dir_,
-        "/witnesses.vkey --owner-keys-file=", mesh_->keys().public_keys_file()));
+    return testing::RunCommand(
+        absl::StrCat(testing::BinDir(), "/tools/verify/ulticode-verify check --dir=", export_dir,
+                     " --log-keys-file=", dir_, "/log.vkey --witness-keys-file=", dir_,
+                     "/witnesses.vkey --owner-keys-file=", mesh_->keys().public_keys_file()));
   }
 
   // The log indexes of a JSON Lines export's rows, in file order.
@@ -145,8 +145,8 @@ class ExportTest : public ::testing::Test {
     for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipEmpty())) {
       google::protobuf::Value v;
       EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &v).ok()) << line;
-      out.push_back(static_cast<uint64_t>(
-          v.struct_value().fields().at("log_index").number_value()));
+      out.push_back(
+          static_cast<uint64_t>(v.struct_value().fields().at("log_index").number_value()));
     }
     return out;
   }
@@ -213,7 +213,8 @@ TEST_F(ExportTest, GeneratedFiltersAndRangesSelectExactlyTheRowsSqlSelects) {
       const std::vector<std::string> parts = absl::StrSplit(entity, ' ');
       flags.push_back("--entity-type=" + parts[0]);
       flags.push_back("--entity-id=" + parts[1]);
-      sql.push_back(absl::StrCat("entity_type = '", parts[0], "' AND entity_id = '", parts[1], "'"));
+      sql.push_back(
+          absl::StrCat("entity_type = '", parts[0], "' AND entity_id = '", parts[1], "'"));
     }
     if (rng() % 3 == 0) {
       // An end after the start (the API refuses an empty range), or none.
@@ -281,8 +282,7 @@ Tampering Tamper(const std::string& dir, const std::string& rows_file, bool unfi
                  std::mt19937& rng) {
   const std::string eol = absl::EndsWith(rows_file, ".csv") ? "\r\n" : "\n";
   const int header = absl::EndsWith(rows_file, ".csv") ? 1 : 0;
-  const std::vector<std::string> files = {rows_file, "proofs.jsonl", "checkpoint",
-                                          "manifest.json"};
+  const std::vector<std::string> files = {rows_file, "proofs.jsonl", "checkpoint", "manifest.json"};
   const int kinds = unfiltered ? 5 : 4;
   switch (rng() % kinds) {
     case 0: {  // a byte of any file
@@ -349,16 +349,15 @@ TEST_F(ExportTest, EveryGeneratedTamperingOfAnExportWithProofsIsNamed) {
     fs::copy(o.dir, copy, fs::copy_options::recursive);
     const Tampering t = Tamper(copy, o.rows_file, o.unfiltered, rng);
     const auto r = Check(copy);
-    const std::string what = absl::StrCat(o.rows_file, " export, ", t.file, ": ", t.what, "\n",
-                                          r.output);
+    const std::string what =
+        absl::StrCat(o.rows_file, " export, ", t.file, ": ", t.what, "\n", r.output);
     EXPECT_TRUE(r.exit_code == 1 || (r.exit_code == 3 && t.file == "checkpoint")) << what;
     EXPECT_TRUE(absl::StrContains(r.output, "FIRST BREAK") ||
                 absl::StrContains(r.output, "UNWITNESSED"))
         << what;
-    const bool names_a_file = absl::StrContains(r.output, o.rows_file) ||
-                              absl::StrContains(r.output, "proofs.jsonl") ||
-                              absl::StrContains(r.output, "checkpoint") ||
-                              absl::StrContains(r.output, "manifest.json");
+    const bool names_a_file =
+        absl::StrContains(r.output, o.rows_file) || absl::StrContains(r.output, "proofs.jsonl") ||
+        absl::StrContains(r.output, "checkpoint") || absl::StrContains(r.output, "manifest.json");
     EXPECT_TRUE(names_a_file) << what;
     fs::remove_all(copy);
   }

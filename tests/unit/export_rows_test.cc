@@ -3,16 +3,15 @@
 // generated event renders in each format to exactly its fields, and the
 // rendering is a function of the leaf alone. Seeded: ULTICODE_EXPORT_SEED
 // replays a failure.
-#include "common/export/row_text.h"
-
 #include <random>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/audit/event.h"
+#include "common/export/row_text.h"
 #include "common/tlog/leaf.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -32,8 +31,9 @@ constexpr int kTrials = 2000;
 // line breaks, controls, a formula's first characters, multi-byte UTF-8.
 std::string RandomText(std::mt19937& rng, size_t max_len = 24) {
   static const std::vector<std::string> kPieces = {
-      "a", "Z", "0", " ", ",", "\"", "'", "\r", "\n", "\r\n", "\t", "=", "+", "-", "@", "\\",
-      "/", "{", "}", "[", "]", ":", "\x01", "\x1f", "\x7f", "é", "漢", "😀", "\u2028", "null"};
+      "a",  "Z", "0",    " ",    ",",    "\"", "'",  "\r", "\n",     "\r\n",
+      "\t", "=", "+",    "-",    "@",    "\\", "/",  "{",  "}",      "[",
+      "]",  ":", "\x01", "\x1f", "\x7f", "é",  "漢", "😀",  "\u2028", "null"};
   std::string s;
   const size_t n = std::uniform_int_distribution<size_t>(0, max_len)(rng);
   for (size_t i = 0; i < n; ++i) s += kPieces[rng() % kPieces.size()];
@@ -45,7 +45,8 @@ Value RandomValue(std::mt19937& rng, int depth);
 Struct RandomStruct(std::mt19937& rng, int depth) {
   Struct s;
   const int n = std::uniform_int_distribution<int>(0, 4)(rng);
-  for (int i = 0; i < n; ++i) (*s.mutable_fields())[RandomText(rng, 6)] = RandomValue(rng, depth + 1);
+  for (int i = 0; i < n; ++i)
+    (*s.mutable_fields())[RandomText(rng, 6)] = RandomValue(rng, depth + 1);
   return s;
 }
 
@@ -60,7 +61,9 @@ Value RandomValue(std::mt19937& rng, int depth) {
       const double kinds[] = {static_cast<double>(static_cast<int32_t>(rng())),
                               std::uniform_real_distribution<double>(-1e6, 1e6)(rng),
                               std::ldexp(static_cast<double>(rng()), -60),
-                              std::ldexp(static_cast<double>(rng()), 60), 0.1, -0.0};
+                              std::ldexp(static_cast<double>(rng()), 60),
+                              0.1,
+                              -0.0};
       v.set_number_value(kinds[rng() % 6]);
       break;
     }
@@ -75,7 +78,8 @@ Value RandomValue(std::mt19937& rng, int depth) {
       break;
     default: {
       const int n = std::uniform_int_distribution<int>(0, 3)(rng);
-      for (int i = 0; i < n; ++i) *v.mutable_list_value()->add_values() = RandomValue(rng, depth + 1);
+      for (int i = 0; i < n; ++i)
+        *v.mutable_list_value()->add_values() = RandomValue(rng, depth + 1);
     }
   }
   return v;
@@ -129,9 +133,7 @@ Value ParseJson(const std::string& json) {
 }
 
 // Equal as JSON values: a reader's null may be an unset Value.
-bool SameValue(const Value& a, const Value& b) {
-  return JsonOf(a) == JsonOf(b);
-}
+bool SameValue(const Value& a, const Value& b) { return JsonOf(a) == JsonOf(b); }
 
 // A random event as an owner writes it, and its leaf.
 struct Sample {
@@ -141,15 +143,21 @@ struct Sample {
 };
 
 Sample RandomSample(std::mt19937& rng) {
-  static const char* kActions[] = {"create_user", "disable_user", "assign_role", "revoke_role",
-                                   "create_problem", "update_problem", "remove_contest_problem",
-                                   "requeue_dead_inbox", "frobnicate"};
+  static const char* kActions[] = {"create_user",
+                                   "disable_user",
+                                   "assign_role",
+                                   "revoke_role",
+                                   "create_problem",
+                                   "update_problem",
+                                   "remove_contest_problem",
+                                   "requeue_dead_inbox",
+                                   "frobnicate"};
   Sample s;
   const audit::Owner owner = rng() % 2 ? audit::v1::OWNER_AUTH : audit::v1::OWNER_APP;
-  s.event = audit::NewEvent(owner, owner == audit::v1::OWNER_AUTH ? "auth.x.y" : "app.x.y",
-                            {RandomText(rng), RandomText(rng), RandomText(rng), RandomText(rng),
-                             RandomText(rng)},
-                            absl::FromUnixMicros(1700000000000000 + (rng() % 1000000000)));
+  s.event = audit::NewEvent(
+      owner, owner == audit::v1::OWNER_AUTH ? "auth.x.y" : "app.x.y",
+      {RandomText(rng), RandomText(rng), RandomText(rng), RandomText(rng), RandomText(rng)},
+      absl::FromUnixMicros(1700000000000000 + (rng() % 1000000000)));
   audit::v1::AuditRecord& r = *s.event.mutable_record();
   r.set_action(kActions[rng() % 9]);
   r.set_entity_type(RandomText(rng));
@@ -322,9 +330,8 @@ TEST_F(ExportRowsTest, EveryGeneratedEventRendersAsOcsfOfItsActionsClass) {
                 id.substr(id.rfind('/') + 1));
     } else {
       EXPECT_EQ(class_uid, 6003);
-      const int want = absl::StartsWith(action, "create_")   ? 1
-                       : absl::StartsWith(action, "update_") ||
-                               absl::StartsWith(action, "requeue_")
+      const int want = absl::StartsWith(action, "create_") ? 1
+                       : absl::StartsWith(action, "update_") || absl::StartsWith(action, "requeue_")
                            ? 3
                        : absl::StartsWith(action, "remove_") ? 4
                                                              : 99;
@@ -338,8 +345,14 @@ TEST_F(ExportRowsTest, EveryGeneratedEventRendersAsOcsfOfItsActionsClass) {
     EXPECT_EQ(metadata.at("uid").string_value(), s.event.event_id());
     EXPECT_EQ(static_cast<uint64_t>(metadata.at("sequence").number_value()), index);
     EXPECT_EQ(metadata.at("version").string_value(), "1.1.0");
-    EXPECT_EQ(f.at("actor").struct_value().fields().at("user").struct_value().fields().at(
-                  "uid").string_value(),
+    EXPECT_EQ(f.at("actor")
+                  .struct_value()
+                  .fields()
+                  .at("user")
+                  .struct_value()
+                  .fields()
+                  .at("uid")
+                  .string_value(),
               s.event.record().actor());
   }
 }

@@ -69,9 +69,8 @@ Options ParseFlags(int argc, char** argv) {
   config::Flags flags("ulticode-export",
                       "Exports the audit log's rows that match a filter, in log order.");
   o.client.Register(flags);
-  flags.String("format", &o.format, "jsonl, csv or ocsf", [](const std::string& v) {
-    return ParseFormat(v).status();
-  });
+  flags.String("format", &o.format, "jsonl, csv or ocsf",
+               [](const std::string& v) { return ParseFormat(v).status(); });
   flags.String("out", &o.out,
                "file to write (- : standard output); with --with-proofs a directory. Must not "
                "exist: it appears once the export is complete");
@@ -90,8 +89,7 @@ Options ParseFlags(int argc, char** argv) {
   flags.String("entity-id", &o.entity_id, "only rows of this entity (with --entity-type)");
   flags.String("start-time", &o.start_time, "only rows that occurred at or after (RFC 3339)",
                ValidateTime);
-  flags.String("end-time", &o.end_time, "only rows that occurred before (RFC 3339)",
-               ValidateTime);
+  flags.String("end-time", &o.end_time, "only rows that occurred before (RFC 3339)", ValidateTime);
   flags.Int("start-index", &o.start_index, "the first log index considered", 0, INT64_MAX);
   flags.Int("end-index", &o.end_index,
             "the log index after the last one considered (-1: the checkpoint's size)", -1,
@@ -134,11 +132,10 @@ class Progress {
     shown_ = now;
     const double span = static_cast<double>(end_ - start_);
     const double done = span == 0 ? 1 : static_cast<double>(read_through - start_) / span;
-    std::fprintf(stderr, "ulticode-export: %llu rows, log index %llu of [%llu, %llu) (%.0f %%)\n",
-                 static_cast<unsigned long long>(rows),
-                 static_cast<unsigned long long>(read_through),
-                 static_cast<unsigned long long>(start_), static_cast<unsigned long long>(end_),
-                 100 * done);
+    std::fprintf(
+        stderr, "ulticode-export: %llu rows, log index %llu of [%llu, %llu) (%.0f %%)\n",
+        static_cast<unsigned long long>(rows), static_cast<unsigned long long>(read_through),
+        static_cast<unsigned long long>(start_), static_cast<unsigned long long>(end_), 100 * done);
   }
 
  private:

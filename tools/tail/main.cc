@@ -32,39 +32,30 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/backoff/backoff.h"
 #include "common/base/status_macros.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
 #include "common/crypto/key_directory.h"
-#include "common/server/error_details.h"
-#include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/client/admin_channel.h"
-#include "tools/verify/served_row.h"
+#include "tools/client/follower.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
-#include "ulticode/admin/v1/audit_log.grpc.pb.h"
 
 namespace ulticode::tail {
 namespace {
@@ -142,427 +133,81 @@ absl::Status SavePosition(const std::string& path, const std::string& token) {
   return absl::OkStatus();
 }
 
-// What a retry can fix.
-bool Retryable(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::ABORTED:
-    case grpc::StatusCode::INTERNAL:
-    case grpc::StatusCode::UNKNOWN:
-    case grpc::StatusCode::OK:  // the server ended a stream it should not have: go on
-      return true;
-    default:
-      return false;
+bool Print(const v1::AuditLog& log) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(log, &json, opts).ok()) return false;
+  json += "\n";
+  return std::fwrite(json.data(), 1, json.size(), stdout) == json.size() &&
+         std::fflush(stdout) == 0;
+}
+
+void PrintProgress(const v1::WatchProgress& p) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  if (google::protobuf::util::MessageToJsonString(p, &json, opts).ok()) {
+    std::fprintf(stdout, "{\"progress\":%s}\n", json.c_str());
+    std::fflush(stdout);
   }
 }
 
-// --verify: the rows of a stream held until a witnessed checkpoint covers
-// them, each then proved in it. Owned by the stream's thread.
-struct Verification {
-  verify::CheckpointPolicy policy;
-  std::optional<crypto::KeyDirectory> owners;  // --owner-keys-file
-};
+v1::AuditLogFilter FilterOf(const Options& o) {
+  v1::AuditLogFilter f;
+  if (o.owner == "auth") f.set_owner(audit::v1::OWNER_AUTH);
+  if (o.owner == "app") f.set_owner(audit::v1::OWNER_APP);
+  f.set_actor(o.actor);
+  f.set_action(o.action);
+  f.set_entity_type(o.entity_type);
+  f.set_entity_id(o.entity_id);
+  return f;
+}
 
-class RowVerifier {
- public:
-  RowVerifier(Verification v, std::shared_ptr<grpc::Channel> channel)
-      : policy_(std::move(v.policy)),
-        owners_(std::move(v.owners)),
-        log_(v1::AuditLogService::NewStub(channel)) {}
-
-  // A row as it arrived: checked against its own leaf, then held.
-  absl::Status Add(const v1::WatchedAuditLog& row) {
-    RETURN_IF_ERROR(
-        verify::CheckRowIsLeaf(row.audit_log(), row.leaf(), owners_ ? &*owners_ : nullptr));
-    held_.push_back(row);
-    return absl::OkStatus();
-  }
-  // A checkpoint as a progress frame carried it: once it meets the policy
-  // and extends the last one accepted, the held rows inside it are proved
-  // and handed to `print` in order (false from `print` stops). DATA_LOSS
-  // names a break; a checkpoint the witnesses have not cosigned yet is no
-  // break (the rows wait).
-  absl::Status Checkpoint(const v1::SignedCheckpoint& signed_checkpoint, const std::string& token,
-                          const std::function<bool(const v1::WatchedAuditLog&)>& print) {
-    auto checkpoint = verify::OpenWitnessed(signed_checkpoint, policy_);
-    if (!checkpoint.ok()) {
-      if (absl::IsUnavailable(checkpoint.status())) return absl::OkStatus();  // not yet cosigned
-      return absl::DataLossError(absl::StrCat("checkpoint ", signed_checkpoint.tree_size(), ": ",
-                                              checkpoint.status().message()));
-    }
-    RETURN_IF_ERROR(Extends(*checkpoint, token));
-    if (!accepted_ || checkpoint->size > accepted_->size) accepted_ = *checkpoint;
-    while (!held_.empty() && held_.front().audit_log().log_index() < accepted_->size) {
-      const v1::WatchedAuditLog& row = held_.front();
-      RETURN_IF_ERROR(Prove(row, token));
-      if (!print(row)) return absl::FailedPreconditionError("cannot write to stdout");
-      held_.pop_front();
-    }
-    return absl::OkStatus();
-  }
-  // While rows are held, at most once a second: the newest checkpoint the
-  // witnesses cosigned, asked of the log (a busy stream sends no progress
-  // frame, and a progress frame's checkpoint is often not cosigned yet).
-  absl::Status Poll(const std::string& token,
-                    const std::function<bool(const v1::WatchedAuditLog&)>& print) {
-    if (held_.empty() || absl::Now() - polled_ < absl::Seconds(1)) return absl::OkStatus();
-    polled_ = absl::Now();
-    v1::GetCheckpointRequest req;
-    req.mutable_newest_witnessed();
-    v1::SignedCheckpoint checkpoint;
-    auto ctx = Context(token);
-    const grpc::Status s = log_->GetCheckpoint(ctx.get(), req, &checkpoint);
-    if (s.error_code() == grpc::StatusCode::NOT_FOUND) return absl::OkStatus();
-    if (!s.ok()) return FromGrpc(s);
-    return Checkpoint(checkpoint, token, print);
-  }
-  // A new stream starts after the last row printed: what was held comes again.
-  void Reset() { held_.clear(); }
-  bool holding() const { return !held_.empty(); }
-
- private:
-  // A failed call keeps its code: a refusal (no permission) is not retried.
-  static absl::Status FromGrpc(const grpc::Status& s) {
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-  }
-
-  std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->AddMetadata("authorization", "Bearer " + token);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    return ctx;
-  }
-
-  // OK when `next` extends the accepted checkpoint. One older than it (a
-  // replica a little behind) must be a prefix of it: Consistent() then
-  // says so, and the caller keeps the accepted one.
-  absl::Status Extends(const tlog::Checkpoint& next, const std::string& token) {
-    if (!accepted_) return absl::OkStatus();
-    const tlog::Checkpoint& last = *accepted_;
-    if (next.origin != last.origin || (next.size == last.size && next.root != last.root)) {
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint ", next.size, " does not extend checkpoint ", last.size, " (a fork)"));
-    }
-    if (next.size < last.size) return Consistent(next, last, token);
-    return Consistent(last, next, token);
-  }
-
-  // DATA_LOSS unless the log's proof shows `first` is a prefix of `second`.
-  absl::Status Consistent(const tlog::Checkpoint& first, const tlog::Checkpoint& second,
-                          const std::string& token) {
-    if (first.size == second.size || first.size == 0) return absl::OkStatus();
-    const tlog::Checkpoint& last = first;
-    const tlog::Checkpoint& next = second;
-    v1::GetConsistencyProofRequest req;
-    req.set_first_tree_size(last.size);
-    req.set_second_tree_size(next.size);
-    v1::ConsistencyProof proof;
-    auto ctx = Context(token);
-    const grpc::Status s = log_->GetConsistencyProof(ctx.get(), req, &proof);
-    if (!s.ok()) return FromGrpc(s);
-    std::vector<tlog::Hash> hashes;
-    for (const std::string& h : proof.hashes()) {
-      auto hash = tlog::FromBytes(h);
-      if (!hash.ok()) return absl::DataLossError("a consistency proof hash is malformed");
-      hashes.push_back(*hash);
-    }
-    if (!tlog::VerifyConsistency(last.size, next.size, last.root, next.root, hashes).ok()) {
-      return absl::DataLossError(
-          absl::StrCat("checkpoint ", next.size, " does not extend checkpoint ", last.size));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Prove(const v1::WatchedAuditLog& row, const std::string& token) {
-    v1::GetInclusionProofRequest req;
-    const v1::AuditLog& log = row.audit_log();
-    req.set_leaf_index(log.log_index());
-    req.set_tree_size(accepted_->size);
-    v1::InclusionProof proof;
-    auto ctx = Context(token);
-    const grpc::Status s = log_->GetInclusionProof(ctx.get(), req, &proof);
-    if (!s.ok()) return FromGrpc(s);
-    if (!verify::CheckInclusion(log.log_index(), row.leaf(), proof.hashes(), *accepted_).ok()) {
-      return absl::DataLossError(absl::StrCat("audit log ", log.event_id(), " (log index ",
-                                              log.log_index(), ") is not in checkpoint ",
-                                              accepted_->size));
-    }
-    return absl::OkStatus();
-  }
-
-  const verify::CheckpointPolicy policy_;
-  const std::optional<crypto::KeyDirectory> owners_;
-  std::unique_ptr<v1::AuditLogService::Stub> log_;
-  std::deque<v1::WatchedAuditLog> held_;
-  std::optional<tlog::Checkpoint> accepted_;
-  absl::Time polled_ = absl::InfinitePast();
-};
-
-class Follower {
- public:
-  Follower(Options o, std::optional<Verification> policy)
-      : o_(std::move(o)), policy_(std::move(policy)) {}
-
-  int Run() {
-    auto start = Start();
-    if (!start.ok()) {
-      Say(std::string(start.status().message()));
-      return kError;
-    }
-    position_ = *start;
-    auto channel = client::Channel(o_.admin, o_.cacert);
-    if (!channel.ok()) {
-      Say(std::string(channel.status().message()));
-      return kError;
-    }
-    auto stub = v1::AdminService::NewStub(*channel);
-    if (policy_) verifier_.emplace(*policy_, *channel);
-    std::thread watchdog([this] { Watchdog(); });
-    int failures = 0;
-    int code = kOk;
-    while (!stopping_) {
-      const grpc::Status s = Stream(*stub);
-      if (stopping_ || done_) break;
-      if (s.error_code() == grpc::StatusCode::DATA_LOSS && verifier_) {
-        Say(absl::StrCat("BREAK: ", s.error_message(), "; nothing after it is printed"));
-        code = kBroken;
-        break;
-      }
-      // An INTERNAL that comes back at the same place five times in a row
-      // is a row Admin cannot send, not a passing trouble.
-      const bool stuck =
-          s.error_code() == grpc::StatusCode::INTERNAL && rows_in_stream_ == 0 && failures >= 4;
-      if (!Retryable(s.error_code()) || stuck) {
-        Say(absl::StrCat("stopped: ", s.error_message(), " (", static_cast<int>(s.error_code()),
-                         ")"));
-        code = kError;
-        break;
-      }
-      const absl::Duration wait = backoff::Delay({absl::Milliseconds(200), absl::Seconds(10)},
-                                                 rows_in_stream_ > 0 ? 1 : ++failures);
-      if (rows_in_stream_ > 0) failures = 0;
-      Say(absl::StrCat("stream ended (", s.error_message(), "); resuming ",
-                       position_           ? std::string("where it stopped")
-                       : o_.from_beginning ? std::string("from the start")
-                                           : std::string("at the head"),
-                       " in ", absl::FormatDuration(wait)));
-      for (absl::Time end = absl::Now() + wait; absl::Now() < end && !stopping_;) {
-        absl::SleepFor(absl::Milliseconds(50));
-      }
-    }
-    stopping_ = true;
-    watchdog.join();
-    return code;
-  }
-
-  void Stop() {
-    stopping_ = true;
-    Cancel();
-  }
-
- private:
-  // Where the first stream starts: the position file, else the flags.
-  absl::StatusOr<std::optional<std::string>> Start() {
-    if (!o_.position_file.empty()) {
-      auto saved = LoadPosition(o_.position_file);
-      if (!saved.ok() || *saved) return saved;
-    }
-    if (!o_.resume_token.empty()) return std::optional<std::string>(o_.resume_token);
-    return std::optional<std::string>();
-  }
-
-  v1::WatchAuditLogsRequest Request() const {
-    v1::WatchAuditLogsRequest req;
-    v1::AuditLogFilter* f = req.mutable_filter();
-    if (o_.owner == "auth") f->set_owner(audit::v1::OWNER_AUTH);
-    if (o_.owner == "app") f->set_owner(audit::v1::OWNER_APP);
-    f->set_actor(o_.actor);
-    f->set_action(o_.action);
-    f->set_entity_type(o_.entity_type);
-    f->set_entity_id(o_.entity_id);
-    if (position_) {
-      req.set_resume_token(*position_);
-    } else if (o_.from_beginning) {
-      req.mutable_beginning();
-    }
-    return req;
-  }
-
-  grpc::Status Stream(v1::AdminService::Stub& stub) {
-    // Read again each time (a rotated token); a file caught mid-rotation
-    // is tried again like any passing trouble.
-    auto token = crypto::ReadSecretFile(o_.token_file);
-    if (!token.ok()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(token.status().message()));
-    }
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    ctx->AddMetadata("authorization", "Bearer " + *token);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return grpc::Status::CANCELLED;  // a signal before the stream existed
-      ctx_ = ctx;
-      last_heard_ = absl::Now();
-    }
-    rows_in_stream_ = 0;
-    if (verifier_) verifier_->Reset();
-    auto reader = stub.WatchAuditLogs(ctx.get(), Request());
-    v1::WatchAuditLogsResponse frame;
-    while (reader->Read(&frame)) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        last_heard_ = absl::Now();
-      }
-      if (verifier_) {
-        if (const grpc::Status v = Verified(frame, *token); !v.ok() || done_) {
-          ctx->TryCancel();
-          (void)reader->Finish();
-          std::lock_guard<std::mutex> lock(mu_);
-          ctx_.reset();
-          return v;
-        }
-        continue;
-      }
-      if (frame.has_audit_log()) {
-        if (!Print(frame.audit_log().audit_log())) {
-          ctx->TryCancel();
-          (void)reader->Finish();
-          std::lock_guard<std::mutex> lock(mu_);
-          ctx_.reset();
-          // Not retried: the row was not printed, and its index not saved.
-          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "cannot write to stdout");
-        }
-        ++rows_in_stream_;
-        Advance(frame.audit_log().resume_token());
-        if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) {
-          done_ = true;
-          ctx->TryCancel();
-          break;
-        }
-      } else {
-        if (o_.progress) PrintProgress(frame.progress());
-        // Leaves the filters did not match are behind us too.
-        Advance(frame.progress().resume_token());
-      }
-    }
-    grpc::Status s = reader->Finish();
-    // An end says where to resume (ErrorInfo metadata "resumeToken"):
-    // every row before it was read above. With --verify, rows still held
-    // were not printed: resume before them.
-    const server::ErrorDetails details = server::ErrorDetails::Of(s);
-    if (details.error_info && !(verifier_ && verifier_->holding())) {
-      const auto& metadata = details.error_info->metadata();
-      if (auto t = metadata.find("resumeToken"); t != metadata.end()) Advance(t->second);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    ctx_.reset();
-    return s;
-  }
-
-  // --verify: a row is held until proved; a progress frame's checkpoint
-  // proves the held rows inside it, which are printed then. The position
-  // moves past a progress frame's index only while nothing is held.
-  grpc::Status Verified(const v1::WatchAuditLogsResponse& frame, const std::string& token) {
-    const auto print = [this](const v1::WatchedAuditLog& row) {
-      if (!Print(row.audit_log())) return false;
-      Advance(row.resume_token());
-      if (o_.max_rows > 0 && ++rows_ >= o_.max_rows) done_ = true;
-      return !done_;
-    };
-    if (frame.has_audit_log()) {
-      if (absl::Status s = verifier_->Add(frame.audit_log()); !s.ok()) {
-        return grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(s.message()));
-      }
-      ++rows_in_stream_;
-      return Proved(verifier_->Poll(token, print));
-    }
-    const v1::WatchProgress& p = frame.progress();
-    if (o_.progress) PrintProgress(p);
-    if (p.has_checkpoint()) {
-      if (grpc::Status s = Proved(verifier_->Checkpoint(p.checkpoint(), token, print)); !s.ok()) {
-        return s;
-      }
-    }
-    if (grpc::Status s = Proved(verifier_->Poll(token, print)); !s.ok()) return s;
-    if (!verifier_->holding()) Advance(p.resume_token());
-    return grpc::Status::OK;
-  }
-
-  // What proving held rows came to, as the stream's end status.
-  grpc::Status Proved(const absl::Status& s) {
-    if (s.ok() || done_) return grpc::Status::OK;
-    return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-  }
-
-  bool Print(const v1::AuditLog& log) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.preserve_proto_field_names = true;
-    if (!google::protobuf::util::MessageToJsonString(log, &json, opts).ok()) return false;
-    json += "\n";
-    return std::fwrite(json.data(), 1, json.size(), stdout) == json.size() &&
-           std::fflush(stdout) == 0;
-  }
-
-  void PrintProgress(const v1::WatchProgress& p) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.preserve_proto_field_names = true;
-    if (google::protobuf::util::MessageToJsonString(p, &json, opts).ok()) {
-      std::fprintf(stdout, "{\"progress\":%s}\n", json.c_str());
-      std::fflush(stdout);
-    }
-  }
-
-  // Frames come in log order, so each token is at or after the one before.
-  void Advance(const std::string& token) {
-    if (token.empty()) return;
-    position_ = token;
-    if (o_.position_file.empty()) return;
-    if (absl::Status s = SavePosition(o_.position_file, token); !s.ok()) {
+// The follower of `o`, printing each row; `rows` counts them.
+std::unique_ptr<client::Follower> FollowerOf(const Options& o,
+                                             std::optional<client::Verification> verification,
+                                             std::optional<std::string> start, int64_t* rows) {
+  client::FollowOptions f;
+  f.admin = o.admin;
+  f.token_file = o.token_file;
+  f.cacert = o.cacert;
+  f.filter = FilterOf(o);
+  f.start = std::move(start);
+  f.from_beginning = o.from_beginning;
+  f.idle_timeout = o.idle_timeout;
+  f.verification = std::move(verification);
+  client::FollowHandlers h;
+  h.row = [&o, rows](const v1::WatchedAuditLog& row) -> absl::StatusOr<bool> {
+    // Not retried: the row was not printed, and its index not saved.
+    if (!Print(row.audit_log())) return absl::FailedPreconditionError("cannot write to stdout");
+    return o.max_rows == 0 || ++*rows < o.max_rows;
+  };
+  h.passed = [&o](const std::string& token) {
+    if (o.position_file.empty()) return;
+    if (absl::Status s = SavePosition(o.position_file, token); !s.ok()) {
       Say(std::string(s.message()));
     }
-  }
+  };
+  if (o.progress) h.progress = PrintProgress;
+  h.say = Say;
+  return std::make_unique<client::Follower>(std::move(f), std::move(h));
+}
 
-  void Cancel() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ctx_) ctx_->TryCancel();
+// Where the first stream starts: the position file, else the flags.
+absl::StatusOr<std::optional<std::string>> Start(const Options& o) {
+  if (!o.position_file.empty()) {
+    auto saved = LoadPosition(o.position_file);
+    if (!saved.ok() || *saved) return saved;
   }
-
-  // Nothing heard (no row, no progress frame) for --idle-timeout: the
-  // connection is presumed dead and the stream is started again.
-  void Watchdog() {
-    while (!stopping_) {
-      absl::SleepFor(absl::Milliseconds(200));
-      std::lock_guard<std::mutex> lock(mu_);
-      if (ctx_ && absl::Now() - last_heard_ > o_.idle_timeout) {
-        Say(absl::StrCat("nothing heard for ", absl::FormatDuration(o_.idle_timeout),
-                         "; reconnecting"));
-        ctx_->TryCancel();
-        last_heard_ = absl::Now();
-      }
-    }
-  }
-
-  const Options o_;
-  const std::optional<Verification> policy_;
-  std::optional<RowVerifier> verifier_;
-  std::optional<std::string> position_;  // the resume token to start with
-  int64_t rows_ = 0;
-  int64_t rows_in_stream_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> done_{false};
-  std::mutex mu_;
-  std::shared_ptr<grpc::ClientContext> ctx_;
-  absl::Time last_heard_;
-};
+  if (!o.resume_token.empty()) return std::optional<std::string>(o.resume_token);
+  return std::optional<std::string>();
+}
 
 }  // namespace
 
 // What --verify checks, from the flags; nullopt without --verify.
-absl::StatusOr<std::optional<Verification>> Policy(const Options& o) {
+absl::StatusOr<std::optional<client::Verification>> Policy(const Options& o) {
   if (!o.verify) {
     if (!o.log_keys_file.empty() || !o.witness_keys_file.empty() || !o.owner_keys_file.empty()) {
       return absl::InvalidArgumentError(
@@ -571,7 +216,7 @@ absl::StatusOr<std::optional<Verification>> Policy(const Options& o) {
     return std::nullopt;
   }
   if (o.log_keys_file.empty()) return absl::InvalidArgumentError("--verify: needs --log-keys-file");
-  Verification v;
+  client::Verification v;
   verify::CheckpointPolicy& policy = v.policy;
   ASSIGN_OR_RETURN(policy.log, tlog::VerifiersFromFile<tlog::NoteVerifier>(o.log_keys_file));
   if (!o.witness_keys_file.empty()) {
@@ -656,12 +301,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ulticode-tail: %s\n", std::string(token.status().message()).c_str());
     return 2;
   }
+  auto start = tail::Start(o);
+  if (!start.ok()) {
+    std::fprintf(stderr, "ulticode-tail: %s\n", std::string(start.status().message()).c_str());
+    return tail::kError;
+  }
+  int64_t rows = 0;
   // Lives as long as the process: the signal thread may still hold it.
-  auto* follower = new tail::Follower(o, *std::move(policy));
+  client::Follower* follower =
+      tail::FollowerOf(o, *std::move(policy), *std::move(start), &rows).release();
   std::thread([follower, signals]() mutable {
     int sig = 0;
     sigwait(&signals, &sig);
     follower->Stop();
   }).detach();
-  return follower->Run();
+  const absl::Status s = follower->Run();
+  if (s.ok()) return tail::kOk;
+  if (absl::IsDataLoss(s)) {
+    tail::Say(absl::StrCat("BREAK: ", s.message(), "; nothing after it is printed"));
+    return tail::kBroken;
+  }
+  tail::Say(std::string(s.message()));
+  return tail::kError;
 }

@@ -16,8 +16,8 @@
 #include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
-#include "ulticode/audit/v1/audit.pb.h"
 #include "ulticode/admin/v1/admin.pb.h"
+#include "ulticode/audit/v1/audit.pb.h"
 
 namespace ulticode::verify {
 namespace {
@@ -57,9 +57,8 @@ bool Matches(const v1::AuditLogFilter& filter, const audit::v1::AuditEvent& even
   return (filter.owner() == audit::v1::OWNER_UNSPECIFIED || filter.owner() == event.owner()) &&
          same(filter.actor(), r.actor()) && same(filter.action(), r.action()) &&
          same(filter.entity_type(), r.entity_type()) && same(filter.entity_id(), r.entity_id()) &&
-         (!filter.has_start_time() ||
-          TimeUtil::TimestampToMicroseconds(event.occurred_at()) >=
-              TimeUtil::TimestampToMicroseconds(filter.start_time())) &&
+         (!filter.has_start_time() || TimeUtil::TimestampToMicroseconds(event.occurred_at()) >=
+                                          TimeUtil::TimestampToMicroseconds(filter.start_time())) &&
          (!filter.has_end_time() || TimeUtil::TimestampToMicroseconds(event.occurred_at()) <
                                         TimeUtil::TimestampToMicroseconds(filter.end_time()));
 }
@@ -79,8 +78,8 @@ class RowExportCheck {
   // The files, read whole: an error only for a file that cannot be read.
   absl::Status Read() {
     for (const auto& [name, out] : {std::pair{exports::kManifestFile, &manifest_text_},
-                              {exports::kCheckpointFile, &checkpoint_text_},
-                              {exports::kProofsFile, &proofs_text_}}) {
+                                    {exports::kCheckpointFile, &checkpoint_text_},
+                                    {exports::kProofsFile, &proofs_text_}}) {
       ASSIGN_OR_RETURN(*out, Slurp(absl::StrCat(dir_, "/", name)));
     }
     return absl::OkStatus();
@@ -95,15 +94,15 @@ class RowExportCheck {
     if (!absl::EndsWith(manifest_text_, "\n")) {
       return Fail(Malformed(0, absl::StrCat(exports::kManifestFile, ": no final line break")));
     }
-    if (absl::Status s = FromJson(absl::string_view(manifest_text_).substr(
-                                      0, manifest_text_.size() - 1),
-                                  &header_);
+    if (absl::Status s = FromJson(
+            absl::string_view(manifest_text_).substr(0, manifest_text_.size() - 1), &header_);
         !s.ok()) {
       return Fail(Malformed(0, absl::StrCat(exports::kManifestFile, ": ", s.message())));
     }
     auto format = exports::FromProto(header_.format());
     if (!format.ok()) {
-      return Fail(Malformed(0, absl::StrCat(exports::kManifestFile, ": ", format.status().message())));
+      return Fail(
+          Malformed(0, absl::StrCat(exports::kManifestFile, ": ", format.status().message())));
     }
     format_ = *format;
     report_.format = std::string(exports::FormatName(format_));
@@ -111,9 +110,9 @@ class RowExportCheck {
     report_.start_index = header_.start_index();
     report_.end_index = header_.end_index();
     if (header_.end_index() < header_.start_index()) {
-      return Fail(Malformed(0, absl::StrCat(exports::kManifestFile, ": end_index ",
-                                            header_.end_index(), " is below start_index ",
-                                            header_.start_index())));
+      return Fail(
+          Malformed(0, absl::StrCat(exports::kManifestFile, ": end_index ", header_.end_index(),
+                                    " is below start_index ", header_.start_index())));
     }
     return true;
   }
@@ -127,16 +126,16 @@ class RowExportCheck {
     }
     auto checkpoint = tlog::ParseCheckpoint(*text);
     if (!checkpoint.ok()) {
-      return Fail(Malformed(0, absl::StrCat(exports::kCheckpointFile, ": ",
-                                            checkpoint.status().message())));
+      return Fail(Malformed(
+          0, absl::StrCat(exports::kCheckpointFile, ": ", checkpoint.status().message())));
     }
     checkpoint_ = *std::move(checkpoint);
     report_.size = checkpoint_.size;
     if (header_.end_index() > checkpoint_.size) {
-      return Fail(Malformed(checkpoint_.size,
-                            absl::StrCat(exports::kManifestFile, ": end_index ",
-                                         header_.end_index(), " is beyond the checkpoint's size ",
-                                         checkpoint_.size)));
+      return Fail(
+          Malformed(checkpoint_.size,
+                    absl::StrCat(exports::kManifestFile, ": end_index ", header_.end_index(),
+                                 " is beyond the checkpoint's size ", checkpoint_.size)));
     }
     auto split = tlog::SplitNoteSignatures(checkpoint_text_);
     std::set<size_t> cosigned;
@@ -195,7 +194,8 @@ class RowExportCheck {
       previous = index;
       auto leaf = tlog::DecodeLeaf(row.leaf());
       if (!leaf.ok()) {
-        return Fail(Break{BreakKind::kModified, index, absl::StrCat(at, ": ", leaf.status().message())});
+        return Fail(
+            Break{BreakKind::kModified, index, absl::StrCat(at, ": ", leaf.status().message())});
       }
       if (std::optional<Break> b = LeafBreak(*leaf, index, keys_.owners, seals_)) {
         b->detail = absl::StrCat(at, ": ", b->detail);
@@ -204,9 +204,9 @@ class RowExportCheck {
       audit::v1::AuditEvent event;
       (void)event.ParseFromString(leaf->envelope);  // LeafBreak: it parses
       if (!Matches(header_.filter(), event)) {
-        return Fail(Break{BreakKind::kInserted, index,
-                          absl::StrCat(at, ": event ", leaf->event_id,
-                                       " does not match the manifest's filter")});
+        return Fail(Break{
+            BreakKind::kInserted, index,
+            absl::StrCat(at, ": event ", leaf->event_id, " does not match the manifest's filter")});
       }
       if (absl::Status s = Included(row); !s.ok()) {
         return Fail(Break{BreakKind::kModified, index,
@@ -218,8 +218,9 @@ class RowExportCheck {
     const uint64_t end = previous ? *previous + 1 : header_.start_index();
     if (unfiltered && end != header_.end_index()) {
       return Fail(Break{BreakKind::kDeleted, end,
-                        absl::StrCat(exports::kProofsFile, ": the export has no filter, but ends "
-                                                          "at log index ",
+                        absl::StrCat(exports::kProofsFile,
+                                     ": the export has no filter, but ends "
+                                     "at log index ",
                                      end, ", before its range's end ", header_.end_index())});
     }
     return true;
@@ -245,9 +246,9 @@ class RowExportCheck {
     }
     const std::string preamble = exports::Preamble(format_);
     if (absl::string_view(*text).substr(0, preamble.size()) != preamble) {
-      (void)Fail(Malformed(header_.start_index(),
-                           absl::StrCat(report_.rows_file, ": the header differs from ",
-                                        report_.format, "'s")));
+      (void)Fail(Malformed(
+          header_.start_index(),
+          absl::StrCat(report_.rows_file, ": the header differs from ", report_.format, "'s")));
       return;
     }
     size_t at = preamble.size();
@@ -258,11 +259,13 @@ class RowExportCheck {
       const std::string where =
           absl::StrCat(report_.rows_file, " row ", k + 1, " (log index ", row.log_index(), ")");
       if (absl::string_view(*text).substr(at, expected.size()) != expected) {
-        (void)Fail(Break{BreakKind::kModified, row.log_index(),
-                         absl::StrCat(where, ": is not what its leaf holds (first difference at "
-                                             "byte ",
-                                      FirstDifference(absl::string_view(*text).substr(at), expected),
-                                      " of the row)")});
+        (void)Fail(
+            Break{BreakKind::kModified, row.log_index(),
+                  absl::StrCat(where,
+                               ": is not what its leaf holds (first difference at "
+                               "byte ",
+                               FirstDifference(absl::string_view(*text).substr(at), expected),
+                               " of the row)")});
         return;
       }
       at += expected.size();
@@ -270,9 +273,8 @@ class RowExportCheck {
     }
     if (at != text->size()) {
       (void)Fail(Break{BreakKind::kInserted, header_.end_index(),
-                       absl::StrCat(report_.rows_file, ": ", text->size() - at,
-                                    " bytes after row ", proved_.size(),
-                                    ", the last one proofs.jsonl proves")});
+                       absl::StrCat(report_.rows_file, ": ", text->size() - at, " bytes after row ",
+                                    proved_.size(), ", the last one proofs.jsonl proves")});
     }
   }
 

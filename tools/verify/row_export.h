@@ -21,16 +21,16 @@ namespace ulticode::verify {
 bool IsRowExport(const std::string& dir);
 
 struct RowExportReport {
-  std::string format;         // "jsonl", "csv", "ocsf"
-  std::string rows_file;      // e.g. "rows.csv"
-  uint64_t rows = 0;          // rows checked
-  uint64_t size = 0;          // the checkpoint's tree size
-  uint64_t start_index = 0;   // the manifest's range
+  std::string format;        // "jsonl", "csv", "ocsf"
+  std::string rows_file;     // e.g. "rows.csv"
+  uint64_t rows = 0;         // rows checked
+  uint64_t size = 0;         // the checkpoint's tree size
+  uint64_t start_index = 0;  // the manifest's range
   uint64_t end_index = 0;
-  bool filtered = false;      // the manifest's filter selects (else: every leaf of the range)
-  size_t witness_keys = 0;    // the policy: keys.witnesses' size and the quorum applied
+  bool filtered = false;    // the manifest's filter selects (else: every leaf of the range)
+  size_t witness_keys = 0;  // the policy: keys.witnesses' size and the quorum applied
   size_t witness_quorum = 0;
-  size_t cosigned = 0;        // distinct witness keys that cosigned the checkpoint
+  size_t cosigned = 0;  // distinct witness keys that cosigned the checkpoint
   // The first thing wrong, naming the file, the row and its log index; the
   // break's index is the row's log index (the checkpoint's size for the
   // checkpoint, 0 for the manifest).

@@ -293,7 +293,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
       EXPECT_NE(allowed.error_code(), grpc::StatusCode::UNAUTHENTICATED) << path;
     }
   }
-  EXPECT_EQ(methods, 27);
+  EXPECT_EQ(methods, 28);
   grpc_server.Shutdown(absl::Seconds(1));
 }
 

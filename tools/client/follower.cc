@@ -12,6 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
 #include "common/server/error_details.h"
+#include "common/tlog/cosignature.h"
 #include "common/tlog/merkle.h"
 #include "common/tlog/note.h"
 #include "grpcpp/grpcpp.h"
@@ -40,7 +41,6 @@ bool Retryable(grpc::StatusCode code) {
       return false;
   }
 }
-
 
 // The rows of a stream held until a witnessed checkpoint covers them, each
 // then proved in it. Owned by the stream's thread.
@@ -399,6 +399,30 @@ class Follower::Impl {
   std::shared_ptr<grpc::ClientContext> ctx_;
   absl::Time last_heard_;
 };
+
+absl::StatusOr<Verification> VerificationFromFiles(const std::string& log_keys_file,
+                                                   const std::string& witness_keys_file,
+                                                   int64_t witness_quorum,
+                                                   const std::string& owner_keys_file) {
+  if (log_keys_file.empty()) return absl::InvalidArgumentError("--log-keys-file: required");
+  Verification v;
+  verify::CheckpointPolicy& policy = v.policy;
+  ASSIGN_OR_RETURN(policy.log, tlog::VerifiersFromFile<tlog::NoteVerifier>(log_keys_file));
+  if (!witness_keys_file.empty()) {
+    ASSIGN_OR_RETURN(policy.witnesses,
+                     tlog::VerifiersFromFile<tlog::CosignatureVerifier>(witness_keys_file));
+  }
+  if (witness_quorum < 0 || static_cast<size_t>(witness_quorum) > policy.witnesses.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--witness-quorum=", witness_quorum,
+                                                   ": more than the ", policy.witnesses.size(),
+                                                   " keys of --witness-keys-file"));
+  }
+  policy.quorum = static_cast<size_t>(witness_quorum);
+  if (!owner_keys_file.empty()) {
+    ASSIGN_OR_RETURN(v.owners, crypto::KeyDirectory::FromFile(owner_keys_file));
+  }
+  return v;
+}
 
 Follower::Follower(FollowOptions options, FollowHandlers handlers)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handlers))) {}

@@ -33,6 +33,14 @@ struct Verification {
   std::optional<crypto::KeyDirectory> owners;  // also each row's owner seal
 };
 
+// The policy from files: the log's verifier keys (required), the
+// witnesses' cosignature keys and how many must cosign (0: all), the
+// owners' public keys (optional). INVALID_ARGUMENT naming the flag.
+absl::StatusOr<Verification> VerificationFromFiles(const std::string& log_keys_file,
+                                                   const std::string& witness_keys_file,
+                                                   int64_t witness_quorum,
+                                                   const std::string& owner_keys_file);
+
 struct FollowOptions {
   std::string admin;
   std::string token_file;  // read again on each reconnect

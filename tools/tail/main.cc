@@ -55,6 +55,7 @@
 #include "grpcpp/grpcpp.h"
 #include "tools/client/admin_channel.h"
 #include "tools/client/follower.h"
+#include "tools/client/position_file.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
 
 namespace ulticode::tail {
@@ -82,56 +83,8 @@ struct Options {
 
 void Say(const std::string& line) { std::fprintf(stderr, "ulticode-tail: %s\n", line.c_str()); }
 
-using client::ReadFile;
-
-// A resume token as Admin issues it: base64url, short.
-bool LooksLikeToken(absl::string_view v) {
-  if (v.empty() || v.size() > 256) return false;
-  for (char c : v) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '_') return false;
-  }
-  return true;
-}
-
-// The saved position: nullopt when there is no file yet. A file that
-// cannot be read or holds no token is an error, never a silent start
-// elsewhere.
-absl::StatusOr<std::optional<std::string>> LoadPosition(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && !ec) return std::optional<std::string>();
-  auto text = ReadFile(path);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--position-file ", path, ": cannot be read"));
-  }
-  const absl::string_view v = absl::StripAsciiWhitespace(*text);
-  if (!LooksLikeToken(v)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--position-file ", path, ": not a resume token: \"", v.substr(0, 64), "\""));
-  }
-  return std::optional<std::string>(std::string(v));
-}
-
-// Written whole or not at all, also across a power loss: a new file,
-// synced, renamed over the old one, and the directory synced.
-absl::Status SavePosition(const std::string& path, const std::string& token) {
-  const std::string tmp = path + ".tmp";
-  const std::string text = absl::StrCat(token, "\n");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat(tmp, ": cannot write"));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot replace"));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
-}
+using client::LoadPosition;
+using client::SavePosition;
 
 bool Print(const v1::AuditLog& log) {
   std::string json;
@@ -198,7 +151,10 @@ std::unique_ptr<client::Follower> FollowerOf(const Options& o,
 absl::StatusOr<std::optional<std::string>> Start(const Options& o) {
   if (!o.position_file.empty()) {
     auto saved = LoadPosition(o.position_file);
-    if (!saved.ok() || *saved) return saved;
+    if (!saved.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--position-file ", saved.status().message()));
+    }
+    if (*saved) return saved;
   }
   if (!o.resume_token.empty()) return std::optional<std::string>(o.resume_token);
   return std::optional<std::string>();
@@ -216,23 +172,8 @@ absl::StatusOr<std::optional<client::Verification>> Policy(const Options& o) {
     return std::nullopt;
   }
   if (o.log_keys_file.empty()) return absl::InvalidArgumentError("--verify: needs --log-keys-file");
-  client::Verification v;
-  verify::CheckpointPolicy& policy = v.policy;
-  ASSIGN_OR_RETURN(policy.log, tlog::VerifiersFromFile<tlog::NoteVerifier>(o.log_keys_file));
-  if (!o.witness_keys_file.empty()) {
-    ASSIGN_OR_RETURN(policy.witnesses,
-                     tlog::VerifiersFromFile<tlog::CosignatureVerifier>(o.witness_keys_file));
-  }
-  if (static_cast<size_t>(o.witness_quorum) > policy.witnesses.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("--witness-quorum=", o.witness_quorum,
-                                                   ": more than the ", policy.witnesses.size(),
-                                                   " keys of --witness-keys-file"));
-  }
-  policy.quorum = static_cast<size_t>(o.witness_quorum);
-  if (!o.owner_keys_file.empty()) {
-    ASSIGN_OR_RETURN(v.owners, crypto::KeyDirectory::FromFile(o.owner_keys_file));
-  }
-  return v;
+  return client::VerificationFromFiles(o.log_keys_file, o.witness_keys_file, o.witness_quorum,
+                                       o.owner_keys_file);
 }
 
 }  // namespace ulticode::tail
@@ -255,7 +196,7 @@ int main(int argc, char** argv) {
   flags.String("resume-token", &o.resume_token,
                "with no position: go on from this resume token (a frame's, or an error's)",
                [](const std::string& v) -> absl::Status {
-                 if (v.empty() || tail::LooksLikeToken(v)) return absl::OkStatus();
+                 if (v.empty() || client::LooksLikeToken(v)) return absl::OkStatus();
                  return absl::InvalidArgumentError("not a resume token");
                });
   flags.String("owner", &o.owner, "only this owner's rows (auth or app)",

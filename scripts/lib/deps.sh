@@ -26,9 +26,12 @@ ULTICODE_DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config g++
   libgrpc++-dev protobuf-compiler-grpc grpc-proto libprotobuf-dev protobuf-compiler
   libpq-dev libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev openssl stunnel4
+  libcurl4-openssl-dev
   libgtest-dev libgmock-dev googletest
   postgresql-15 postgresql-client-15 redis-server
   prometheus
+  # A real syslog receiver (TCP and TLS) for the forwarder's tests.
+  rsyslog rsyslog-openssl
   python3-matplotlib python3-yaml linux-perf
   procps iproute2 curl git clang-format-14
   nodejs

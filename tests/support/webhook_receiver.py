@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""A webhook receiver for the forwarder's tests (docs/forwarding.md): checks
+each request's signature (X-Ulticode-Signature over X-Ulticode-Timestamp "."
+body, HMAC-SHA256 with the shared secret) and its timestamp (within 300 s),
+and appends the log_index of every row of an accepted request to --out, one
+a line. --control names a file read per request: empty or absent, accept;
+"503", answer 503; "400 N", answer 400 to a request holding log index N.
+Writes its port to --port-file once listening.
+"""
+import argparse
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import time
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port-file", required=True)
+    p.add_argument("--secret-file", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--control", required=True)
+    a = p.parse_args()
+    secret = open(a.secret_file, "rb").read()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def reply(self, code):
+            self.send_response(code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            ts = self.headers.get("X-Ulticode-Timestamp", "")
+            want = "v1=" + hmac.new(secret, ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(want, self.headers.get("X-Ulticode-Signature", "")):
+                return self.reply(401)
+            if not ts.isdigit() or abs(time.time() - int(ts)) > 300:
+                return self.reply(401)
+            indexes = [json.loads(line)["log_index"] for line in body.decode().splitlines()]
+            control = open(a.control).read().split() if os.path.exists(a.control) else []
+            if control[:1] == ["503"]:
+                return self.reply(503)
+            if control[:1] == ["400"] and int(control[1]) in indexes:
+                return self.reply(400)
+            with open(a.out, "a") as f:
+                f.write("".join(f"{i}\n" for i in indexes))
+                f.flush()
+                os.fsync(f.fileno())
+            self.reply(204)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(a.port_file + ".tmp", a.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

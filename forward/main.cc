@@ -77,8 +77,7 @@ Options ParseFlags(int argc, char** argv) {
                  if (v == "beginning" || v == "head") return absl::OkStatus();
                  return absl::InvalidArgumentError("must be beginning or head");
                });
-  flags.String("metrics-listen", &o.metrics_listen, "/metrics address",
-               config::ValidateHostPort);
+  flags.String("metrics-listen", &o.metrics_listen, "/metrics address", config::ValidateHostPort);
   flags.String("health-listen", &o.health_listen, "grpc.health.v1 address (plaintext)",
                config::ValidateHostPort);
   flags.Duration("batch-linger", &o.linger,

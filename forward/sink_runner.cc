@@ -1,11 +1,16 @@
 #include "forward/sink_runner.h"
 
-#include <cstdio>
-#include <fstream>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/backoff/backoff.h"
 #include "common/log/log.h"
 #include "common/metrics/metrics.h"
@@ -43,7 +48,8 @@ SinkRunner::SinkRunner(SinkOptions options, std::unique_ptr<Destination> destina
       position_(GaugeOf(registry, "ulticode_forward_position",
                         "The log index of the last row the sink delivered", options_.name)),
       lag_(GaugeOf(registry, "ulticode_forward_lag_rows",
-                   "Leaves of the log past the sink's last delivered row", options_.name)),
+                   "Leaves of the log past the sink's saved position: rows not delivered yet",
+                   options_.name)),
       up_(GaugeOf(registry, "ulticode_forward_sink_up",
                   "1 while the sink follows the log; 0 once it stopped (a break in the log, "
                   "or an error a retry cannot fix)",
@@ -56,18 +62,33 @@ SinkRunner::SinkRunner(SinkOptions options, std::unique_ptr<Destination> destina
   client::FollowHandlers h;
   h.row = [this](const admin::v1::WatchedAuditLog& row) { return Take(row); };
   h.passed = [this](const std::string& token) { Passed(token); };
-  h.progress = [this](const admin::v1::WatchProgress& p) { Progress(p); };
+  h.progress = [this](const admin::v1::WatchProgress& p) {
+    log_size_ = p.log_size();
+    SetLag();
+  };
   h.say = [this](const std::string& line) {
     log::Info(kComponent, line, {{"sink", options_.name}});
   };
   follower_ = std::make_unique<client::Follower>(options_.follow, std::move(h));
 }
 
+SinkRunner::~SinkRunner() = default;
+
 absl::Status SinkRunner::Run() {
   up_.Set(1);
-  const absl::Status s = follower_->Run();
-  // Rows taken before a break were proved: they still go out.
-  if (!s.ok() && !stopping_) (void)Flush();
+  std::thread delivery([this] { Deliver(); });
+  absl::Status s = follower_->Run();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Rows taken before a break were proved: they still go out.
+    draining_ = true;
+    changed_.notify_all();
+  }
+  delivery.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fatal_.ok()) s = fatal_;
+  }
   if (!s.ok()) {
     up_.Set(0);
     log::Error(kComponent, "the sink stopped; nothing more is forwarded to it",
@@ -77,77 +98,150 @@ absl::Status SinkRunner::Run() {
 }
 
 void SinkRunner::Stop() {
-  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    changed_.notify_all();
+  }
   follower_->Stop();
 }
 
 absl::StatusOr<bool> SinkRunner::Take(const admin::v1::WatchedAuditLog& watched) {
-  Row row;
-  row.log = watched.audit_log();
-  row.resume_token = watched.resume_token();
-  auto text = exports::RenderRow(options_.schema, row.log.log_index(), watched.leaf());
+  Item item;
+  item.row.emplace();
+  item.row->log = watched.audit_log();
+  item.token = item.row->resume_token = watched.resume_token();
+  item.covered = item.row->log.log_index() + 1;
+  auto text = exports::RenderRow(options_.schema, item.row->log.log_index(), watched.leaf());
   if (!text.ok()) return absl::DataLossError(std::string(text.status().message()));
-  row.json = std::string(absl::StripSuffix(*text, "\n"));
-  if (batch_.empty()) batch_started_ = absl::Now();
-  batch_bytes_ += row.json.size() + 1;
-  batch_.push_back(std::move(row));
-  const bool full = batch_.size() >= options_.max_batch_rows ||
-                    batch_bytes_ >= options_.max_batch_bytes ||
-                    absl::Now() - batch_started_ >= options_.linger;
-  if (full && !Flush()) return false;
-  return !stopping_;
+  item.row->json = std::string(absl::StripSuffix(*text, "\n"));
+  Push(std::move(item));
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stopping_ && fatal_.ok();
 }
 
-// After each row (its own token) and each progress frame with nothing held:
-// a progress frame sends a partial batch, or saves a position that moved
-// past leaves the filter did not match.
+// After each row (its own token) and each progress frame: a position past
+// leaves the filter did not match, saved once the rows before it are.
 void SinkRunner::Passed(const std::string& token) {
-  if (!batch_.empty()) {
-    if (token != batch_.back().resume_token) (void)Flush();
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (token == last_pushed_) return;
   }
-  if (!delivered_ || token != last_saved_) Save(token);
+  Push(Item{std::nullopt, token, log_size_});
 }
 
-void SinkRunner::Progress(const admin::v1::WatchProgress& progress) {
-  log_size_ = progress.log_size();
-  const uint64_t next = delivered_ ? *delivered_ + 1 : 0;
-  lag_.Set(static_cast<double>(log_size_ > next ? log_size_ - next : 0));
+void SinkRunner::Push(Item item) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (item.row) {
+    changed_.wait(lock, [&] {
+      return queued_rows_ < 2 * options_.max_batch_rows || stopping_ || !fatal_.ok();
+    });
+    ++queued_rows_;
+  }
+  last_pushed_ = item.token;
+  queue_.push_back(std::move(item));
+  changed_.notify_all();
+}
+
+void SinkRunner::Deliver() {
+  while (NextBatch()) {
+    if (!batch_.empty() && !Flush()) return;
+    if (!batch_then_.empty()) {
+      Save(batch_then_);
+      covered_ = std::max<uint64_t>(covered_, batch_then_covered_);
+      SetLag();
+      batch_then_.clear();
+    }
+  }
+}
+
+bool SinkRunner::NextBatch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<absl::Time> due;  // when a partial batch goes out
+  for (;;) {
+    if (stopping_ || !fatal_.ok()) return false;
+    while (!queue_.empty()) {
+      Item& item = queue_.front();
+      if (!item.row) {
+        batch_then_ = std::move(item.token);
+        batch_then_covered_ = item.covered;
+        queue_.pop_front();
+        if (batch_.empty()) return true;  // only a position to save
+        continue;
+      }
+      if (batch_.size() >= options_.max_batch_rows || batch_bytes_ >= options_.max_batch_bytes) {
+        return true;
+      }
+      if (batch_.empty()) due = absl::Now() + options_.linger;
+      batch_bytes_ += item.row->json.size() + 1;
+      batch_.push_back(std::move(*item.row));
+      batch_then_.clear();
+      queue_.pop_front();
+      --queued_rows_;
+      changed_.notify_all();
+    }
+    const bool full =
+        batch_.size() >= options_.max_batch_rows || batch_bytes_ >= options_.max_batch_bytes;
+    if (full || (!batch_.empty() && (draining_ || absl::Now() >= *due))) return true;
+    if (draining_) return !batch_then_.empty();
+    if (due) {
+      changed_.wait_for(lock, absl::ToChronoNanoseconds(*due - absl::Now()));
+    } else {
+      changed_.wait(lock);
+    }
+  }
 }
 
 bool SinkRunner::Flush() {
-  if (batch_.empty()) return true;
   const absl::Time start = absl::Now();
   absl::Status s = DeliverRetrying(batch_);
+  size_t refused = 0;
   if (absl::IsInvalidArgument(s)) {
     // One row of them is refused: each alone, the refused ones to poison.
     for (const Row& row : batch_) {
       const absl::Status one = DeliverRetrying(absl::MakeConstSpan(&row, 1));
       if (absl::IsCancelled(one)) return false;
-      if (!one.ok()) Poison(row, one);
+      if (one.ok()) continue;
+      if (absl::Status kept = Poison(row, one); !kept.ok()) {
+        // Neither delivered nor kept: the sink stops before the row.
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          fatal_ = kept;
+          changed_.notify_all();
+        }
+        follower_->Stop();
+        return false;
+      }
+      ++refused;
     }
     s = absl::OkStatus();
   }
   if (!s.ok()) return false;  // stopping: the batch is sent again after a restart
   delivery_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
-  rows_delivered_.Increment(static_cast<double>(batch_.size()));
+  rows_delivered_.Increment(static_cast<double>(batch_.size() - refused));
   batches_delivered_.Increment();
-  delivered_ = batch_.back().log.log_index();
-  position_.Set(static_cast<double>(*delivered_));
-  Progress([this] {
-    admin::v1::WatchProgress p;
-    p.set_log_size(log_size_);
-    return p;
-  }());
-  Save(batch_.back().resume_token);
+  position_.Set(static_cast<double>(batch_.back().log.log_index()));
+  if (batch_then_.empty()) {
+    batch_then_ = batch_.back().resume_token;
+    batch_then_covered_ = batch_.back().log.log_index() + 1;
+  }
   batch_.clear();
   batch_bytes_ = 0;
   return true;
 }
 
+void SinkRunner::SetLag() {
+  const uint64_t size = log_size_, covered = covered_;
+  lag_.Set(static_cast<double>(size > covered ? size - covered : 0));
+}
+
 absl::Status SinkRunner::DeliverRetrying(absl::Span<const Row> rows) {
+  auto stopping = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  };
   for (int attempt = 1;; ++attempt) {
-    if (stopping_) return absl::CancelledError("stopping");
+    if (stopping()) return absl::CancelledError("stopping");
     const absl::Status s = destination_->Deliver(rows);
     if (s.ok() || absl::IsInvalidArgument(s)) return s;
     failures_.Increment();
@@ -158,32 +252,41 @@ absl::Status SinkRunner::DeliverRetrying(absl::Span<const Row> rows) {
                {"error", std::string(s.message())},
                {"rows", absl::StrCat(rows.size())},
                {"retry_in", absl::FormatDuration(wait)}});
-    for (const absl::Time end = absl::Now() + wait; absl::Now() < end && !stopping_;) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, absl::ToChronoNanoseconds(wait), [this] { return stopping_; });
   }
 }
 
-void SinkRunner::Poison(const Row& row, const absl::Status& why) {
+absl::Status SinkRunner::Poison(const Row& row, const absl::Status& why) {
   const std::string path = absl::StrCat(options_.state_dir, "/", options_.name, ".poison.jsonl");
-  std::ofstream out(path, std::ios::app);
-  out << "{\"log_index\":" << row.log.log_index() << ",\"event_id\":"
-      << exports::JsonString(row.log.event_id()) << ",\"error\":"
-      << exports::JsonString(why.message()) << ",\"row\":" << row.json << "}\n";
-  out.flush();
+  const std::string line =
+      absl::StrCat("{\"log_index\":", row.log.log_index(),
+                   ",\"event_id\":", exports::JsonString(row.log.event_id()),
+                   ",\"error\":", exports::JsonString(why.message()), ",\"row\":", row.json, "}\n");
+  // On disk before the position moves past the row.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  const bool written = fd >= 0 &&
+                       ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                       ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!written) {
+    return absl::InternalError(
+        absl::StrCat("cannot write the poison file ", path, ": ", std::strerror(errno)));
+  }
   poisoned_.Increment();
   log::Error(kComponent, "the destination refused a row for good; it is in the poison file",
              {{"sink", options_.name},
               {"log_index", absl::StrCat(row.log.log_index())},
               {"error", std::string(why.message())},
               {"poison_file", path}});
+  return absl::OkStatus();
 }
 
 void SinkRunner::Save(const std::string& token) {
   const std::string path = absl::StrCat(options_.state_dir, "/", options_.name, ".position");
   if (absl::Status s = client::SavePosition(path, token); !s.ok()) {
-    log::Error(kComponent, "cannot save the position", {{"sink", options_.name},
-                                                        {"error", s.ToString()}});
+    log::Error(kComponent, "cannot save the position",
+               {{"sink", options_.name}, {"error", s.ToString()}});
     return;
   }
   last_saved_ = token;

@@ -1,15 +1,20 @@
 // One sink of ulticode-forward (docs/forwarding.md): its own follower of
-// the log (verified: a row the log does not prove is never forwarded), its
-// batches, its position and its poison file. The position (the resume
-// token after the last row the destination took) is saved durably after
-// each delivered batch and before the next is sent, so a restart resumes
-// with no gap and repeats at most the batch that was in flight. A
-// destination that is down makes this sink wait (retries with back-off),
-// not the other sinks and not Admin.
+// the log (verified: a row the log does not prove is never forwarded) on
+// one thread, and on another its batches (full by rows or bytes, or sent
+// once their first row waited `linger`), its position and its poison
+// file. The position (the resume token after the last row the destination
+// took) is saved durably after each delivered batch and before the next
+// is sent, so a restart resumes with no gap and repeats at most the batch
+// that was in flight. A destination that is down makes this sink wait
+// (retries with back-off), not the other sinks and not Admin.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,32 +47,66 @@ class SinkRunner {
  public:
   SinkRunner(SinkOptions options, std::unique_ptr<Destination> destination,
              prometheus::Registry& registry);
+  ~SinkRunner();
 
   // Follows and delivers until Stop() (OK) or a break in the log (DATA_LOSS,
-  // naming it) or an end a retry cannot fix; then the sink stays stopped.
+  // naming it; the proved rows before it are delivered first) or an end a
+  // retry cannot fix; then the sink stays stopped.
   absl::Status Run();
+  // From any thread.
   void Stop();
 
  private:
+  // What the follower hands the delivery thread, in log order: a row, or
+  // a position past leaves the filter did not match.
+  struct Item {
+    std::optional<Row> row;
+    std::string token;     // without a row: the position to save
+    uint64_t covered = 0;  // leaves of the log before the position
+  };
+
+  // The follower's side (its thread).
   absl::StatusOr<bool> Take(const admin::v1::WatchedAuditLog& row);
   void Passed(const std::string& token);
-  void Progress(const admin::v1::WatchProgress& progress);
+  void Push(Item item);
+
+  // The delivery thread: batches by rows, bytes and linger; delivers; saves
+  // the position.
+  void Deliver();
+  // Waits for the next batch to send (or a position to save); false at the end.
+  bool NextBatch();
   // Delivers the batch (retrying while it can help); false when stopped.
   bool Flush();
   // Delivers `rows` whole, retrying; INVALID_ARGUMENT when refused for good.
   absl::Status DeliverRetrying(absl::Span<const Row> rows);
-  void Poison(const Row& row, const absl::Status& why);
+  // Appends `row` to the poison file, durably.
+  absl::Status Poison(const Row& row, const absl::Status& why);
   void Save(const std::string& token);
+  void SetLag();
 
   const SinkOptions options_;
   const std::unique_ptr<Destination> destination_;
   std::unique_ptr<client::Follower> follower_;
+
+  // Between the two threads. The queue holds at most 2 batches of rows:
+  // a destination that is slow makes the follower wait, which makes
+  // Admin's stream wait (its own bound), and nothing else.
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<Item> queue_;
+  size_t queued_rows_ = 0;
+  std::string last_pushed_;  // the token of the newest item queued
+  bool stopping_ = false;    // Stop(): end now, deliver nothing more
+  bool draining_ = false;    // the follower ended: deliver what is queued, then end
+  absl::Status fatal_;       // why the delivery thread stopped the sink, if it did
+  std::atomic<uint64_t> log_size_{0};
+  std::atomic<uint64_t> covered_{0};  // leaves before the saved position
+
+  // The delivery thread's own.
   std::vector<Row> batch_;
   size_t batch_bytes_ = 0;
-  absl::Time batch_started_;
-  std::atomic<bool> stopping_{false};
-  uint64_t log_size_ = 0;
-  std::optional<uint64_t> delivered_;  // the last log index delivered
+  std::string batch_then_;  // a position to save once the batch is delivered
+  uint64_t batch_then_covered_ = 0;
   std::string last_saved_;
 
   prometheus::Counter& rows_delivered_;

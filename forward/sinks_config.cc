@@ -81,15 +81,16 @@ absl::StatusOr<SinkPlan> PlanOf(const v1::Sink& sink) {
 absl::StatusOr<std::vector<SinkPlan>> SinksOf(const std::string& json) {
   v1::ForwarderConfig config;
   if (auto s = google::protobuf::util::JsonStringToMessage(json, &config); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("not a ForwarderConfig: ", s.message().ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a ForwarderConfig: ", s.message().ToString()));
   }
   if (config.sinks().empty()) return absl::InvalidArgumentError("no sinks");
   std::vector<SinkPlan> plans;
   std::set<std::string> names;
   for (const v1::Sink& sink : config.sinks()) {
     if (!ValidName(sink.name())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sink name \"", sink.name().substr(0, 64), "\": 1..63 of a-z, 0-9 and -"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sink name \"", sink.name().substr(0, 64), "\": 1..63 of a-z, 0-9 and -"));
     }
     if (!names.insert(sink.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat("sink \"", sink.name(), "\": named twice"));
@@ -105,8 +106,8 @@ absl::StatusOr<std::vector<SinkPlan>> LoadSinks(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string json, client::ReadFile(path));
   auto plans = SinksOf(json);
   if (!plans.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--sinks-file ", path, ": ",
-                                                   plans.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sinks-file ", path, ": ", plans.status().message()));
   }
   return plans;
 }

@@ -1,9 +1,11 @@
 #include "forward/syslog.h"
 
+#include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -47,13 +49,13 @@ std::string OpenSslError() {
 
 std::string SyslogMessage(const Row& row, absl::string_view hostname) {
   const admin::v1::AuditLog& log = row.log;
-  return absl::StrCat(
-      "<109>1 ", google::protobuf::util::TimeUtil::ToString(log.occurred_at()), " ",
-      HeaderField(hostname, 255), " ulticode-forward - ", HeaderField(log.event_type(), 32),
-      " [ulticode@32473 event_id=\"", ParamValue(log.event_id()), "\" log_index=\"",
-      log.log_index(), "\" owner=\"", ParamValue(audit::v1::Owner_Name(log.owner())),
-      "\" action=\"", ParamValue(log.action()), "\" actor=\"", ParamValue(log.actor()), "\"] ",
-      "\xEF\xBB\xBF", row.json);
+  return absl::StrCat("<109>1 ", google::protobuf::util::TimeUtil::ToString(log.occurred_at()), " ",
+                      HeaderField(hostname, 255), " ulticode-forward - ",
+                      HeaderField(log.event_type(), 32), " [ulticode@32473 event_id=\"",
+                      ParamValue(log.event_id()), "\" log_index=\"", log.log_index(), "\" owner=\"",
+                      ParamValue(audit::v1::Owner_Name(log.owner())), "\" action=\"",
+                      ParamValue(log.action()), "\" actor=\"", ParamValue(log.actor()), "\"] ",
+                      "\xEF\xBB\xBF", row.json);
 }
 
 // One TCP connection, with TLS on it when asked.
@@ -70,15 +72,17 @@ class Syslog::Connection {
     }
     auto c = std::unique_ptr<Connection>(new Connection());
     c->fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool connected = c->fd_ >= 0 && ::connect(c->fd_, found->ai_addr, found->ai_addrlen) == 0;
-    freeaddrinfo(found);
-    if (!connected) {
-      return absl::UnavailableError(
-          absl::StrCat("syslog ", o.address, ": cannot connect: ", std::strerror(errno)));
-    }
+    // Bounds connect() too (Linux), and every write and read after it.
     timeval tv{static_cast<time_t>(absl::ToInt64Seconds(o.timeout)), 0};
     ::setsockopt(c->fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     ::setsockopt(c->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const bool connected = c->fd_ >= 0 && ::connect(c->fd_, found->ai_addr, found->ai_addrlen) == 0;
+    const int error = errno;
+    freeaddrinfo(found);
+    if (!connected) {
+      return absl::UnavailableError(
+          absl::StrCat("syslog ", o.address, ": cannot connect: ", std::strerror(error)));
+    }
     if (o.tls) RETURN_IF_ERROR(c->StartTls(o, host));
     return c;
   }
@@ -141,8 +145,15 @@ class Syslog::Connection {
     if (!cas) return absl::InvalidArgumentError(absl::StrCat("syslog.ca_file: ", OpenSslError()));
     ssl_ = SSL_new(ctx_);
     SSL_set_fd(ssl_, fd_);
-    SSL_set_tlsext_host_name(ssl_, host.c_str());
-    SSL_set1_host(ssl_, host.c_str());
+    // The certificate must name the address: its IP address, or its host
+    // name (also sent as SNI, which IP addresses are not).
+    in6_addr ip;
+    if (inet_pton(AF_INET, host.c_str(), &ip) == 1 || inet_pton(AF_INET6, host.c_str(), &ip) == 1) {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str());
+    } else {
+      SSL_set_tlsext_host_name(ssl_, host.c_str());
+      SSL_set1_host(ssl_, host.c_str());
+    }
     if (SSL_connect(ssl_) != 1) {
       return absl::UnavailableError(
           absl::StrCat("syslog ", o.address, ": TLS handshake failed: ", OpenSslError()));
@@ -173,6 +184,13 @@ absl::StatusOr<std::unique_ptr<Syslog>> Syslog::Create(SyslogOptions options) {
       !absl::SimpleAtoi(options.address.substr(colon + 1), &port) || port <= 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("syslog.address: \"", options.address.substr(0, 64), "\" is not host:port"));
+  }
+  if (!options.ca_file.empty() && ::access(options.ca_file.c_str(), R_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("syslog.ca_file: cannot read ", options.ca_file));
+  }
+  if (!options.ca_file.empty() && !options.tls) {
+    return absl::InvalidArgumentError("syslog.ca_file: only with tls");
   }
   return std::unique_ptr<Syslog>(new Syslog(std::move(options)));
 }

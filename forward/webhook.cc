@@ -1,6 +1,7 @@
 #include "forward/webhook.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -25,10 +26,21 @@ void InitCurl() {
 
 }  // namespace
 
+std::string UrlForLogs(absl::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == absl::string_view::npos) return "(not a URL)";
+  absl::string_view rest = url.substr(scheme + 3);
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  if (const size_t at = rest.rfind('@'); at != absl::string_view::npos) {
+    rest = rest.substr(at + 1);
+  }
+  return absl::StrCat(url.substr(0, scheme + 3), rest);
+}
+
 std::string WebhookSignature(absl::string_view secret, absl::string_view timestamp,
                              absl::string_view body) {
-  return absl::StrCat("v1=", absl::BytesToHexString(crypto::HmacSha256(
-                                 secret, absl::StrCat(timestamp, ".", body))));
+  return absl::StrCat("v1=", absl::BytesToHexString(
+                                 crypto::HmacSha256(secret, absl::StrCat(timestamp, ".", body))));
 }
 
 Webhook::Webhook(WebhookOptions options) : options_(std::move(options)) {
@@ -41,10 +53,18 @@ Webhook::~Webhook() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
 absl::StatusOr<std::unique_ptr<Webhook>> Webhook::Create(WebhookOptions options) {
   if (!absl::StartsWith(options.url, "http://") && !absl::StartsWith(options.url, "https://")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("webhook.url: \"", options.url.substr(0, 64), "\" is not http(s)://"));
+        absl::StrCat("webhook.url: ", UrlForLogs(options.url), " is not http(s)://"));
   }
   if (options.secret_file.empty()) {
     return absl::InvalidArgumentError("webhook.secret_file: required (the HMAC key)");
+  }
+  if (auto secret = crypto::ReadSecretFile(options.secret_file); !secret.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("webhook.secret_file: ", secret.status().message()));
+  }
+  if (!options.ca_file.empty() && ::access(options.ca_file.c_str(), R_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("webhook.ca_file: cannot read ", options.ca_file));
   }
   return std::unique_ptr<Webhook>(new Webhook(std::move(options)));
 }
@@ -75,8 +95,10 @@ absl::Status Webhook::Deliver(absl::Span<const Row> rows) {
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(options_.timeout)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(options_.timeout)));
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
@@ -84,12 +106,13 @@ absl::Status Webhook::Deliver(absl::Span<const Row> rows) {
   const CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(headers);
   if (rc != CURLE_OK) {
-    return absl::UnavailableError(absl::StrCat("POST ", options_.url, ": ", curl_easy_strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("POST ", UrlForLogs(options_.url), ": ", curl_easy_strerror(rc)));
   }
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 200 && status < 300) return absl::OkStatus();
-  const std::string what = absl::StrCat("POST ", options_.url, ": HTTP ", status, " ",
+  const std::string what = absl::StrCat("POST ", UrlForLogs(options_.url), ": HTTP ", status, " ",
                                         absl::CHexEscape(reply.substr(0, 200)));
   if (status == 408 || status == 429 || status >= 500) return absl::UnavailableError(what);
   return absl::InvalidArgumentError(what);

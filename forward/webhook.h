@@ -39,6 +39,10 @@ class Webhook final : public Destination {
   void* curl_ = nullptr;  // CURL*, reused: its connection stays open
 };
 
+// What logs and errors say of a webhook URL: its scheme, host and port
+// only (paths and queries of webhook URLs often hold a token).
+std::string UrlForLogs(absl::string_view url);
+
 // The signature header's value for `body` sent at `timestamp`.
 std::string WebhookSignature(absl::string_view secret, absl::string_view timestamp,
                              absl::string_view body);

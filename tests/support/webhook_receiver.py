@@ -2,10 +2,12 @@
 """A webhook receiver for the forwarder's tests (docs/forwarding.md): checks
 each request's signature (X-Ulticode-Signature over X-Ulticode-Timestamp "."
 body, HMAC-SHA256 with the shared secret) and its timestamp (within 300 s),
-and appends the log_index of every row of an accepted request to --out, one
-a line. --control names a file read per request: empty or absent, accept;
-"503", answer 503; "400 N", answer 400 to a request holding log index N.
-Writes its port to --port-file once listening.
+and that X-Ulticode-Log-Indexes names the rows' idempotency keys (their log
+indexes: "log_index", or OCSF's metadata.sequence); then appends every row
+of an accepted request to --out as it came, one a line. --control names a
+file read per request: empty or absent, accept; "503", answer 503; "400 N",
+answer 400 to a request holding log index N. Writes its port to --port-file
+once listening.
 """
 import argparse
 import hashlib
@@ -14,6 +16,11 @@ import http.server
 import json
 import os
 import time
+
+
+def key(row):
+    """A row's idempotency key: its log index, in either schema."""
+    return int(row["log_index"] if "log_index" in row else row["metadata"]["sequence"])
 
 
 def main():
@@ -41,14 +48,17 @@ def main():
                 return self.reply(401)
             if not ts.isdigit() or abs(time.time() - int(ts)) > 300:
                 return self.reply(401)
-            indexes = [json.loads(line)["log_index"] for line in body.decode().splitlines()]
+            lines = body.decode().splitlines()
+            indexes = [key(json.loads(line)) for line in lines]
+            if self.headers.get("X-Ulticode-Log-Indexes") != f"{indexes[0]}-{indexes[-1]}":
+                return self.reply(422)
             control = open(a.control).read().split() if os.path.exists(a.control) else []
             if control[:1] == ["503"]:
                 return self.reply(503)
             if control[:1] == ["400"] and int(control[1]) in indexes:
                 return self.reply(400)
             with open(a.out, "a") as f:
-                f.write("".join(f"{i}\n" for i in indexes))
+                f.write("".join(line + "\n" for line in lines))
                 f.flush()
                 os.fsync(f.fileno())
             self.reply(204)

@@ -80,7 +80,7 @@ def flags_of(binary):
     if binary not in HELP:
         name = binary.rsplit("/", 1)[-1]
         path = {"ulticode-auth": "auth", "ulticode-app": "app",
-                "ulticode-admin": "admin"}.get(name)
+                "ulticode-admin": "admin", "ulticode-forward": "forward"}.get(name)
         HELP[binary] = None
         if path:
             out = subprocess.run([f"{bin_dir}/{path}/{name}", "--help"], capture_output=True,

@@ -2,7 +2,8 @@
 # Writes docs/configuration.md from the binaries' --help, so the configuration
 # reference cannot go stale: a fixed preamble (flags, ULTICODE_* variables,
 # secret files), then every flag of ulticode-auth, ulticode-app,
-# ulticode-admin and ulticode-bootstrap with its variable, default and help.
+# ulticode-admin, ulticode-forward and ulticode-bootstrap with its variable,
+# default and help.
 # The flags the three services share with the same help and default are
 # listed once; each binary's section holds the rest.
 #
@@ -58,6 +59,7 @@ binaries=(
   ulticode-auth auth/ulticode-auth
   ulticode-app app/ulticode-app
   ulticode-admin admin/ulticode-admin
+  ulticode-forward forward/ulticode-forward
   ulticode-bootstrap tools/bootstrap/ulticode-bootstrap
 )
 
@@ -131,7 +133,9 @@ trailing newline is dropped, so `echo secret > file` works. A password
 inside `--pg-dsn` is refused. The services' other file flags
 (`--public-keys-file`, `--jwks-file`, `--tls-cert-file`,
 `--tls-client-ca-file`) name public data and are re-read when they change;
-`ulticode-bootstrap` writes its `--redis-acl-file` with mode 0600. More:
+`ulticode-bootstrap` writes its `--redis-acl-file` with mode 0600.
+`ulticode-forward` reads its `--token-file` and each webhook's secret file
+under the same rules, again for every stream and every request. More:
 [security](security.md#keys-and-secrets).
 """
 

@@ -61,6 +61,12 @@ shape (bench/reference_*.sql). Phases:
              closed loop and the reads again: throughput and latency against
              the small database
 
+  forward    (ULTICODE_BENCH_PHASES=forward, and in every full run)
+             ulticode-forward over the closed loop's log, one sink of each
+             kind alone (webhook in our schema and in OCSF, syslog over TCP
+             and TLS) to real receivers: rows per second and CPU per row,
+             beside ulticode-tail --verify reading the same rows
+
   watch      (ULTICODE_BENCH_PHASES=watch) WatchAuditLogs: commit ->
              delivered latency at half the maximum with 1, 10 and 100
              watchers; Admin's memory and CPU per idle watcher (1,000 of
@@ -202,6 +208,12 @@ def tree_levels_sql(base, end):
           l := l + 1;
         END LOOP;
       END $$"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def busy_jiffies():
@@ -779,6 +791,136 @@ class Suite:
             fields = f.read().rsplit(")", 1)[1].split()
         return rss, int(fields[11]) + int(fields[12])
 
+    def forward(self):
+        """ulticode-forward (docs/forwarding.md) over the log the closed loop
+        left, each kind of sink alone from the log's beginning to its end:
+        the forwarder's rows per second and CPU per row, beside the
+        reference in the same run, `ulticode-tail --verify` reading the same
+        rows to /dev/null (the verified follow every sink does, without
+        delivering). Receivers: tests/support/webhook_receiver.py and
+        rsyslogd (TCP and TLS); their own CPU is not counted."""
+        secrets = os.path.join(self.state, "secrets")
+        rows = 0
+        for _ in range(600):  # every row in a checkpoint both owners cosigned
+            rows = int(self.mesh.psql("ulticode_admin", "SELECT count(*) FROM log_leaves"))
+            cosigned = self.mesh.psql("ulticode_admin", """SELECT count(*) || ',' ||
+              coalesce(min(s), 0) FROM (SELECT max(size) s FROM log_cosignatures
+              GROUP BY witness) w""").split(",")
+            queued = int(self.mesh.psql("ulticode_admin", "SELECT count(*) FROM log_queue"))
+            if queued == 0 and cosigned[0] == "2" and int(cosigned[1]) >= rows:
+                break
+            time.sleep(0.5)
+        keys = [f"--log-keys-file={secrets}/log.vkey",
+                f"--witness-keys-file={secrets}/witnesses.vkey",
+                f"--owner-keys-file={secrets}/public-keys.txt"]
+        common = [f"--admin=127.0.0.1:{50053 + OFF}", f"--token-file={self.reader_token()}"]
+        out = {"rows": rows, "sinks": {}}
+        log(f"forward: the reference, ulticode-tail --verify over {rows} rows")
+        tail = subprocess.Popen([os.path.join(self.build_dir, "tools/tail/ulticode-tail"),
+                                 *common, "--from-beginning", "--verify", *keys,
+                                 f"--max-rows={rows}", "--idle-timeout=30s"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        t0 = time.time()
+        _, status, usage = os.wait4(tail.pid, 0)
+        seconds = time.time() - t0
+        if status != 0:
+            sys.exit(f"[bench] ulticode-tail: {tail.stderr.read()}")
+        cpu = usage.ru_utime + usage.ru_stime
+        out["reference"] = {"rows_per_second": round(rows / seconds),
+                            "cpu_us_per_row": round(1e6 * cpu / rows, 1)}
+        work = tempfile.mkdtemp(prefix="forward.", dir=self.state)
+        receivers = self.forward_receivers(work)
+        try:
+            for name, sink in receivers["sinks"].items():
+                out["sinks"][name] = self.forward_sink(work, name, sink, common + keys, rows)
+                got, ref = out["sinks"][name], out["reference"]
+                got["rows_per_second_vs_reference"] = round(
+                    got["rows_per_second"] / ref["rows_per_second"], 2)
+                got["cpu_per_row_vs_reference"] = round(
+                    got["cpu_us_per_row"] / ref["cpu_us_per_row"], 2)
+        finally:
+            for p in receivers["processes"]:
+                p.terminate()
+                p.wait(timeout=30)
+        return out
+
+    def forward_receivers(self, work):
+        """A webhook receiver and rsyslogd (TCP and TLS inputs), and the
+        sinks that deliver to them."""
+        secret = os.path.join(work, "webhook.secret")
+        with open(secret, "w", opener=lambda p, f: os.open(p, f, 0o600)) as f:
+            f.write(os.urandom(16).hex())
+        hook = subprocess.Popen(["python3", os.path.join(REPO, "tests/support/webhook_receiver.py"),
+                                 f"--port-file={work}/hook.port", f"--secret-file={secret}",
+                                 f"--out={work}/hook.jsonl", f"--control={work}/hook.control"])
+        subprocess.run(["bash", "-c", f"source {REPO}/scripts/lib/servers.sh && ulticode_tls_ca "
+                        f"{work} && ulticode_tls_cert {work} rsyslog IP:127.0.0.1"], check=True)
+        with open(f"{work}/rsyslog.conf", "w") as f:
+            f.write(f"""global(workDirectory="{work}" maxMessageSize="256k"
+  DefaultNetstreamDriverCAFile="{work}/ca.pem" DefaultNetstreamDriverCertFile="{work}/rsyslog.pem"
+  DefaultNetstreamDriverKeyFile="{work}/rsyslog.key")
+module(load="imtcp")
+ruleset(name="rows") {{ action(type="omfile" file="{work}/syslog.log") }}
+input(type="imtcp" port="0" listenPortFileName="{work}/tcp.port" ruleset="rows")
+input(type="imtcp" port="0" listenPortFileName="{work}/tls.port" ruleset="rows"
+  streamDriver.name="ossl" streamDriver.mode="1" streamDriver.authMode="anon")
+""")
+        syslog = subprocess.Popen(["/usr/sbin/rsyslogd", "-n", "-f", f"{work}/rsyslog.conf", "-i",
+                                   f"{work}/rsyslog.pid"])
+        ports = {}
+        for _ in range(100):
+            for name in ("hook", "tcp", "tls"):
+                try:
+                    ports[name] = int(open(f"{work}/{name}.port").read())
+                except (OSError, ValueError):
+                    pass
+            if len(ports) == 3:
+                break
+            time.sleep(0.2)
+        else:
+            sys.exit("[bench] the forwarder's receivers did not come up")
+        hook_url = f"http://127.0.0.1:{ports['hook']}/ingest"
+        return {"processes": [hook, syslog], "sinks": {
+            "webhook-ulticode": {"webhook": {"url": hook_url, "secretFile": secret}},
+            "webhook-ocsf": {"webhook": {"url": hook_url, "secretFile": secret,
+                                         "schema": "SCHEMA_OCSF"}},
+            "syslog-tcp": {"syslog": {"address": f"127.0.0.1:{ports['tcp']}"}},
+            "syslog-tls": {"syslog": {"address": f"127.0.0.1:{ports['tls']}", "tls": True,
+                                      "caFile": f"{work}/ca.pem"}}}}
+
+    def forward_sink(self, work, name, sink, args, rows):
+        """One forwarder with one sink from the log's beginning until it
+        delivered `rows`: its rows per second and CPU per row."""
+        with open(f"{work}/{name}.json", "w") as f:
+            json.dump({"sinks": [{"name": name} | sink]}, f)
+        metrics = free_port()
+        log(f"forward: {name}, {rows} rows (batches of 100)")
+        proc = subprocess.Popen([os.path.join(self.build_dir, "forward/ulticode-forward"), *args,
+                                 f"--sinks-file={work}/{name}.json",
+                                 f"--state-dir={work}/{name}.state",
+                                 f"--metrics-listen=127.0.0.1:{metrics}",
+                                 f"--health-listen=127.0.0.1:{free_port()}",
+                                 "--batch-linger=100ms"], stderr=subprocess.DEVNULL)
+        t0, done = time.time(), 0
+        while done < rows and proc.poll() is None and time.time() - t0 < 900:
+            time.sleep(0.1)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics",
+                                            timeout=5) as page:
+                    m = re.search(r'^ulticode_forward_rows_delivered_total\{sink="[^"]*"\} '
+                                  r"([0-9.e+]+)$", page.read().decode(), re.M)
+                done = int(float(m.group(1))) if m else 0
+            except OSError:
+                pass
+        seconds = time.time() - t0
+        _, jiffies = self.proc_rss_and_jiffies(proc.pid)
+        proc.terminate()
+        proc.wait(timeout=60)
+        if done < rows:
+            sys.exit(f"[bench] ulticode-forward {name}: {done} of {rows} rows delivered")
+        return {"rows_per_second": round(rows / seconds),
+                "cpu_us_per_row": round(1e6 * jiffies / HZ / rows, 1)}
+
     def watchbench(self, watchers, seconds, idle=False):
         # Each watcher on its own connection, as separate followers are;
         # idle ones ten to a connection (1,000 connections would pass the
@@ -1223,6 +1365,8 @@ class Suite:
                 self.result["closed"], self.result["reference"] = baseline, reference
             if self.phases == "watch":
                 self.result["watch"] = self.watch(max_rate)
+            if self.phases in ("all", "forward"):
+                self.result["forward"] = self.forward()
             if self.phases == "replication":
                 baseline = self.result["closed"]
                 self.result["replication"] = self.replication()
@@ -1432,6 +1576,15 @@ class Suite:
                 f"{i['admin_cpu_quiet']} -> {i['admin_cpu_with']} cores "
                 f"({i['cpu_us_per_watcher_second']} us per watcher per second), "
                 f"{i['progress_frames']} progress frames, {i['errors']} errors")
+        if "forward" in r:
+            f = r["forward"]
+            ref = f["reference"]
+            log(f"forwarder over {f['rows']} rows; reference ulticode-tail --verify "
+                f"{ref['rows_per_second']} rows/s, {ref['cpu_us_per_row']} us CPU/row")
+            for name, k in f["sinks"].items():
+                log(f"  {name:16} {k['rows_per_second']:>7} rows/s "
+                    f"(x{k['rows_per_second_vs_reference']}), {k['cpu_us_per_row']} us CPU/row "
+                    f"(x{k['cpu_per_row_vs_reference']} of the reference)")
         if "model" in r:
             self.model_summary()
         for s in r["closed"].get("statements", [])[:12]:

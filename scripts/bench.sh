@@ -21,7 +21,7 @@
 #              "log", "proofs": what the transparency log costs;
 #              "growth": the closed loop and reads with 5 million more rows
 #              (ULTICODE_BENCH_GROWTH_ROWS); "watch": WatchAuditLogs latency and
-#              idle cost),
+#              idle cost; "forward": the closed loop and the forwarder per sink),
 #              ULTICODE_BENCH_OUT (bench/results), ULTICODE_SKIP_DEPS and
 #              ULTICODE_NO_BUILD as for scripts/test.sh.
 # shellcheck source-path=SCRIPTDIR

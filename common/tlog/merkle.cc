@@ -1,6 +1,9 @@
 #include "common/tlog/merkle.h"
 
 #include <cstring>
+#include <functional>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto/crypto.h"
@@ -158,6 +161,69 @@ absl::StatusOr<Hash> RootFromInclusion(uint64_t index, uint64_t size, const Hash
   }
   if (sn != 0) return Mismatch("inclusion proof shorter than the tree");
   return r;
+}
+
+namespace {
+
+// The subtrees [lo, hi) whose hashes PATH(index, D[0:size]) holds, in its
+// order (the leaf's sibling first).
+std::vector<std::pair<uint64_t, uint64_t>> PathSubtrees(uint64_t index, uint64_t size) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (uint64_t lo = 0, hi = size; hi - lo > 1;) {
+    const uint64_t mid = lo + Split(hi - lo);
+    if (index < mid) {
+      out.emplace_back(mid, hi);
+      hi = mid;
+    } else {
+      out.emplace_back(lo, mid);
+      lo = mid;
+    }
+  }
+  return {out.rbegin(), out.rend()};
+}
+
+}  // namespace
+
+absl::StatusOr<Hash> RootFromRange(uint64_t first, uint64_t size, absl::Span<const Hash> leaves,
+                                   absl::Span<const Hash> first_proof,
+                                   absl::Span<const Hash> last_proof) {
+  const uint64_t end = first + leaves.size();
+  if (leaves.empty() || end > size || end < first) {
+    return Mismatch(absl::StrCat("leaves ", first, " .. ", end, " are not in a tree of ", size));
+  }
+  // Subtree [lo, hi) -> its hash, from the two proofs.
+  std::map<std::pair<uint64_t, uint64_t>, Hash> outside;
+  for (const auto& [index, proof] :
+       {std::pair{first, first_proof}, std::pair{end - 1, last_proof}}) {
+    const auto subtrees = PathSubtrees(index, size);
+    if (subtrees.size() != proof.size()) {
+      return Mismatch(absl::StrCat("the inclusion proof of leaf ", index, " has ", proof.size(),
+                                   " hashes; a tree of ", size, " needs ", subtrees.size()));
+    }
+    for (size_t i = 0; i < proof.size(); ++i) {
+      const auto [it, added] = outside.emplace(subtrees[i], proof[i]);
+      if (!added && it->second != proof[i]) {
+        return Mismatch(absl::StrCat("the two inclusion proofs disagree on leaves ",
+                                     subtrees[i].first, " .. ", subtrees[i].second));
+      }
+    }
+  }
+  std::function<absl::StatusOr<Hash>(uint64_t, uint64_t)> root =
+      [&](uint64_t lo, uint64_t hi) -> absl::StatusOr<Hash> {
+    if (hi <= first || lo >= end) {
+      const auto it = outside.find({lo, hi});
+      if (it == outside.end()) return Mismatch("the proofs lack a subtree outside the range");
+      return it->second;
+    }
+    if (hi - lo == 1) return leaves[lo - first];
+    const uint64_t mid = lo + Split(hi - lo);
+    absl::StatusOr<Hash> left = root(lo, mid);
+    if (!left.ok()) return left.status();
+    absl::StatusOr<Hash> right = root(mid, hi);
+    if (!right.ok()) return right.status();
+    return NodeHash(*left, *right);
+  };
+  return root(0, size);
 }
 
 absl::Status VerifyInclusion(uint64_t index, uint64_t size, const Hash& leaf,

@@ -51,6 +51,18 @@ size_t InclusionProofLength(uint64_t index, uint64_t size);
 absl::StatusOr<Hash> RootFromInclusion(uint64_t index, uint64_t size, const Hash& leaf,
                                        absl::Span<const Hash> proof);
 
+// The root that the consecutive leaves `leaves` (hashes) at indexes
+// first .. first + leaves.size() - 1 lead to in a tree of `size` leaves,
+// given PATH of the first of them (`first_proof`) and of the last
+// (`last_proof`): every subtree outside the range is a sibling on one of
+// those two paths, every subtree inside it is computed from the leaves.
+// Equal to the tree's root, it proves every leaf of the range at once.
+// FAILED_PRECONDITION when the range is not in the tree or a proof does
+// not fit it.
+absl::StatusOr<Hash> RootFromRange(uint64_t first, uint64_t size, absl::Span<const Hash> leaves,
+                                   absl::Span<const Hash> first_proof,
+                                   absl::Span<const Hash> last_proof);
+
 // RFC 9162 2.1.3.2: OK when `proof` shows the leaf with hash `leaf` at
 // `index` in the tree of `size` leaves whose root is `root`; otherwise
 // FAILED_PRECONDITION saying what does not match.

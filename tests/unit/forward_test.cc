@@ -127,8 +127,10 @@ class SinksFileTest : public ::testing::Test {
     ASSERT_TRUE(crypto::WriteSecretFile(secret_, "k").ok());
   }
   std::string Hook(const std::string& name, const std::string& extra = "") {
-    return absl::StrCat("{\"name\":\"", name, "\",\"webhook\":{\"url\":\"https://siem.example/x\","
-                        "\"secretFile\":\"", secret_, "\"", extra, "}}");
+    return absl::StrCat("{\"name\":\"", name,
+                        "\",\"webhook\":{\"url\":\"https://siem.example/x\","
+                        "\"secretFile\":\"",
+                        secret_, "\"", extra, "}}");
   }
   std::string dir_, secret_;
 };
@@ -172,7 +174,8 @@ TEST_F(SinksFileTest, EachBadSettingIsRefusedNamingItsSinkAndField) {
        "\"a\": webhook.timeout"},
       {"{\"sinks\":[{\"name\":\"s\",\"syslog\":{\"address\":\"nohost\"}}]}",
        "\"s\": syslog.address: \"nohost\" is not host:port"},
-      {"{\"sinks\":[{\"name\":\"s\",\"syslog\":{\"address\":\"h:70000\"}}]}", "\"s\": syslog.address"},
+      {"{\"sinks\":[{\"name\":\"s\",\"syslog\":{\"address\":\"h:70000\"}}]}",
+       "\"s\": syslog.address"},
       {"{\"sinks\":[{\"name\":\"s\",\"syslog\":{\"address\":\"h:1\",\"caFile\":\"" + secret_ +
            "\"}}]}",
        "\"s\": syslog.ca_file: only with tls"},

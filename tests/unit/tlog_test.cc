@@ -3,6 +3,7 @@
 // 40 leaves verifies, and every change to a proof, leaf, index, size or root
 // is refused. (An independent implementation checks the same encodings:
 // tests/interop, Go's golang.org/x/mod/sumdb.)
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,6 +83,77 @@ TEST(MerkleTest, EveryInclusionProofVerifiesAndNoAlteredOneDoes) {
     }
     EXPECT_EQ(InclusionProof(n, leaves).status().code(), absl::StatusCode::kInvalidArgument);
   }
+}
+
+// A range of consecutive leaves and the proofs of its two ends lead to
+// the root exactly when every leaf is the tree's: each leaf of the range
+// changed, moved or claimed at another place is caught, and a proof hash
+// changed is caught unless its subtree lies inside the range (computed
+// from the leaves, never read). Seeded: ULTICODE_TLOG_SEED.
+TEST(MerkleTest, ARangeAndItsEndsProofsLeadToTheRootOnlyWithTheTreesLeaves) {
+  const char* env = std::getenv("ULTICODE_TLOG_SEED");
+  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
+                                       : std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE(absl::StrCat("ULTICODE_TLOG_SEED=", seed));
+  for (int round = 0; round < 400; ++round) {
+    const uint64_t n = std::uniform_int_distribution<uint64_t>(1, round < 200 ? 40 : 1100)(rng);
+    const std::vector<Hash> leaves = Leaves(static_cast<int>(n));
+    const Hash root = RootOf(leaves);
+    const uint64_t a = std::uniform_int_distribution<uint64_t>(0, n - 1)(rng);
+    const uint64_t b = std::uniform_int_distribution<uint64_t>(a + 1, n)(rng);
+    const std::vector<Hash> range(leaves.begin() + a, leaves.begin() + b);
+    const std::vector<Hash> first = *InclusionProof(a, leaves),
+                            last = *InclusionProof(b - 1, leaves);
+    const std::string at = absl::StrCat("size ", n, " range ", a, "..", b);
+    auto r = RootFromRange(a, n, range, first, last);
+    ASSERT_TRUE(r.ok()) << at << ": " << r.status();
+    ASSERT_EQ(*r, root) << at;
+    // A leaf changed, or two swapped.
+    std::vector<Hash> changed = range;
+    const size_t i = std::uniform_int_distribution<size_t>(0, range.size() - 1)(rng);
+    changed[i][std::uniform_int_distribution<int>(0, 31)(rng)] ^= 1;
+    r = RootFromRange(a, n, changed, first, last);
+    EXPECT_TRUE(!r.ok() || *r != root) << at << " leaf " << a + i;
+    if (range.size() > 1) {
+      std::swap(changed[i], changed[(i + 1) % range.size()]);
+      changed[i] = range[(i + 1) % range.size()];
+      changed[(i + 1) % range.size()] = range[i];
+      r = RootFromRange(a, n, changed, first, last);
+      EXPECT_TRUE(!r.ok() || *r != root) << at << " swapped at " << a + i;
+    }
+    // The same leaves claimed one place later (or earlier), with the proofs
+    // of that place.
+    if (b < n) {
+      r = RootFromRange(a + 1, n, range, *InclusionProof(a + 1, leaves),
+                        *InclusionProof(b, leaves));
+      EXPECT_TRUE(!r.ok() || *r != root) << at << " shifted";
+    }
+    // A hash of either proof changed.
+    for (int which = 0; which < 2; ++which) {
+      std::vector<Hash> bad_first = first, bad_last = last;
+      std::vector<Hash>& bad = which == 0 ? bad_first : bad_last;
+      if (bad.empty()) continue;
+      const size_t p = std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng);
+      bad[p][0] ^= 1;
+      r = RootFromRange(a, n, range, bad_first, bad_last);
+      if (r.ok() && *r == root) {
+        // Only a sibling inside the range may go unread: the range's
+        // leaves are then both sides of it.
+        const uint64_t end = which == 0 ? a : b - 1;
+        EXPECT_TRUE(InclusionProofLength(end, n) == bad.size()) << at;
+        EXPECT_GT(range.size(), 1u) << at << ": a changed proof hash was ignored";
+      }
+    }
+    // Proofs that do not fit the tree.
+    if (!first.empty()) {
+      std::vector<Hash> shorter = first;
+      shorter.pop_back();
+      EXPECT_FALSE(RootFromRange(a, n, range, shorter, last).ok()) << at;
+    }
+  }
+  EXPECT_FALSE(RootFromRange(5, 5, Leaves(1), {}, {}).ok());
+  EXPECT_FALSE(RootFromRange(0, 5, {}, {}, {}).ok());
 }
 
 TEST(MerkleTest, EveryConsistencyProofVerifiesAndNoAlteredOneDoes) {

@@ -1,5 +1,5 @@
 // A real Prometheus server (Debian's) in the loop: it scrapes the three real
-// binaries with deploy/prometheus/ulticode-rules.yml loaded. Every metric the
+// binaries and a forwarder with deploy/prometheus/ulticode-rules.yml loaded. Every metric the
 // rules and the dashboard (deploy/grafana) name exists in what it scraped; with Admin frozen
 // (SIGSTOP) under load, UlticodePipelineStalled goes to firing through Prometheus' API, and back to
 // inactive after SIGCONT.
@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/crypto/crypto.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -82,16 +83,43 @@ class PrometheusTest : public ::testing::Test {
       config << "  - job_name: " << job << "\n    static_configs:\n      - targets: ['127.0.0.1:"
              << mesh_->metrics_port(service, 0) << "']\n";
     }
+    const int forward_metrics = testing::FreePort();
+    config << "  - job_name: ulticode-forward\n    static_configs:\n      - targets: ['127.0.0.1:"
+           << forward_metrics << "']\n";
     config.close();
+    StartForwarder(forward_metrics);
     ASSERT_TRUE(prometheus_.Start({"prometheus", "--config.file=" + dir_ + "/prometheus.yml",
                                    "--storage.tsdb.path=" + dir_ + "/data",
                                    absl::StrCat("--web.listen-address=127.0.0.1:", port_)}));
     ASSERT_TRUE(
-        WaitFor([&] { return Up() == 3 || !prometheus_.Running(); }, std::chrono::seconds(60)))
+        WaitFor([&] { return Up() == 4 || !prometheus_.Running(); }, std::chrono::seconds(60)))
         << prometheus_.Output();
   }
 
+  // ulticode-forward with one syslog sink whose receiver never answers:
+  // its metrics exist (and its sink stays up, retrying).
+  void StartForwarder(int metrics_port) {
+    const std::string keys = mesh_->keys().dir();
+    testing::TokenSpec spec;
+    spec.subject = "forwarder";
+    spec.roles = {"audit.reader"};
+    ASSERT_TRUE(
+        crypto::WriteSecretFile(dir_ + "/forwarder.token", testing::SharedTestTokens().Mint(spec))
+            .ok());
+    std::ofstream(dir_ + "/sinks.json")
+        << "{\"sinks\":[{\"name\":\"prom\",\"syslog\":{\"address\":\"127.0.0.1:"
+        << testing::FreePort() << "\"}}]}";
+    ASSERT_TRUE(forwarder_.Start(
+        {absl::StrCat(testing::BinDir(), "/forward/ulticode-forward"),
+         absl::StrCat("--admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0)),
+         "--token-file=" + dir_ + "/forwarder.token", "--sinks-file=" + dir_ + "/sinks.json",
+         "--state-dir=" + dir_ + "/forward", "--log-keys-file=" + keys + "/log.vkey",
+         absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port),
+         absl::StrCat("--health-listen=127.0.0.1:", testing::FreePort())}));
+  }
+
   void TearDown() override {
+    forwarder_.Stop(SIGTERM, std::chrono::seconds(10));
     stop_load_ = true;
     if (load_.joinable()) load_.join();
     if (mesh_ != nullptr && mesh_->Pid(Service::kAdmin, 0) > 0) {
@@ -153,7 +181,7 @@ class PrometheusTest : public ::testing::Test {
   }
 
   std::unique_ptr<Mesh> mesh_;
-  testing::ChildProcess prometheus_;
+  testing::ChildProcess prometheus_, forwarder_;
   std::string dir_;
   int port_ = 0;
   std::thread load_;

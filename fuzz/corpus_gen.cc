@@ -385,7 +385,8 @@ void BoundedReplies() {
 }
 
 // Byte 0 picks the parser (fuzz_tlog.cc): a leaf, a checkpoint, a verifier
-// key, a signed note, an entry bundle, proofs, a cosignature line.
+// key, a signed note, an entry bundle, proofs, a cosignature line, a run of
+// a tree with edits.
 void Tlog() {
   const std::string t = "fuzz_tlog";
   const auto& keys = fuzz::Keys();
@@ -413,6 +414,8 @@ void Tlog() {
   auto line = witness->Cosign(tlog::CheckpointText(c), 1700000000);
   FUZZ_CHECK(line.ok(), line.status().ToString());
   Write(t, "cosignature", "\x06" + *line);
+  // Size 300, leaves 37..140, one leaf byte and one proof byte changed.
+  Write(t, "range", std::string("\x07\x01\x2c\x00\x25\x00\x67\x00\x05\x09\x01\x02\x03", 13));
 }
 
 }  // namespace

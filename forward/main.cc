@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
 #include "common/log/log.h"
@@ -95,6 +96,34 @@ int Fail(const absl::Status& s) {
   return kError;
 }
 
+// One runner per sink of the file, each resuming from its position file.
+absl::StatusOr<std::vector<std::unique_ptr<SinkRunner>>> Runners(
+    const Options& o, std::vector<SinkPlan> plans, const client::Verification& verification,
+    prometheus::Registry& registry) {
+  std::vector<std::unique_ptr<SinkRunner>> sinks;
+  for (SinkPlan& plan : plans) {
+    SinkOptions s;
+    s.name = plan.name;
+    s.schema = plan.schema;
+    s.max_batch_rows = plan.max_batch_rows;
+    s.max_batch_bytes = plan.max_batch_bytes;
+    s.linger = o.linger;
+    s.state_dir = o.state_dir;
+    s.follow.admin = o.client.admin;
+    s.follow.token_file = o.client.token_file;
+    s.follow.cacert = o.client.cacert;
+    s.follow.filter = plan.filter;
+    s.follow.idle_timeout = o.idle_timeout;
+    s.follow.verification = verification;
+    ASSIGN_OR_RETURN(s.follow.start,
+                     client::LoadPosition(absl::StrCat(o.state_dir, "/", plan.name, ".position")));
+    s.follow.from_beginning = o.start == "beginning";
+    sinks.push_back(
+        std::make_unique<SinkRunner>(std::move(s), std::move(plan.destination), registry));
+  }
+  return sinks;
+}
+
 int Main(int argc, char** argv) {
   const Options o = ParseFlags(argc, argv);
   server::BlockTerminationSignals();
@@ -115,39 +144,19 @@ int Main(int argc, char** argv) {
   server::GrpcServer health(server::PlaintextOptions(o.health_listen, 4), (*metrics)->registry());
   if (absl::Status s = health.Start(); !s.ok()) return Fail(s);
 
-  std::vector<std::unique_ptr<SinkRunner>> sinks;
-  for (SinkPlan& plan : *plans) {
-    SinkOptions s;
-    s.name = plan.name;
-    s.schema = plan.schema;
-    s.max_batch_rows = plan.max_batch_rows;
-    s.max_batch_bytes = plan.max_batch_bytes;
-    s.linger = o.linger;
-    s.state_dir = o.state_dir;
-    s.follow.admin = o.client.admin;
-    s.follow.token_file = o.client.token_file;
-    s.follow.cacert = o.client.cacert;
-    s.follow.filter = plan.filter;
-    s.follow.idle_timeout = o.idle_timeout;
-    s.follow.verification = *verification;
-    auto position = client::LoadPosition(absl::StrCat(o.state_dir, "/", plan.name, ".position"));
-    if (!position.ok()) return Fail(position.status());
-    s.follow.start = *position;
-    s.follow.from_beginning = o.start == "beginning";
-    sinks.push_back(std::make_unique<SinkRunner>(std::move(s), std::move(plan.destination),
-                                                 (*metrics)->registry()));
-  }
-  std::atomic<int> running{static_cast<int>(sinks.size())};
+  auto sinks = Runners(o, *std::move(plans), *verification, (*metrics)->registry());
+  if (!sinks.ok()) return Fail(sinks.status());
+  std::atomic<int> running{static_cast<int>(sinks->size())};
   absl::Notification all_stopped;
   std::vector<std::thread> threads;
-  for (auto& sink : sinks) {
+  for (auto& sink : *sinks) {
     threads.emplace_back([&sink, &running, &all_stopped] {
       (void)sink->Run();
       if (running.fetch_sub(1) == 1) all_stopped.Notify();
     });
   }
   health.SetServing(true);
-  log::Info("forward", "forwarding", {{"sinks", absl::StrCat(sinks.size())}});
+  log::Info("forward", "forwarding", {{"sinks", absl::StrCat(sinks->size())}});
   server::TerminationWatch signals;
   int code = kOk;
   while (!signals.WaitFor(absl::Milliseconds(200))) {
@@ -157,7 +166,7 @@ int Main(int argc, char** argv) {
     }
   }
   health.SetServing(false);
-  for (auto& sink : sinks) sink->Stop();
+  for (auto& sink : *sinks) sink->Stop();
   for (auto& t : threads) t.join();
   health.Shutdown(absl::Seconds(1));
   return code;

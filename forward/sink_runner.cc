@@ -139,7 +139,11 @@ void SinkRunner::Push(Item item) {
     ++queued_rows_;
   }
   last_pushed_ = item.token;
-  queue_.push_back(std::move(item));
+  if (!item.row && !queue_.empty() && !queue_.back().row) {
+    queue_.back() = std::move(item);  // a newer position replaces one not saved yet
+  } else {
+    queue_.push_back(std::move(item));
+  }
   changed_.notify_all();
 }
 
@@ -147,7 +151,7 @@ void SinkRunner::Deliver() {
   while (NextBatch()) {
     if (!batch_.empty() && !Flush()) return;
     if (!batch_then_.empty()) {
-      Save(batch_then_);
+      if (!Save(batch_then_)) return;  // stopping
       covered_ = std::max<uint64_t>(covered_, batch_then_covered_);
       SetLag();
       batch_then_.clear();
@@ -268,10 +272,11 @@ absl::Status SinkRunner::Poison(const Row& row, const absl::Status& why) {
   const bool written = fd >= 0 &&
                        ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
                        ::fsync(fd) == 0;
+  const int error = errno;
   if (fd >= 0) ::close(fd);
   if (!written) {
     return absl::InternalError(
-        absl::StrCat("cannot write the poison file ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot write the poison file ", path, ": ", std::strerror(error)));
   }
   poisoned_.Increment();
   log::Error(kComponent, "the destination refused a row for good; it is in the poison file",
@@ -282,14 +287,23 @@ absl::Status SinkRunner::Poison(const Row& row, const absl::Status& why) {
   return absl::OkStatus();
 }
 
-void SinkRunner::Save(const std::string& token) {
+bool SinkRunner::Save(const std::string& token) {
   const std::string path = absl::StrCat(options_.state_dir, "/", options_.name, ".position");
-  if (absl::Status s = client::SavePosition(path, token); !s.ok()) {
-    log::Error(kComponent, "cannot save the position",
+  // Before the next batch goes out, or a restart would repeat more than it.
+  for (int attempt = 1;; ++attempt) {
+    const absl::Status s = client::SavePosition(path, token);
+    if (s.ok()) break;
+    failures_.Increment();
+    log::Error(kComponent, "cannot save the position; trying again",
                {{"sink", options_.name}, {"error", s.ToString()}});
-    return;
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock,
+                      absl::ToChronoNanoseconds(
+                          backoff::Delay({absl::Milliseconds(100), absl::Seconds(30)}, attempt)),
+                      [this] { return stopping_; });
+    if (stopping_) return false;
   }
-  last_saved_ = token;
+  return true;
 }
 
 }  // namespace ulticode::forward

@@ -81,7 +81,8 @@ class SinkRunner {
   absl::Status DeliverRetrying(absl::Span<const Row> rows);
   // Appends `row` to the poison file, durably.
   absl::Status Poison(const Row& row, const absl::Status& why);
-  void Save(const std::string& token);
+  // Saves the position durably, retrying; false when stopped first.
+  bool Save(const std::string& token);
   void SetLag();
 
   const SinkOptions options_;
@@ -107,7 +108,6 @@ class SinkRunner {
   size_t batch_bytes_ = 0;
   std::string batch_then_;  // a position to save once the batch is delivered
   uint64_t batch_then_covered_ = 0;
-  std::string last_saved_;
 
   prometheus::Counter& rows_delivered_;
   prometheus::Counter& batches_delivered_;

@@ -142,7 +142,7 @@ class Syslog::Connection {
     const bool cas = o.ca_file.empty()
                          ? SSL_CTX_set_default_verify_paths(ctx_) == 1
                          : SSL_CTX_load_verify_locations(ctx_, o.ca_file.c_str(), nullptr) == 1;
-    if (!cas) return absl::InvalidArgumentError(absl::StrCat("syslog.ca_file: ", OpenSslError()));
+    if (!cas) return absl::UnavailableError(absl::StrCat("syslog.ca_file: ", OpenSslError()));
     ssl_ = SSL_new(ctx_);
     SSL_set_fd(ssl_, fd_);
     // The certificate must name the address: its IP address, or its host
@@ -185,12 +185,20 @@ absl::StatusOr<std::unique_ptr<Syslog>> Syslog::Create(SyslogOptions options) {
     return absl::InvalidArgumentError(
         absl::StrCat("syslog.address: \"", options.address.substr(0, 64), "\" is not host:port"));
   }
-  if (!options.ca_file.empty() && ::access(options.ca_file.c_str(), R_OK) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("syslog.ca_file: cannot read ", options.ca_file));
-  }
   if (!options.ca_file.empty() && !options.tls) {
     return absl::InvalidArgumentError("syslog.ca_file: only with tls");
+  }
+  if (!options.ca_file.empty()) {
+    // Loaded now as each dial will: a file that is not PEM certificates is
+    // a configuration error, not a receiver's refusal of rows.
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    const bool loaded =
+        ctx != nullptr && SSL_CTX_load_verify_locations(ctx, options.ca_file.c_str(), nullptr) == 1;
+    if (ctx != nullptr) SSL_CTX_free(ctx);
+    if (!loaded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("syslog.ca_file: cannot load CA certificates from ", options.ca_file));
+    }
   }
   return std::unique_ptr<Syslog>(new Syslog(std::move(options)));
 }

@@ -114,8 +114,13 @@ absl::Status Webhook::Deliver(absl::Span<const Row> rows) {
   if (status >= 200 && status < 300) return absl::OkStatus();
   const std::string what = absl::StrCat("POST ", UrlForLogs(options_.url), ": HTTP ", status, " ",
                                         absl::CHexEscape(reply.substr(0, 200)));
-  if (status == 408 || status == 429 || status >= 500) return absl::UnavailableError(what);
-  return absl::InvalidArgumentError(what);
+  // Refusals of the rows themselves; anything else (401, 403, 404, a
+  // redirect, a 5xx...) is the receiver's or our configuration: tried
+  // again until fixed, never a reason to drop rows.
+  if (status == 400 || status == 413 || status == 415 || status == 422) {
+    return absl::InvalidArgumentError(what);
+  }
+  return absl::UnavailableError(what);
 }
 
 }  // namespace ulticode::forward

@@ -4,8 +4,9 @@
 // X-Ulticode-Signature "v1=" hex(HMAC-SHA256(secret, timestamp "." body)).
 // Each row carries its log index, the receiver's idempotency key; the
 // request's Idempotency-Key names the batch's first and last index. 2xx
-// is delivered; 408, 429, 5xx, a timeout or no connection are tried again;
-// any other status (redirects are not followed) is INVALID_ARGUMENT.
+// is delivered; 400, 413, 415 and 422 refuse the rows (INVALID_ARGUMENT);
+// any other status (redirects are not followed: 401, 403, 404, 5xx...), a
+// timeout or no connection is tried again (UNAVAILABLE).
 // The secret file is read for each request (rotation needs no restart).
 #pragma once
 

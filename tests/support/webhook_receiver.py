@@ -31,6 +31,8 @@ def main():
     p.add_argument("--control", required=True)
     a = p.parse_args()
     secret = open(a.secret_file, "rb").read()
+    # As the forwarder reads every secret file: one trailing newline dropped.
+    secret = secret[:-1] if secret.endswith(b"\n") else secret
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

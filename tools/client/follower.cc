@@ -48,8 +48,10 @@ bool Retryable(grpc::StatusCode code) {
 
 class RowVerifier {
  public:
-  RowVerifier(Verification v, std::shared_ptr<grpc::Channel> channel)
-      : policy_(std::move(v.policy)),
+  RowVerifier(Verification v, std::shared_ptr<grpc::Channel> channel,
+              std::function<bool()> stopping)
+      : stopping_(std::move(stopping)),
+        policy_(std::move(v.policy)),
         owners_(std::move(v.owners)),
         log_(v1::AuditLogService::NewStub(channel)) {}
 
@@ -75,14 +77,17 @@ class RowVerifier {
     }
     RETURN_IF_ERROR(Extends(*checkpoint, token));
     if (!accepted_ || checkpoint->size > accepted_->size) accepted_ = *checkpoint;
+    int refusals = 0;
     while (!held_.empty() && held_.front().audit_log().log_index() < accepted_->size) {
       absl::StatusOr<size_t> proved = ProveRun(token);
       if (absl::IsResourceExhausted(proved.status())) {
         // Admin's per-principal read limit, shared with this principal's
         // other followers: again after a pause, not a new stream.
-        absl::SleepFor(absl::Milliseconds(20));
+        if (stopping_()) return absl::CancelledError("stopping");
+        absl::SleepFor(backoff::Delay({absl::Milliseconds(20), absl::Seconds(1)}, ++refusals));
         continue;
       }
+      refusals = 0;
       if (!proved.ok()) return proved.status();
       for (size_t i = 0; i < *proved; ++i) {
         if (!hand(held_.front())) return absl::OkStatus();  // the follower is done or failed
@@ -94,9 +99,13 @@ class RowVerifier {
   // While rows are held, at most once a second: the newest checkpoint the
   // witnesses cosigned, asked of the log (a busy stream sends no progress
   // frame, and a progress frame's checkpoint is often not cosigned yet).
+  // `now`: at once (a stream that ended on a break: the rows held before
+  // it are proved and handed over first).
   absl::Status Poll(const std::string& token,
-                    const std::function<bool(const v1::WatchedAuditLog&)>& hand) {
-    if (held_.empty() || absl::Now() - polled_ < absl::Seconds(1)) return absl::OkStatus();
+                    const std::function<bool(const v1::WatchedAuditLog&)>& hand, bool now = false) {
+    if (held_.empty() || (!now && absl::Now() - polled_ < absl::Seconds(1))) {
+      return absl::OkStatus();
+    }
     polled_ = absl::Now();
     v1::GetCheckpointRequest req;
     req.mutable_newest_witnessed();
@@ -267,6 +276,7 @@ class RowVerifier {
   static constexpr size_t kProofsInFlight = 4;
   static constexpr size_t kMaxRun = 4096;
 
+  const std::function<bool()> stopping_;
   const verify::CheckpointPolicy policy_;
   const std::optional<crypto::KeyDirectory> owners_;
   std::unique_ptr<v1::AuditLogService::Stub> log_;
@@ -287,7 +297,9 @@ class Follower::Impl {
     auto channel = Channel(o_.admin, o_.cacert);
     if (!channel.ok()) return channel.status();
     auto stub = v1::AdminService::NewStub(*channel);
-    if (o_.verification) verifier_.emplace(*o_.verification, *channel);
+    if (o_.verification) {
+      verifier_.emplace(*o_.verification, *channel, [this] { return stopping_.load(); });
+    }
     std::thread watchdog([this] { Watchdog(); });
     int failures = 0;
     absl::Status result;
@@ -388,6 +400,14 @@ class Follower::Impl {
       return ended;
     }
     grpc::Status s = reader->Finish();
+    if (s.error_code() == grpc::StatusCode::DATA_LOSS && verifier_ && verifier_->holding()) {
+      // Admin ended the stream on a row it cannot serve as the log proves
+      // it: the rows before that one still go out once proved.
+      const auto hand = [this](const v1::WatchedAuditLog& row) { return Hand(row); };
+      if (grpc::Status p = Proved(verifier_->Poll(*token, hand, /*now=*/true)); !p.ok()) {
+        s = p;
+      }
+    }
     // An end says where to resume (ErrorInfo metadata "resumeToken"):
     // every row before it was handed over above. When verifying, rows still
     // held were not: resume before them.
@@ -403,6 +423,21 @@ class Follower::Impl {
 
   // A row handed over: the handler's answer decides what comes next.
   bool Hand(const v1::WatchedAuditLog& row) {
+    if (verifier_) {
+      // Proved rows must also come in log order: a row repeated, moved
+      // back, or (with no filter, where every leaf is a row) a leaf
+      // skipped is a break, whatever each row's own proof says.
+      const uint64_t index = row.audit_log().log_index();
+      const bool unfiltered = o_.filter.ByteSizeLong() == 0;
+      if (last_index_ && (index <= *last_index_ || (unfiltered && index != *last_index_ + 1))) {
+        handler_error_ = absl::DataLossError(
+            absl::StrCat("audit log ", row.audit_log().event_id(), " (log index ", index,
+                         ") came after log index ", *last_index_,
+                         unfiltered ? ": the log must come leaf by leaf" : ": out of log order"));
+        return false;
+      }
+      last_index_ = index;
+    }
     absl::StatusOr<bool> more = h_.row(row);
     if (!more.ok()) {
       handler_error_ = more.status();
@@ -486,6 +521,7 @@ class Follower::Impl {
   const FollowHandlers h_;
   std::optional<RowVerifier> verifier_;
   std::optional<std::string> position_;  // the resume token to start with
+  std::optional<uint64_t> last_index_;   // of the last row handed over (verifying)
   int64_t rows_in_stream_ = 0;
   absl::Status handler_error_;
   std::atomic<bool> stopping_{false};

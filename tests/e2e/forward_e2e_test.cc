@@ -225,17 +225,13 @@ class Receiver {
 class ForwardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = testing::PgFromEnv();
-    auto redis = testing::RedisFromEnv();
-    if (!pg || !redis) {
-      if (testing::InCi()) FAIL() << "PostgreSQL and Redis are required in CI";
-      GTEST_SKIP() << "no test PostgreSQL/Redis";
-    }
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
     testing::MeshOptions options;
     options.prefix = "forward";
     options.admin_args = {"--log-checkpoint-interval=100ms", "--log-sequence-interval=50ms",
                           "--watch-poll-interval=20ms"};
-    mesh_ = std::make_unique<Mesh>(*pg, *redis, options);
+    mesh_ = std::make_unique<Mesh>(pg, redis, options);
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
       ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;

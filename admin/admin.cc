@@ -196,6 +196,11 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT SELECT, INSERT, UPDATE ON log_witnesses TO {role}",
       "GRANT SELECT, INSERT, DELETE ON log_proof_requests TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
+      // Personal values are kept, and go only through erase_personal_data
+      // (0002), which records every erasure.
+      "GRANT SELECT, INSERT ON personal_values TO {role}",
+      "GRANT SELECT ON personal_erasures TO {role}",
+      "GRANT EXECUTE ON FUNCTION erase_personal_data(text, timestamptz, text) TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
       " consumer_inbox_fencing_token, log_queue_seq_seq TO {role}",
   };

@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "admin/query/list_token.h"
 #include "admin/query/page_token.h"
+#include "common/audit/personal.h"
 #include "common/seal/seal.h"
 #include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
@@ -56,7 +57,7 @@ audit::AuditEvent Event(audit::Owner owner, const std::string& id, absl::Time at
   e.set_event_id(id);
   e.set_owner(owner);
   e.set_event_type(auth ? "auth.user.created" : "app.problem.created");
-  e.set_schema_version(audit::kSchemaVersion);
+  e.set_schema_version(audit::kEmbeddedPersonalDataSchemaVersion);
   *e.mutable_occurred_at() =
       google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(at));
   auto* r = e.mutable_record();
@@ -133,6 +134,17 @@ void EntryValidation() {
   Write(t, "valid_auth", fuzz::EncodeFields(0, Entry(auth)));
   Write(t, "valid_app", fuzz::EncodeFields(1, Entry(app)));
   Write(t, "valid_app_rich", fuzz::EncodeFields(1, Entry(RichEvent())));
+  {
+    // Schema 2: the personal values beside the envelope, committed to.
+    audit::AuditEvent committed = auth;
+    (*committed.mutable_record()->mutable_new_value()->mutable_fields())["email"].set_string_value(
+        "alice@example.com");
+    auto values = audit::CommitPersonalData(committed);
+    FUZZ_CHECK(values.ok(), values.status().ToString());
+    auto fields = Entry(committed);
+    fields.emplace_back(audit::kPersonalField, values->SerializeAsString());
+    Write(t, "valid_auth_committed", fuzz::EncodeFields(0, fields));
+  }
   Write(t, "valid_auth_tight_limits", fuzz::EncodeFields(4, Entry(auth)));
   Write(t, "deleted", fuzz::EncodeFields(2, Entry(auth)));
   Write(t, "app_entry_on_auth_stream", fuzz::EncodeFields(0, Entry(app)));
@@ -176,9 +188,9 @@ void EntryValidation() {
   upper.set_event_id(absl::AsciiStrToUpper(kId1));
   upper.mutable_record()->set_audit_id(upper.event_id());
   Write(t, "uppercase_event_id", fuzz::EncodeFields(0, Entry(upper)));
-  audit::AuditEvent v2 = auth;
-  v2.set_schema_version(2);
-  Write(t, "schema_version_2", fuzz::EncodeFields(0, Entry(v2)));
+  audit::AuditEvent v3 = auth;
+  v3.set_schema_version(audit::kSchemaVersion + 1);
+  Write(t, "schema_version_3", fuzz::EncodeFields(0, Entry(v3)));
 
   Write(t, "envelope_garbage",
         fuzz::EncodeFields(0, Entry(auth, "not a serialized AuditEvent", keys.auth)));

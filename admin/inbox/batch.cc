@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "admin/personal/personal_store.h"
 #include "common/base/status_macros.h"
 
 namespace ulticode::admin::inbox {
@@ -101,6 +102,11 @@ absl::StatusOr<InsertedBatch> InsertBatch(pg::Transaction& tx, const std::string
     out.taken_items.push_back({item, &a});
     ++out.repeats_taken;
   }
+  std::vector<personal::EventValues> values;
+  for (const Arrival* a : out.taken) {
+    if (!a->entry.personal.empty()) values.push_back({&a->entry.event, &a->entry.personal});
+  }
+  ASSIGN_OR_RETURN(out.personal_stored, personal::StoreValues(tx, values));
   if (as == InsertAs::kProcessed) {
     for (const Arrival* a : out.take.fresh) {
       out.logs.push_back(audit_logs::AuditLogInput{&a->entry.event, &a->entry.envelope,

@@ -83,6 +83,8 @@ struct InsertedBatch {
   // With kProcessed: the audit rows written (those of `take.fresh`).
   std::vector<audit_logs::AuditLogInput> logs;
   int64_t written = 0;
+  // Personal values of the taken arrivals newly kept (admin/personal).
+  int64_t personal_stored = 0;
 };
 
 // `batch` must outlive the result (it points into `batch.arrivals`).

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 #include "common/log/log.h"
@@ -47,6 +48,12 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
                  .Name("ulticode_inbox_poison_total")
                  .Help("Stream entries stored in the poison store, by reason")
                  .Register(registry);
+  personal_values_ = &prometheus::BuildCounter()
+                          .Name("ulticode_inbox_personal_values_total")
+                          .Help(
+                              "Personal values beside taken-over envelopes, by outcome: stored, or "
+                              "refused (they open no commitment of the sealed envelope)")
+                          .Register(registry);
   group_created_ = &prometheus::BuildCounter()
                         .Name("ulticode_inbox_group_created_total")
                         .Help("Consumer groups (re-)created, e.g. after Redis lost its data")
@@ -78,6 +85,9 @@ InboxBridge::InboxBridge(BridgeOptions options, prometheus::Registry& registry, 
     }
     group_created_->Add(labels);
     autoclaimed_->Add(labels);
+    for (const char* outcome : {"stored", "refused"}) {
+      personal_values_->Add({{"stream", stream}, {"outcome", outcome}});
+    }
     errors_->Add(labels);
   }
 }
@@ -259,6 +269,18 @@ void InboxBridge::Count(const StreamCursor& cursor, const Absorbed& absorbed, Br
                 {"event_id", p.event_id},
                 {"reason", std::string(PoisonReasonName(p.reason))},
                 {"detail", p.detail}});
+  }
+  personal_values_->Add({{"stream", cursor.stream}, {"outcome", "stored"}})
+      .Increment(static_cast<double>(absorbed.inserted.personal_stored));
+  for (const Arrival* a : absorbed.inserted.taken) {
+    if (a->entry.refused_personal.empty()) continue;
+    personal_values_->Add({{"stream", cursor.stream}, {"outcome", "refused"}})
+        .Increment(static_cast<double>(a->entry.refused_personal.size()));
+    // Paths and reasons only: a refused value is never logged.
+    log::Warn(kComponent, "personal values refused; the event is taken over without them",
+              {{"stream", cursor.stream},
+               {"event_id", a->entry.event_id},
+               {"refused", absl::StrJoin(a->entry.refused_personal, "; ")}});
   }
   // Lag of first arrivals only: a re-sent duplicate would count its re-send delay.
   auto& lag = lag_->Add({{"owner", audit::OwnerName(cursor.owner)}}, metrics::LatencyBuckets());

@@ -181,6 +181,7 @@ class InboxBridge {
   prometheus::Counter* direct_fallbacks_;
   prometheus::Family<prometheus::Counter>* entries_;
   prometheus::Family<prometheus::Counter>* poison_;
+  prometheus::Family<prometheus::Counter>* personal_values_;
   prometheus::Family<prometheus::Counter>* group_created_;
   prometheus::Family<prometheus::Counter>* autoclaimed_;
   prometheus::Family<prometheus::Counter>* errors_;

@@ -6,14 +6,16 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/audit/personal.h"
 #include "common/ids/uuid.h"
 
 namespace ulticode::admin::inbox {
 namespace {
 
+// The fields read: the three every entry has, then the optional one.
 constexpr const char* kRequiredFields[] = {audit::kEnvelopeField, audit::kSealField,
-                                           audit::kKeyIdField};
-constexpr size_t kEnvelope = 0, kSeal = 1, kKeyId = 2;
+                                           audit::kKeyIdField, audit::kPersonalField};
+constexpr size_t kEnvelope = 0, kSeal = 1, kKeyId = 2, kPersonal = 3;
 
 // Values are echoed into details; keep them short and printable.
 std::string Shown(absl::string_view v) {
@@ -53,13 +55,14 @@ struct Fields {
   std::string envelope;
   std::string seal;
   std::string key_id;
+  std::string personal;  // serialized PersonalValues; empty when absent
 };
 
 using FieldsOrRejection = std::variant<Fields, Rejection>;
 
 // Form: not deleted, within the size limits, each field exactly once, a
-// non-empty seal and key id. Unknown extra fields are tolerated (a producer
-// may add routing hints) but never read.
+// non-empty seal and key id, an optional personal field. Unknown extra fields are tolerated (a
+// producer may add routing hints) but never read.
 FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLimits& limits) {
   if (entry.deleted) {
     return Reject(PoisonReason::kDeleted,
@@ -106,7 +109,7 @@ FieldsOrRejection ReadFields(const redis::StreamEntry& entry, const ValidationLi
                                " bytes, over the limit of ", limits.max_event_bytes));
   }
   return Fields{*std::move(fields[kEnvelope]), *std::move(fields[kSeal]),
-                *std::move(fields[kKeyId])};
+                *std::move(fields[kKeyId]), std::move(fields[kPersonal]).value_or("")};
 }
 
 // The seal, with a key the directory lists for the stream's owner: a forger
@@ -161,10 +164,12 @@ std::optional<Rejection> ParseEnvelope(audit::Owner stream_owner, const Fields& 
                                "\" arrived on the ", stream_owner_name, " stream"),
                   id);
   }
-  if (event.schema_version() != audit::kSchemaVersion) {
+  if (event.schema_version() < audit::kEmbeddedPersonalDataSchemaVersion ||
+      event.schema_version() > audit::kSchemaVersion) {
     return Reject(PoisonReason::kUnsupportedSchemaVersion,
                   absl::StrCat("schema_version ", event.schema_version(), " is not supported (",
-                               audit::kSchemaVersion, " is)"),
+                               audit::kEmbeddedPersonalDataSchemaVersion, " to ",
+                               audit::kSchemaVersion, " are)"),
                   id);
   }
   if (!audit::IsKnownEventType(stream_owner, event.event_type())) {
@@ -260,9 +265,22 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
     return Reject(PoisonReason::kInvalidRecord, std::string(s.message()), event.event_id());
   }
   std::string id = event.event_id(), type = event.event_type();
-  return AcceptedEntry{
+  AcceptedEntry accepted{
       std::move(id),         stream_owner,      std::move(type),     occurred,
       std::move(f.envelope), std::move(f.seal), std::move(f.key_id), std::move(event)};
+  OpenPersonalValues(f.personal, accepted);
+  return accepted;
+}
+
+void OpenPersonalValues(absl::string_view field, AcceptedEntry& entry) {
+  if (field.empty()) return;
+  audit::PersonalValues values;
+  if (!values.ParseFromArray(field.data(), static_cast<int>(field.size()))) {
+    entry.refused_personal.push_back(
+        absl::StrCat(audit::kPersonalField, ": not a serialized ulticode.audit.v1.PersonalValues"));
+    return;
+  }
+  entry.personal = audit::OpenCommitments(entry.event, values, &entry.refused_personal);
 }
 
 }  // namespace ulticode::admin::inbox

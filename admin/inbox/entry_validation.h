@@ -11,10 +11,12 @@
 
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/audit/event.h"
+#include "common/audit/personal.h"
 #include "common/crypto/key_directory.h"
 #include "common/redis/redis_client.h"
 #include "common/seal/seal.h"
@@ -67,6 +69,12 @@ struct AcceptedEntry {
   std::string seal;      // its seal (common/seal/seal.h) by the owner's key
   std::string key_id;
   audit::AuditEvent event;  // `envelope`, parsed and validated
+  // The entry's personal values (its `personal` field) that open a
+  // commitment of the envelope (common/audit/personal.h), and why each
+  // other one was left out. A value left out never costs the event: the
+  // envelope is sealed, the values beside it are not.
+  std::vector<audit::PersonalValue> personal;
+  std::vector<std::string> refused_personal;
 };
 
 struct Rejection {
@@ -87,5 +95,9 @@ using Verdict = std::variant<AcceptedEntry, Rejection>;
 Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry, absl::Time now,
                       const crypto::KeyDirectory& keys, seal::Verifier& seals,
                       const ValidationLimits& limits = {});
+
+// Fills entry.personal from the entry's serialized PersonalValues `field`
+// (empty: none) and entry.refused_personal with every value left out.
+void OpenPersonalValues(absl::string_view field, AcceptedEntry& entry);
 
 }  // namespace ulticode::admin::inbox

@@ -88,6 +88,14 @@ std::string FieldsJson(const redis::StreamFields& fields) {
     const absl::string_view name = absl::string_view(raw_name).substr(0, 256);
     const std::string shown_name =
         Printable(name) ? JsonString(name) : JsonString(absl::BytesToHexString(name));
+    if (name == audit::kPersonalField) {
+      // Personal values stay out of the poison store (docs/personal-data.md):
+      // a poison row is evidence about the entry, kept for weeks, and no
+      // erasure reaches it.
+      absl::StrAppend(&out, "{\"name\":", shown_name, ",\"omitted_personal_bytes\":", value.size(),
+                      "}");
+      continue;
+    }
     stored += name.size() + value.size();
     if (value.size() > kMaxStoredFieldBytes || stored > kMaxStoredEntryBytes) {
       absl::StrAppend(&out, "{\"name\":", shown_name, ",\"omitted_bytes\":", value.size(), "}");

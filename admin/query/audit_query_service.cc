@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "admin/personal/personal_store.h"
 #include "admin/query/audit_rows.h"
 #include "admin/query/page_token.h"
 #include "admin/transparency/log_reader.h"
@@ -323,11 +324,17 @@ absl::StatusOr<v1::QueryAuditLogsResponse> AuditQueryService::Query(
   const int fetched = std::min(r.rows(), q.page_size);
   // The budget again, on the encoded rows (a Struct can encode larger than
   // its JSON text): the page ends before the row that would pass it.
+  std::vector<AuditRow> rows;
+  for (int i = 0; i < fetched; ++i) {
+    ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, i));
+    rows.push_back(std::move(row));
+  }
+  RETURN_IF_ERROR(personal::AttachPersonalValues(*conn, rows));
   size_t bytes = 0;
   int n = 0;
   std::vector<std::string> leaves;
   for (; n < fetched; ++n) {
-    ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, n));
+    AuditRow& row = rows[n];
     bytes += row.log.ByteSizeLong() + 8;                  // the row, its tag and length
     if (Proven(req)) bytes += row.leaf.size() + 32 * 40;  // the leaf, a proof
     if (n > 0 && bytes > static_cast<size_t>(options_.max_page_bytes)) break;
@@ -360,8 +367,10 @@ absl::StatusOr<v1::AuditLog> AuditQueryService::Get(const v1::GetAuditLogRequest
   if (r.empty()) {
     return absl::NotFoundError(absl::StrCat("audit log ", req.event_id(), " not found"));
   }
-  ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, 0));
-  return std::move(row.log);
+  std::vector<AuditRow> rows;
+  ASSIGN_OR_RETURN(rows.emplace_back(), AuditRowFromResult(r, 0));
+  RETURN_IF_ERROR(personal::AttachPersonalValues(*conn, rows));
+  return std::move(rows[0].log);
 }
 
 std::vector<v1::StreamStatus> AuditQueryService::StreamStatuses() {

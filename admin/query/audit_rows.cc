@@ -156,6 +156,7 @@ absl::StatusOr<AuditRow> AuditRowFromResult(const pg::Result& r, int row) {
   *out.log.mutable_ingested_at() = ToProto(r.GetTime(row, 15));
   out.leaf = tlog::EncodeLeaf(
       {audit::OwnerName(event.owner()), id, r.GetString(row, 18), r.GetBytes(row, 19), envelope});
+  out.event = std::move(event);
   if (r.IsNull(row, kLogIndexColumn)) {
     out.log.set_log_status(v1::AuditLog::LOG_STATUS_PENDING);
     return out;

@@ -68,6 +68,7 @@ google::protobuf::Timestamp ToProto(absl::Time t);
 struct AuditRow {
   v1::AuditLog log;
   std::string leaf;
+  audit::v1::AuditEvent event;  // the envelope, parsed
 };
 
 // The AuditLog an event's envelope reads as: every field but ingested_at,

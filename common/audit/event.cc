@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/audit/personal.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/text/text.h"
@@ -14,21 +15,36 @@
 namespace ulticode::audit {
 namespace {
 
-constexpr const char* kAuthTypes[] = {
-    "auth.user.created",    "auth.user.disabled",         "auth.role.assigned",
-    "auth.role.revoked",    "auth.login_policy.updated",  "auth.outbox.redriven",
-    "auth.outbox.replayed", "auth.outbox.numbers_voided",
-};
-constexpr const char* kAppTypes[] = {
-    "app.problem.created",       "app.problem.updated",         "app.contest.created",
-    "app.contest.problem_added", "app.contest.problem_removed", "app.contest.published",
-    "app.outbox.redriven",       "app.outbox.replayed",         "app.outbox.numbers_voided",
-};
-constexpr const char* kAdminTypes[] = {
-    "admin.inbox.requeued",
-    "admin.poison.discarded",
-    "admin.poison.replayed",
-};
+// Every event type, with the keys of its old/new values that hold personal
+// data (docs/personal-data.md). A new type must say which of its keys are
+// personal, even when none is: personal_test checks every type the owners
+// emit against this list.
+const std::vector<EventTypeContract>& Contracts() {
+  static const auto* const kContracts = new std::vector<EventTypeContract>{
+      {v1::OWNER_AUTH, "auth.user.created", {"display_name", "email", "username"}},
+      // The operator's free-text reason is about the user.
+      {v1::OWNER_AUTH, "auth.user.disabled", {"reason"}},
+      {v1::OWNER_AUTH, "auth.role.assigned", {}},
+      {v1::OWNER_AUTH, "auth.role.revoked", {}},
+      {v1::OWNER_AUTH, "auth.login_policy.updated", {}},
+      {v1::OWNER_AUTH, "auth.outbox.redriven", {}},
+      {v1::OWNER_AUTH, "auth.outbox.replayed", {}},
+      {v1::OWNER_AUTH, "auth.outbox.numbers_voided", {}},
+      {v1::OWNER_APP, "app.problem.created", {}},
+      {v1::OWNER_APP, "app.problem.updated", {}},
+      {v1::OWNER_APP, "app.contest.created", {}},
+      {v1::OWNER_APP, "app.contest.problem_added", {}},
+      {v1::OWNER_APP, "app.contest.problem_removed", {}},
+      {v1::OWNER_APP, "app.contest.published", {}},
+      {v1::OWNER_APP, "app.outbox.redriven", {}},
+      {v1::OWNER_APP, "app.outbox.replayed", {}},
+      {v1::OWNER_APP, "app.outbox.numbers_voided", {}},
+      {v1::OWNER_ADMIN, "admin.inbox.requeued", {}},
+      {v1::OWNER_ADMIN, "admin.poison.discarded", {}},
+      {v1::OWNER_ADMIN, "admin.poison.replayed", {}},
+  };
+  return *kContracts;
+}
 
 // Struct nesting Admin will store (jsonb and the JSON printer recurse).
 constexpr int kMaxValueDepth = 32;
@@ -125,18 +141,17 @@ Owner OwnerFromName(absl::string_view name) {
 
 std::string StreamFor(Owner owner) { return absl::StrCat("audit:", OwnerName(owner)); }
 
-bool IsKnownEventType(Owner owner, absl::string_view event_type) {
-  if (owner == v1::OWNER_AUTH) {
-    for (const char* t : kAuthTypes)
-      if (event_type == t) return true;
-  } else if (owner == v1::OWNER_APP) {
-    for (const char* t : kAppTypes)
-      if (event_type == t) return true;
-  } else if (owner == v1::OWNER_ADMIN) {
-    for (const char* t : kAdminTypes)
-      if (event_type == t) return true;
+const std::vector<EventTypeContract>& EventTypes() { return Contracts(); }
+
+const EventTypeContract* FindEventType(Owner owner, absl::string_view event_type) {
+  for (const EventTypeContract& c : Contracts()) {
+    if (c.owner == owner && c.type == event_type) return &c;
   }
-  return false;
+  return nullptr;
+}
+
+bool IsKnownEventType(Owner owner, absl::string_view event_type) {
+  return FindEventType(owner, event_type) != nullptr;
 }
 
 AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& actor,
@@ -146,7 +161,9 @@ AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& acto
   event.set_event_id(id);
   event.set_owner(owner);
   event.set_event_type(std::string(event_type));
-  event.set_schema_version(kSchemaVersion);
+  // Built with its personal values in it; CommitPersonalData
+  // (personal.h) moves them out and makes it schema_version 2.
+  event.set_schema_version(kEmbeddedPersonalDataSchemaVersion);
   *event.mutable_occurred_at() =
       google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(occurred_at));
   auto* record = event.mutable_record();
@@ -172,7 +189,7 @@ absl::Status Validate(const AuditEvent& event, const KnownEventTypes& known) {
     return absl::UnimplementedError(absl::StrCat("schema_version ", event.schema_version(),
                                                  " is newer than this binary knows"));
   }
-  if (event.schema_version() != kSchemaVersion) {
+  if (event.schema_version() < kEmbeddedPersonalDataSchemaVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat("schema_version ", event.schema_version(), " is not supported"));
   }
@@ -199,7 +216,8 @@ absl::Status Validate(const AuditEvent& event, const KnownEventTypes& known) {
   if (r.action().empty()) return absl::InvalidArgumentError("record.action is empty");
   if (r.entity_type().empty()) return absl::InvalidArgumentError("record.entity_type is empty");
   if (r.entity_id().empty()) return absl::InvalidArgumentError("record.entity_id is empty");
-  return ValidateRecordText(r);
+  RETURN_IF_ERROR(ValidateRecordText(r));
+  return ValidatePersonalData(event);
 }
 
 bool IsNewerThanKnown(const absl::Status& status) { return absl::IsUnimplemented(status); }

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,7 +19,10 @@ namespace ulticode::audit {
 using ::ulticode::audit::v1::AuditEvent;
 using ::ulticode::audit::v1::Owner;
 
-inline constexpr uint32_t kSchemaVersion = 1;
+// The version owners write: personal values committed to, not embedded
+// (common/audit/personal.h). Version 1 (embedded) is still read.
+inline constexpr uint32_t kSchemaVersion = 2;
+inline constexpr uint32_t kEmbeddedPersonalDataSchemaVersion = 1;
 // Largest serialized event an owner will publish or Admin will accept.
 inline constexpr size_t kMaxEventBytes = 256 * 1024;
 // 9999-12-31T23:59:59Z: the last second RFC 3339 and timestamptz agree on.
@@ -26,10 +30,14 @@ inline constexpr int64_t kMaxOccurredAtSeconds = 253402300799;
 
 // An owner stream's entry: one event's exact bytes, its seal (common/seal:
 // the path to a bundle root the owner's key signed) and that key's id.
-// Nothing else is read; everything Admin needs is inside the sealed bytes.
+// Everything Admin needs is inside the sealed bytes, but for the personal
+// values a schema_version 2 envelope commits to: they travel unsealed in
+// the optional `personal` field (a serialized PersonalValues), and each is
+// kept only if it opens its commitment.
 inline constexpr char kEnvelopeField[] = "envelope";
 inline constexpr char kSealField[] = "seal";
 inline constexpr char kKeyIdField[] = "key_id";
+inline constexpr char kPersonalField[] = "personal";
 
 // "auth" / "app"; "" for OWNER_UNSPECIFIED.
 std::string OwnerName(Owner owner);
@@ -37,6 +45,18 @@ std::string OwnerName(Owner owner);
 Owner OwnerFromName(absl::string_view name);
 // "audit:auth" / "audit:app".
 std::string StreamFor(Owner owner);
+
+// One event type of the contract and the keys of its old/new values that
+// hold personal data (docs/personal-data.md).
+struct EventTypeContract {
+  Owner owner;
+  std::string type;
+  std::vector<std::string> personal_value_keys;
+};
+// Every event type this binary knows.
+const std::vector<EventTypeContract>& EventTypes();
+// nullptr when `owner` has no `event_type`.
+const EventTypeContract* FindEventType(Owner owner, absl::string_view event_type);
 
 // True when `event_type` is one this contract defines for `owner`.
 bool IsKnownEventType(Owner owner, absl::string_view event_type);
@@ -55,7 +75,8 @@ struct Actor {
 };
 
 // Starts an event with a fresh v7 event id (= audit id), the envelope filled
-// in and the record's actor fields set. The caller fills action, entity and
+// in and the record's actor fields set, personal values embedded
+// (schema_version 1) until CommitPersonalData (personal.h). The caller fills action, entity and
 // old/new values.
 AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& actor,
                     absl::Time occurred_at);
@@ -63,7 +84,8 @@ AuditEvent NewEvent(Owner owner, absl::string_view event_type, const Actor& acto
 // Checks the envelope and the record agree and are complete, and that every
 // string and value is one Admin's writer can store exactly (valid UTF-8, no
 // NUL or other control characters, no bidi controls in names, finite numbers,
-// bounded nesting, a representable time). The invariant: an event that
+// bounded nesting, a representable time), and that its personal data is
+// where its schema_version puts it (personal.h). The invariant: an event that
 // validates here is always written by Admin. INVALID_ARGUMENT names the first
 // problem found; UNIMPLEMENTED (IsNewerThanKnown) when the event is of a type
 // or schema version newer than this binary knows, written by a newer release

@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +63,14 @@ std::string HmacSha256(absl::string_view key, absl::string_view data) {
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  if (n > 0 && RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+    std::abort();
+  }
+  return out;
 }
 
 std::string Sha256(absl::string_view data) {

@@ -24,6 +24,10 @@ inline constexpr size_t kEd25519SignatureBytes = 64;
 // SHA-256 of `data`: 32 raw bytes.
 std::string Sha256(absl::string_view data);
 
+// `n` bytes from OpenSSL's CSPRNG (RAND_bytes). Aborts when it cannot
+// deliver: going on with predictable bytes would be worse than stopping.
+std::string RandomBytes(size_t n);
+
 // HMAC-SHA256 of `data` under `key`: 32 raw bytes.
 std::string HmacSha256(absl::string_view key, absl::string_view data);
 

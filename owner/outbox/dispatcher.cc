@@ -198,6 +198,9 @@ absl::StatusOr<std::vector<Published>> Dispatcher::Publish(
     entries.push_back({{audit::kEnvelopeField, rows[i]->payload},
                        {audit::kSealField, kept[i] ? rows[i]->seal : out[i].seal},
                        {audit::kKeyIdField, kept[i] ? rows[i]->sealed_by : out[i].sealed_by}});
+    if (!rows[i]->personal.empty()) {
+      entries.back().emplace_back(audit::kPersonalField, rows[i]->personal);
+    }
   }
   ASSIGN_OR_RETURN(const std::vector<std::string> ids, redis.XAddBatch(stream_, entries));
   for (size_t i = 0; i < rows.size(); ++i) out[i].stream_entry_id = ids[i];

@@ -1,7 +1,11 @@
 #include "owner/outbox/outbox_store.h"
 
+#include <atomic>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/audit/personal.h"
 #include "common/base/status_macros.h"
 
 namespace ulticode::outbox {
@@ -17,6 +21,27 @@ constexpr pg::Statement kAppend{
 
 // Due rows, locked for the cycle's transaction; rows another dispatcher
 // holds are skipped, never waited for.
+// The values the row's envelope commits to, unless their subject was
+// erased through the event's time or later (an erasure that committed
+// while this transaction ran: migrations/10002_personal_data.sql).
+constexpr pg::Statement kAppendPersonal{
+    "outbox.append_personal",
+    "INSERT INTO audit_outbox_personal (event_id, path, subject, value, salt, occurred_at)"
+    " SELECT $1::uuid, t.path, t.subject, t.value, decode(t.salt, 'hex'), $2::timestamptz"
+    " FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS t(path, subject, value, salt)"
+    " WHERE NOT EXISTS (SELECT 1 FROM personal_erasures e"
+    "                   WHERE e.subject = t.subject AND e.erased_through >= $2::timestamptz)"};
+
+// Read under the cycle's locks on their rows, which an erasure takes too
+// (migrations/10002_personal_data.sql): it waits for the cycle.
+constexpr pg::Statement kPersonalOf{
+    "outbox.personal_of",
+    "SELECT event_id::text, path, value, salt FROM audit_outbox_personal"
+    " WHERE event_id = ANY($1::uuid[]) ORDER BY event_id, path"};
+
+constexpr pg::Statement kErasePersonal{"outbox.erase_personal",
+                                       "SELECT erase_personal_data($1, $2, $3)"};
+
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
     "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"
@@ -136,6 +161,31 @@ absl::StatusOr<std::string> RowMac(const crypto::SigningKey& key, absl::string_v
   return crypto::HmacSha256(secret, payload);
 }
 
+namespace {
+
+std::atomic<bool> g_commit_personal_data{false};
+
+void DeferPersonal(pg::Transaction& tx, const audit::AuditEvent& event,
+                   const audit::PersonalValues& personal) {
+  std::vector<std::string> paths, subjects, values, salts;
+  for (const audit::PersonalValue& v : personal.values()) {
+    paths.push_back(v.path());
+    subjects.push_back(audit::FindCommitment(event, v.path())->subject());
+    values.push_back(v.value());
+    salts.push_back(absl::BytesToHexString(v.salt()));
+  }
+  const auto& ts = event.occurred_at();
+  tx.Defer(
+      kAppendPersonal,
+      {pg::Text(event.event_id()),
+       pg::Time(absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos())),
+       pg::TextArray(paths), pg::TextArray(subjects), pg::TextArray(values), pg::TextArray(salts)});
+}
+
+}  // namespace
+
+void SetPersonalDataCommitments(bool on) { g_commit_personal_data.store(on); }
+
 absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
                                const crypto::SigningKey& signer) {
   RETURN_IF_ERROR(audit::Validate(event));
@@ -143,6 +193,10 @@ absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& eve
   const int64_t sequence = next.GetInt64(0, 0);
   audit::AuditEvent numbered = event;
   numbered.set_owner_sequence(static_cast<uint64_t>(sequence));
+  audit::PersonalValues personal;
+  if (g_commit_personal_data.load(std::memory_order_relaxed)) {
+    ASSIGN_OR_RETURN(personal, audit::CommitPersonalData(numbered));
+  }
   const std::string payload = audit::Serialize(numbered);
   // A row without its MAC could never be sealed: roll the change back.
   ASSIGN_OR_RETURN(const std::string mac, RowMac(signer, payload));
@@ -150,6 +204,7 @@ absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& eve
   // its failure.
   tx.Defer(kAppend, {pg::Text(event.event_id()), pg::Text(event.event_type()), pg::Bytes(payload),
                      pg::Bytes(mac), pg::Text(signer.key_id()), pg::Int(sequence)});
+  if (personal.values_size() > 0) DeferPersonal(tx, numbered, personal);
   return sequence;
 }
 
@@ -161,14 +216,37 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
             attempts = r.Column("attempts"), failures = r.Column("failures"),
             created = r.Column("created_at"), mac = r.Column("mac"), key = r.Column("key_id"),
             seal = r.Column("seal"), sealed_by = r.Column("sealed_by");
+  std::vector<std::string> ids;
   for (int i = 0; i < r.rows(); ++i) {
     rows.push_back(ClaimedRow{r.GetString(i, id), r.GetString(i, type), r.GetBytes(i, payload),
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
                               r.GetBytes(i, mac), r.GetString(i, key), r.GetBytes(i, seal),
                               r.GetString(i, sealed_by)});
+    ids.push_back(rows.back().event_id);
+  }
+  if (rows.empty()) return rows;
+  ASSIGN_OR_RETURN(pg::Result p, tx.Execute(kPersonalOf, {pg::TextArray(ids)}));
+  absl::flat_hash_map<std::string, audit::PersonalValues> personal;
+  for (int i = 0; i < p.rows(); ++i) {
+    audit::PersonalValue* v = personal[p.GetString(i, 0)].add_values();
+    v->set_path(p.GetString(i, 1));
+    v->set_value(p.GetString(i, 2));
+    v->set_salt(p.GetBytes(i, 3));
+  }
+  for (ClaimedRow& row : rows) {
+    if (auto it = personal.find(row.event_id); it != personal.end()) {
+      row.personal = it->second.SerializeAsString();
+    }
   }
   return rows;
+}
+
+absl::StatusOr<int64_t> ErasePersonalData(pg::Transaction& tx, const std::string& subject,
+                                          absl::Time through, const std::string& requested_by) {
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kErasePersonal, {pg::Text(subject), pg::Time(through),
+                                                             pg::Text(requested_by)}));
+  return r.GetInt64(0, 0);
 }
 
 absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows) {
@@ -279,6 +357,11 @@ const std::vector<std::string>& RuntimeGrants() {
       " published_at, confirmed_at, resends, seal, sealed_by,"
       " publication, publication_floor) ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
+      // Personal values go only through erase_personal_data (10002), which
+      // records every erasure.
+      "GRANT SELECT, INSERT ON audit_outbox_personal TO {role}",
+      "GRANT SELECT ON personal_erasures TO {role}",
+      "GRANT EXECUTE ON FUNCTION erase_personal_data(text, timestamptz, text) TO {role}",
       // nextval and reading its position: numbers are taken, never set
       // (setval needs UPDATE).
       "GRANT USAGE, SELECT ON SEQUENCE audit_outbox_sequence TO {role}",

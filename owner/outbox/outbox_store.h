@@ -38,10 +38,19 @@ const std::vector<std::string>& RuntimeGrants();
 // (this owner's code) can make or check it.
 absl::StatusOr<std::string> RowMac(const crypto::SigningKey& key, absl::string_view payload);
 
+// Whether Append commits to personal data (schema_version 2, the default:
+// docs/personal-data.md) or embeds it (schema_version 1: for owners
+// upgraded before Admin reads version 2, and the benchmark's reference).
+// Set once at start-up (--personal-data-commitments), before any Append.
+void SetPersonalDataCommitments(bool on);
+
 // Numbers (the owner's next owner_sequence), validates, MACs (RowMac over
 // the exact serialized bytes) and appends `event` inside `tx`; returns the
 // number, which is lost if `tx` rolls back. INVALID_ARGUMENT when the event
-// breaks the contract (a bug in the caller, never the client's fault). The
+// breaks the contract (a bug in the caller, never the client's fault). With
+// commitments on, an event built with its personal values (schema_version
+// 1) is committed first (audit::CommitPersonalData): the row holds the
+// schema_version 2 envelope, audit_outbox_personal its values. The
 // row's INSERT is deferred (pg::Transaction::Defer): it goes out with the
 // transaction's next statement or its COMMIT, and a failure is reported there.
 absl::StatusOr<int64_t> Append(pg::Transaction& tx, const audit::AuditEvent& event,
@@ -61,6 +70,9 @@ struct ClaimedRow {
   // until it was published.
   std::string seal;
   std::string sealed_by;
+  // Its personal values (a serialized PersonalValues, the stream entry's
+  // `personal` field); empty when it has none.
+  std::string personal;
 };
 
 // The dispatcher's cycle is ONE transaction: lock up to `limit` due PENDING
@@ -123,6 +135,13 @@ struct Proved {
 // publishing cycle still holds the row waits for its commit. Rows are
 // locked in event_id order. Returns how many turned CONFIRMED.
 absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn, const std::vector<Proved>& proved);
+
+// OutboxOperations/ErasePersonalData: erases `subject`'s values of events
+// up to `through` (waiting for a cycle that is publishing one of them) and
+// records the erasure (migrations/10002_personal_data.sql). Returns how
+// many values it erased.
+absl::StatusOr<int64_t> ErasePersonalData(pg::Transaction& tx, const std::string& subject,
+                                          absl::Time through, const std::string& requested_by);
 
 // The database's clock now (clock_timestamp()).
 absl::StatusOr<absl::Time> DatabaseClock(pg::Connection& conn);

@@ -116,6 +116,10 @@ void RegisterOwnerFlags(config::Flags& flags, const ServiceFlags& common, OwnerO
                "private keys this owner used before a rotation (comma-separated, mode 0600): "
                "the MACs of outbox rows they made are still checked; drop a file once no row "
                "of its key is PENDING");
+  flags.Bool("personal-data-commitments", &options->personal_data_commitments,
+             "commit to personal values in audit events (schema_version 2, erasable: "
+             "docs/personal-data.md); off embeds them (schema_version 1), for an owner upgraded "
+             "before Admin reads version 2");
 }
 
 std::vector<migrations::Migration> WithOutboxMigrations(
@@ -133,6 +137,7 @@ std::vector<std::string> WithOutboxGrants(const std::vector<std::string>& owner)
 
 absl::StatusOr<mutation::MutationHooks> AssembleOwner(audit::Owner owner, OwnerOptions options,
                                                       ServiceContext& context) {
+  outbox::SetPersonalDataCommitments(options.personal_data_commitments);
   ASSIGN_OR_RETURN(outbox::Dispatcher * dispatcher,
                    StartDispatcherAndWitness(owner, options, context));
   StartHousekeeping(owner, options.housekeeping, context);

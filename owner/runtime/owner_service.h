@@ -33,6 +33,9 @@ struct OwnerOptions {
   // Private keys this owner signed with before (a rotation in progress):
   // the MACs of rows they made are still checked. Comma-separated paths.
   std::string previous_signing_key_files;
+  // Personal values committed to (schema_version 2), not embedded
+  // (outbox::SetPersonalDataCommitments).
+  bool personal_data_commitments = false;
 };
 
 // The --dispatch-*, --log-keys-file (required unless the run only

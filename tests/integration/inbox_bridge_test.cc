@@ -443,7 +443,7 @@ TEST_F(InboxBridgeTest, EveryPoisonReasonIsStoredCountedAndAcknowledgedWithoutBl
   }
   {
     auto e = base(5);
-    e.set_schema_version(2);
+    e.set_schema_version(audit::kSchemaVersion + 1);
     cases.push_back({"unsupported_schema_version", EntryFields(e)});
   }
   {

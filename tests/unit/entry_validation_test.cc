@@ -457,7 +457,7 @@ TEST(EntryValidationTest, AppEventTypeOnTheAuthStream) {
 }
 
 TEST(EntryValidationTest, UnsupportedSchemaVersion) {
-  for (const uint32_t version : {0u, 2u, 4294967295u}) {
+  for (const uint32_t version : {0u, 3u, 4294967295u}) {
     audit::AuditEvent event = GoodEvent();
     event.set_schema_version(version);
     Rejection r = ExpectRejected(Check(EntryFor(event)), PoisonReason::kUnsupportedSchemaVersion);

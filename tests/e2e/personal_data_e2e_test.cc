@@ -1,0 +1,216 @@
+// Personal data end to end (docs/personal-data.md): owners that commit to
+// personal values (schema_version 2) publish them beside the envelope;
+// Admin keeps them apart from the log, serves them back in place with
+// their commitments, refuses to serve a changed one, and after an erasure
+// serves the commitment alone while no byte of the value is left in any of
+// its tables. The envelope, the leaf and every other field never change.
+#include <random>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/pg/connection.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "tests/support/mesh.h"
+#include "tests/support/mesh_calls.h"
+#include "tests/support/pg_query.h"
+#include "tests/support/test_env.h"
+#include "ulticode/admin/v1/admin.grpc.pb.h"
+
+namespace ulticode {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::ulticode::testing::Mesh;
+using ::ulticode::testing::QueryInt;
+using ::ulticode::testing::QueryText;
+using ::ulticode::testing::Service;
+using ::ulticode::testing::WaitFor;
+namespace adminv1 = ::ulticode::admin::v1;
+using LogValue = adminv1::AuditLog::PersonalValue;
+
+class PersonalDataE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ULTI_REQUIRE_PG(pg);
+    ULTI_REQUIRE_REDIS(redis);
+    testing::MeshOptions options;
+    options.prefix = "pdata";
+    options.auth_args = options.app_args = {"--personal-data-commitments=true"};
+    mesh_ = std::make_unique<Mesh>(pg, redis, options);
+    std::string error;
+    for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
+      ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;
+    }
+    for (Service s : {Service::kAuth, Service::kApp, Service::kAdmin}) {
+      pg::ConnectOptions o;
+      o.conninfo = mesh_->Dsn(s);
+      auto c = pg::Connection::Connect(o);
+      ASSERT_TRUE(c.ok()) << c.status();
+      db_[static_cast<int>(s)] = std::move(c).value();
+    }
+    admin_ = adminv1::AdminService::NewStub(mesh_->Channel(Service::kAdmin, 0));
+  }
+
+  pg::Connection& Db(Service s) { return *db_[static_cast<int>(s)]; }
+
+  absl::StatusOr<adminv1::AuditLog> Get(const std::string& event_id) {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, "auditor", {"audit.reader"});
+    adminv1::GetAuditLogRequest req;
+    req.set_event_id(event_id);
+    adminv1::AuditLog log;
+    const grpc::Status s = admin_->GetAuditLog(&ctx, req, &log);
+    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return log;
+  }
+
+  // The tables of `service`'s database where `needle` (ASCII) appears in any
+  // column, as text or as the hex of a bytea.
+  std::vector<std::string> TablesHolding(Service service, const std::string& needle,
+                                         const std::vector<std::string>& except = {}) {
+    pg::Statement list{"test.tables",
+                       "SELECT table_name::text FROM information_schema.tables"
+                       " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"};
+    auto tables = Db(service).Execute(list);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    std::vector<std::string> found;
+    const std::string hex = absl::BytesToHexString(needle);
+    for (int i = 0; tables.ok() && i < tables->rows(); ++i) {
+      const std::string table = tables->GetString(i, 0);
+      if (std::find(except.begin(), except.end(), table) != except.end()) continue;
+      if (QueryInt(Db(service), absl::StrCat("SELECT count(*) FROM \"", table, "\" t WHERE t::text LIKE '%",
+                                             needle, "%' OR t::text LIKE '%", hex, "%'")) > 0) {
+        found.push_back(table);
+      }
+    }
+    return found;
+  }
+
+  bool Logged(int n) {
+    return QueryInt(Db(Service::kAdmin), "SELECT count(*) FROM log_leaves") == n;
+  }
+
+  bool Delivered(int n) {
+    return QueryInt(Db(Service::kAdmin), "SELECT count(*) FROM audit_logs") == n;
+  }
+
+  std::unique_ptr<Mesh> mesh_;
+  std::unique_ptr<pg::Connection> db_[3];
+  std::unique_ptr<adminv1::AdminService::Stub> admin_;
+};
+
+const LogValue* ValueAt(const adminv1::AuditLog& log, const std::string& path) {
+  for (const LogValue& v : log.personal_values()) {
+    if (v.path() == path) return &v;
+  }
+  return nullptr;
+}
+
+TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouchingTheLog) {
+  std::mt19937 rng(std::random_device{}());
+  const std::string tag = absl::StrCat(std::uniform_int_distribution<uint32_t>()(rng));
+  // Two data subjects, and a problem (its actor's call data is personal too).
+  const std::string erased_name = absl::StrCat("pdgone", tag), kept_name = absl::StrCat("pdkept", tag);
+  auto erased_event = testing::CreateUser(*mesh_, erased_name);
+  auto kept_event = testing::CreateUser(*mesh_, kept_name);
+  auto problem_event = testing::CreateProblem(*mesh_, 1);
+  ASSERT_TRUE(erased_event.ok() && kept_event.ok() && problem_event.ok());
+  ASSERT_TRUE(WaitFor([&] { return Delivered(3) && Logged(3); }, std::chrono::seconds(30)))
+      << mesh_->Output(Service::kAdmin, 0) << mesh_->Output(Service::kAuth, 0);
+
+  // Served in place, each with its commitment.
+  auto erased = Get(*erased_event);
+  ASSERT_TRUE(erased.ok()) << erased.status();
+  EXPECT_EQ(erased->new_value().fields().at("email").string_value(), erased_name + "@example.com");
+  EXPECT_EQ(erased->new_value().fields().at("username").string_value(), erased_name);
+  EXPECT_FALSE(erased->client_ip().empty());
+  EXPECT_FALSE(erased->user_agent().empty());
+  std::vector<std::string> paths;
+  for (const LogValue& v : erased->personal_values()) {
+    paths.push_back(v.path());
+    EXPECT_EQ(v.state(), LogValue::STATE_PRESENT) << v.path();
+    EXPECT_EQ(v.commitment().size(), 32u) << v.path();
+  }
+  EXPECT_THAT(paths, ElementsAre("client_ip", "new_value.display_name", "new_value.email",
+                                 "new_value.username", "user_agent"));
+  const std::string user_id = erased->subject();
+  EXPECT_EQ(ValueAt(*erased, "new_value.email")->subject(), user_id);
+  EXPECT_EQ(ValueAt(*erased, "client_ip")->subject(), erased->actor());
+  auto problem = Get(*problem_event);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  EXPECT_EQ(problem->personal_values_size(), 2);  // the caller's address and agent
+
+  // Apart from the log: no envelope, leaf, inbox row or stream entry holds
+  // them, only Admin's personal_values and the owner's outbox values.
+  for (const std::string& name : {erased_name, kept_name}) {
+    EXPECT_THAT(TablesHolding(Service::kAdmin, name), ElementsAre("personal_values")) << name;
+    EXPECT_THAT(TablesHolding(Service::kAuth, name, {"users"}), ElementsAre("audit_outbox_personal"))
+        << name;
+  }
+
+  // A kept value changed in Admin's database is never served.
+  const std::string leaf_before =
+      QueryText(Db(Service::kAdmin),
+                absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
+                             *kept_event, "'"));
+  ASSERT_EQ(QueryInt(Db(Service::kAdmin),
+                     absl::StrCat("WITH u AS (UPDATE personal_values SET value = 'mallory@example.org'"
+                                  " WHERE event_id = '", *kept_event,
+                                  "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
+            1);
+  auto changed = Get(*kept_event);
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kDataLoss) << changed.status();
+  EXPECT_THAT(changed.status().message(), HasSubstr("new_value.email"));
+  ASSERT_EQ(QueryInt(Db(Service::kAdmin),
+                     absl::StrCat("WITH u AS (UPDATE personal_values SET value = '", kept_name,
+                                  "@example.com' WHERE event_id = '", *kept_event,
+                                  "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
+            1);
+  ASSERT_TRUE(Get(*kept_event).ok());
+
+  // Erased on Admin: the commitments stay, the values go, nothing else
+  // about the event changes.
+  EXPECT_EQ(QueryInt(Db(Service::kAdmin),
+                     absl::StrCat("SELECT erase_personal_data('", user_id, "', now(), 'test')")),
+            3);
+  auto after = Get(*erased_event);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->new_value().fields().contains("email"));
+  EXPECT_EQ(ValueAt(*after, "new_value.email")->state(), LogValue::STATE_ERASED);
+  EXPECT_EQ(ValueAt(*after, "new_value.email")->commitment(),
+            ValueAt(*erased, "new_value.email")->commitment());
+  EXPECT_TRUE(ValueAt(*after, "new_value.email")->value().empty());
+  EXPECT_EQ(ValueAt(*after, "client_ip")->state(), LogValue::STATE_PRESENT);
+  // Everything else is as before: the record as served before, without
+  // the erased values.
+  adminv1::AuditLog expected = *erased;
+  for (const LogValue& v : after->personal_values()) {
+    if (v.state() != LogValue::STATE_ERASED) continue;
+    ASSERT_TRUE(absl::StartsWith(v.path(), "new_value.")) << v.path();
+    expected.mutable_new_value()->mutable_fields()->erase(v.path().substr(10));
+  }
+  adminv1::AuditLog served = *after;
+  expected.clear_personal_values();
+  served.clear_personal_values();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(served, expected))
+      << served.DebugString() << "\nexpected\n" << expected.DebugString();
+  EXPECT_THAT(TablesHolding(Service::kAdmin, erased_name), IsEmpty());
+  EXPECT_THAT(TablesHolding(Service::kAdmin, kept_name), ElementsAre("personal_values"));
+  EXPECT_EQ(QueryText(Db(Service::kAdmin),
+                      absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
+                                   *kept_event, "'")),
+            leaf_before);
+  EXPECT_EQ(QueryInt(Db(Service::kAdmin),
+                     absl::StrCat("SELECT count(*) FROM personal_erasures WHERE subject = '", user_id,
+                                  "' AND values_erased = 3 AND requested_by = 'test'")),
+            1);
+}
+
+}  // namespace
+}  // namespace ulticode

@@ -1,8 +1,11 @@
 #include "admin/admin.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "admin/consumer/consumer_flags.h"
 #include "admin/inbox/bridge_flags.h"
 #include "admin/maintenance/sequence_watch.h"
@@ -124,7 +127,24 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
       context.registry()));
 }
 
-void ServeApis(const Options& options, runtime::ServiceContext& context) {
+absl::StatusOr<std::vector<operations::OwnerEndpoint>> OwnerEndpoints(absl::string_view list) {
+  std::vector<operations::OwnerEndpoint> out;
+  if (list.empty()) return out;
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const audit::Owner owner = audit::OwnerFromName(kv.first);
+    if ((owner != audit::v1::OWNER_AUTH && owner != audit::v1::OWNER_APP) || kv.second.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--owner-operations: \"", item,
+                                                     "\" is not auth=HOST:PORT or app=HOST:PORT"));
+    }
+    out.push_back({owner, std::string(kv.second)});
+  }
+  return out;
+}
+
+void ServeApis(const Options& options, std::vector<operations::OwnerEndpoint> owners,
+               runtime::ServiceContext& context) {
   query::QueryServiceOptions query;
   query.streams = options.bridge.streams;
   query.group = options.bridge.group;
@@ -150,7 +170,9 @@ void ServeApis(const Options& options, runtime::ServiceContext& context) {
       std::make_unique<operations::AdminOperationsService>(
           context.pool(), context.Authorizer(operations::AccessRules()),
           operations::OperationsOptions{options.bridge.inbox_consumer, options.bridge.streams,
-                                        options.bridge.limits, &context.keys(), &context.signer()}),
+                                        options.bridge.limits, &context.keys(), &context.signer(),
+                                        std::move(owners), options.owner_token_file,
+                                        options.owner_cacert, options.personal_data_commitments}),
       operations::kServiceName);
 }
 
@@ -171,6 +193,17 @@ void RegisterFlags(config::Flags& flags, Options* options) {
             "ExportAuditLogs calls running at once (each holds one of the RPC threads while it "
             "streams); one more is refused with RESOURCE_EXHAUSTED and a RetryInfo",
             1, 64);
+  flags.String("owner-operations", &options->owner_operations,
+               "where ErasePersonalData reaches each owner's OutboxOperations: "
+               "auth=HOST:PORT,app=HOST:PORT (empty: erasure is refused)");
+  flags.String("owner-token-file", &options->owner_token_file,
+               "bearer token (role privacy.officer, audience of the owners) Admin presents to the "
+               "owners for ErasePersonalData; read at each call, so a rotated token takes effect");
+  flags.String("owner-cacert", &options->owner_cacert,
+               "PEM CA certificate(s) to trust for the owners' TLS (empty: plaintext)");
+  flags.Bool("personal-data-commitments", &options->personal_data_commitments,
+             "Admin's own records commit to their personal values (the caller's address and "
+             "agent), as the owners' do (docs/personal-data.md)");
 }
 
 const std::vector<std::string>& RuntimeGrants() {
@@ -208,11 +241,13 @@ const std::vector<std::string>& RuntimeGrants() {
 }
 
 absl::Status Assemble(Options options, runtime::ServiceContext& context) {
+  ASSIGN_OR_RETURN(std::vector<operations::OwnerEndpoint> owners,
+                   OwnerEndpoints(options.owner_operations));
   inbox::FinishBridgeOptions(&options.bridge, options.auth_stream, options.app_stream);
   StartPipeline(options, context);
   RETURN_IF_ERROR(StartLog(options, context));
   StartHousekeeping(options, context);
-  ServeApis(options, context);
+  ServeApis(options, std::move(owners), context);
   return absl::OkStatus();
 }
 

@@ -37,10 +37,18 @@ struct Options {
   int64_t query_max_cost = 100000;
   // --export-max-concurrent (query::QueryServiceOptions::max_exports).
   int64_t export_max_concurrent = 2;
+  // ErasePersonalData's way to the owners: "auth=host:port,app=host:port"
+  // (--owner-operations), its token and CA files.
+  std::string owner_operations;
+  std::string owner_token_file;
+  std::string owner_cacert;
+  // --personal-data-commitments for Admin's own records.
+  bool personal_data_commitments = false;
 };
 
 // The --inbox-*, --consumer-*, --log-*, --watch-*, --query-max-cost,
-// --export-max-concurrent, retention and sampling flags.
+// --export-max-concurrent, --owner-*, --personal-data-commitments, retention
+// and sampling flags.
 void RegisterFlags(config::Flags& flags, Options* options);
 
 // Least privilege for Admin's runtime role: the audit trail is append-only

@@ -9,8 +9,10 @@
 #include "admin/audit_logs/writer.h"
 #include "admin/inbox/batch.h"
 #include "admin/inbox/inbox_store.h"
+#include "admin/personal/personal_store.h"
 #include "admin/query/list_token.h"
 #include "admin/query/page_token.h"
+#include "common/audit/personal.h"
 #include "common/base/status_macros.h"
 #include "common/mutation/actor.h"
 #include "common/mutation/idempotency.h"
@@ -205,9 +207,13 @@ google::protobuf::Struct Values(std::vector<std::string> ids, int64_t count, con
 
 const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
-      {"ListDeadInbox", "audit.operator"}, {"RequeueDeadInbox", "audit.operator"},
-      {"ListPoison", "audit.operator"},    {"DiscardPoison", "audit.operator"},
+      {"ListDeadInbox", "audit.operator"},
+      {"RequeueDeadInbox", "audit.operator"},
+      {"ListPoison", "audit.operator"},
+      {"DiscardPoison", "audit.operator"},
       {"ReplayPoison", "audit.operator"},
+      // Not the operators': erasure is a privacy officer's decision.
+      {"ErasePersonalData", "privacy.officer"},
   };
   return *rules;
 }
@@ -245,14 +251,21 @@ grpc::Status AdminOperationsService::Mutate(
 
 absl::StatusOr<std::string> AdminOperationsService::Record(
     pg::Transaction& tx, const audit::Actor& actor, const char* event_type, const char* action,
-    const char* entity_type, const google::protobuf::Struct& values) {
+    const char* entity_type, const google::protobuf::Struct& values, const std::string& entity_id) {
   audit::AuditEvent event = audit::NewEvent(audit::v1::OWNER_ADMIN, event_type, actor, absl::Now());
   auto* r = event.mutable_record();
   r->set_action(action);
   r->set_entity_type(entity_type);
-  r->set_entity_id(options_.consumer);
+  r->set_entity_id(entity_id.empty() ? options_.consumer : entity_id);
+  r->set_subject(entity_id);
   *r->mutable_new_value() = values;
   RETURN_IF_ERROR(audit::Validate(event));
+  if (options_.personal_data_commitments) {
+    ASSIGN_OR_RETURN(const audit::PersonalValues personal, audit::CommitPersonalData(event));
+    const std::vector<audit::PersonalValue> values_of(personal.values().begin(),
+                                                      personal.values().end());
+    RETURN_IF_ERROR(personal::StoreValues(tx, {{&event, &values_of}}).status());
+  }
   const std::string envelope = audit::Serialize(event);
   // A bundle of one: the seal's path is empty, its root the envelope's
   // leaf hash.

@@ -4,7 +4,9 @@
 // change commits together with its own audit record in audit_logs (owner
 // "admin", event types admin.*, the verified caller as the actor, sealed
 // with Admin's key), so an operator's repair is as visible as what it
-// repaired. Lists are reads and leave no record.
+// repaired. Lists are reads and leave no record. ErasePersonalData (role
+// "privacy.officer", erasure.cc) erases a data subject's personal values
+// at the owners and here (docs/personal-data.md).
 #pragma once
 
 #include <functional>
@@ -28,6 +30,12 @@ inline constexpr int kMaxIds = 1000;
 
 const server::AccessTable& AccessRules();
 
+// An owner's OutboxOperations, for ErasePersonalData.
+struct OwnerEndpoint {
+  audit::Owner owner = audit::v1::OWNER_UNSPECIFIED;
+  std::string address;  // host:port
+};
+
 struct OperationsOptions {
   std::string consumer = "audit_logs";  // consumer_inbox.consumer
   // Owner of each stream, to validate a poison entry again.
@@ -35,6 +43,15 @@ struct OperationsOptions {
   inbox::ValidationLimits limits;
   const crypto::KeyDirectoryFile* keys = nullptr;  // the owners' public keys
   const crypto::SigningKey* signer = nullptr;      // Admin's: seals its records
+  // Where ErasePersonalData reaches the owners (--owner-operations), with
+  // a bearer token with role "privacy.officer" (--owner-token-file, read at
+  // each call) over TLS trusting --owner-cacert (plaintext without it).
+  std::vector<OwnerEndpoint> owners;
+  std::string owner_token_file;
+  std::string owner_cacert;
+  // Admin's own records commit to their personal values (the caller's
+  // address and agent) like the owners' (--personal-data-commitments).
+  bool personal_data_commitments = false;
 };
 
 class AdminOperationsService final : public admin::v1::AdminOperations::Service {
@@ -53,6 +70,9 @@ class AdminOperationsService final : public admin::v1::AdminOperations::Service 
                              v1::DiscardPoisonResponse* resp) override;
   grpc::Status ReplayPoison(grpc::ServerContext* ctx, const v1::ReplayPoisonRequest* req,
                             v1::ReplayPoisonResponse* resp) override;
+  // erasure.cc.
+  grpc::Status ErasePersonalData(grpc::ServerContext* ctx, const v1::ErasePersonalDataRequest* req,
+                                 v1::ErasePersonalDataResponse* resp) override;
 
  private:
   // Admits the caller and returns its actor (for the audit record).
@@ -65,11 +85,17 @@ class AdminOperationsService final : public admin::v1::AdminOperations::Service 
       grpc::ServerContext* ctx, const char* method, const google::protobuf::Message& req,
       const std::string& request_id, google::protobuf::Message* resp, const absl::Status& valid,
       const std::function<absl::Status(pg::Transaction&, const audit::Actor&)>& change);
-  // Inserts Admin's own audit record of an action inside `tx`; returns its id.
+  // Inserts Admin's own audit record of an action inside `tx`; returns its
+  // id. The entity is this consumer's unless `entity_id` is given, which
+  // is then the record's subject too.
   absl::StatusOr<std::string> Record(pg::Transaction& tx, const audit::Actor& actor,
                                      const char* event_type, const char* action,
                                      const char* entity_type,
-                                     const google::protobuf::Struct& values);
+                                     const google::protobuf::Struct& values,
+                                     const std::string& entity_id = "");
+  // ErasePersonalData at one owner (erasure.cc).
+  absl::StatusOr<v1::OwnerErasure> EraseAtOwner(const OwnerEndpoint& owner,
+                                                const std::string& subject, absl::Time through);
   struct Replayed {
     std::vector<std::string> poison_ids;  // resolved as replayed
     std::vector<std::string> event_ids;   // now in the inbox (with their audit rows)

@@ -21,16 +21,14 @@ constexpr pg::Statement kStore{
     " ON CONFLICT (event_id, path) DO NOTHING",
     absl::Seconds(30)};
 
-constexpr pg::Statement kValuesOf{
-    "personal.values_of",
-    "SELECT event_id::text, path, value, salt FROM personal_values"
-    " WHERE event_id = ANY($1::uuid[]) ORDER BY event_id, path",
-    absl::Seconds(30)};
+constexpr pg::Statement kValuesOf{"personal.values_of",
+                                  "SELECT event_id::text, path, value, salt FROM personal_values"
+                                  " WHERE event_id = ANY($1::uuid[]) ORDER BY event_id, path",
+                                  absl::Seconds(30)};
 
-constexpr pg::Statement kErasedThrough{
-    "personal.erased_through",
-    "SELECT subject, max(erased_through) FROM personal_erasures"
-    " WHERE subject = ANY($1::text[]) GROUP BY subject"};
+constexpr pg::Statement kErasedThrough{"personal.erased_through",
+                                       "SELECT subject, max(erased_through) FROM personal_erasures"
+                                       " WHERE subject = ANY($1::text[]) GROUP BY subject"};
 
 constexpr pg::Statement kErase{"personal.erase", "SELECT erase_personal_data($1, $2, $3)",
                                absl::Seconds(30)};
@@ -65,7 +63,7 @@ void RestoreIntoLog(const audit::AuditEvent& e, const std::vector<audit::Persona
     }
     auto through = erased.find(c.subject());
     v->set_state(through != erased.end() && through->second >= at ? LogValue::STATE_ERASED
-                                                                   : LogValue::STATE_NOT_HELD);
+                                                                  : LogValue::STATE_NOT_HELD);
   }
   // Every field as the event was built, with what the reader holds kept.
   audit::AuditEvent restored = e;
@@ -130,8 +128,8 @@ absl::StatusOr<absl::flat_hash_map<std::string, absl::Time>> ErasedThrough(
 
 absl::StatusOr<int64_t> Erase(pg::Transaction& tx, const std::string& subject, absl::Time through,
                               const std::string& requested_by) {
-  ASSIGN_OR_RETURN(pg::Result r,
-                   tx.Execute(kErase, {pg::Text(subject), pg::Time(through), pg::Text(requested_by)}));
+  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kErase, {pg::Text(subject), pg::Time(through),
+                                                     pg::Text(requested_by)}));
   return r.GetInt64(0, 0);
 }
 
@@ -155,9 +153,8 @@ absl::Status AttachPersonalValues(pg::Connection& conn, const std::vector<Served
       std::vector<std::string> refused;
       opened = audit::OpenCommitments(e, values, &refused);
       if (!refused.empty()) {
-        return absl::DataLossError(absl::StrCat("audit log ", e.event_id(),
-                                                ": a kept personal value was changed (",
-                                                refused[0], ")"));
+        return absl::DataLossError(absl::StrCat(
+            "audit log ", e.event_id(), ": a kept personal value was changed (", refused[0], ")"));
       }
     }
     RestoreIntoLog(e, opened, erased, *s.log);

@@ -30,6 +30,7 @@ const std::vector<EventTypeContract>& Contracts() {
       {v1::OWNER_AUTH, "auth.outbox.redriven", {}},
       {v1::OWNER_AUTH, "auth.outbox.replayed", {}},
       {v1::OWNER_AUTH, "auth.outbox.numbers_voided", {}},
+      {v1::OWNER_AUTH, "auth.personal_data.erased", {}},
       {v1::OWNER_APP, "app.problem.created", {}},
       {v1::OWNER_APP, "app.problem.updated", {}},
       {v1::OWNER_APP, "app.contest.created", {}},
@@ -39,9 +40,11 @@ const std::vector<EventTypeContract>& Contracts() {
       {v1::OWNER_APP, "app.outbox.redriven", {}},
       {v1::OWNER_APP, "app.outbox.replayed", {}},
       {v1::OWNER_APP, "app.outbox.numbers_voided", {}},
+      {v1::OWNER_APP, "app.personal_data.erased", {}},
       {v1::OWNER_ADMIN, "admin.inbox.requeued", {}},
       {v1::OWNER_ADMIN, "admin.poison.discarded", {}},
       {v1::OWNER_ADMIN, "admin.poison.replayed", {}},
+      {v1::OWNER_ADMIN, "admin.personal_data.erased", {}},
   };
   return *kContracts;
 }

@@ -47,8 +47,7 @@ const google::protobuf::FieldDescriptor* RecordField(absl::string_view name) {
   return AuditRecord::descriptor()->FindFieldByName(std::string(name));
 }
 
-google::protobuf::Struct* ValuesOf(AuditRecord& record, absl::string_view path,
-                                   std::string* key) {
+google::protobuf::Struct* ValuesOf(AuditRecord& record, absl::string_view path, std::string* key) {
   for (const char* which : {kOldValue, kNewValue}) {
     const std::string prefix = absl::StrCat(which, ".");
     if (!absl::StartsWith(path, prefix)) continue;
@@ -99,8 +98,8 @@ absl::Status CheckNoneEmbedded(const AuditEvent& event) {
     }
   }
   for (const std::string& key : PersonalKeysOf(event)) {
-    for (const auto& [which, values] : {std::pair{kOldValue, &r.old_value()},
-                                        std::pair{kNewValue, &r.new_value()}}) {
+    for (const auto& [which, values] :
+         {std::pair{kOldValue, &r.old_value()}, std::pair{kNewValue, &r.new_value()}}) {
       if (values->fields().contains(key)) {
         return absl::InvalidArgumentError(
             absl::StrCat("record.", which, ".", key, " is personal: schema_version ",
@@ -138,8 +137,7 @@ std::vector<std::string> PersonalPaths(const AuditEvent& event) {
 }
 
 std::string Commitment(absl::string_view event_id, absl::string_view path,
-                       absl::string_view subject, absl::string_view salt,
-                       absl::string_view value) {
+                       absl::string_view subject, absl::string_view salt, absl::string_view value) {
   std::string message(kPersonalCommitmentDomain);
   for (absl::string_view x : {event_id, path, subject, salt, value}) AppendField(x, message);
   return crypto::Sha256(message);
@@ -147,8 +145,8 @@ std::string Commitment(absl::string_view event_id, absl::string_view path,
 
 absl::StatusOr<PersonalValues> CommitPersonalData(AuditEvent& event) {
   if (event.schema_version() != kEmbeddedPersonalDataSchemaVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schema_version ", event.schema_version(), " has no embedded personal values to commit"));
+    return absl::InvalidArgumentError(absl::StrCat("schema_version ", event.schema_version(),
+                                                   " has no embedded personal values to commit"));
   }
   PersonalValues out;
   AuditRecord& r = *event.mutable_record();
@@ -189,13 +187,12 @@ absl::Status ValidatePersonalData(const AuditEvent& event) {
     const PersonalCommitment& c = r.personal(i);
     const std::string where = absl::StrCat("record.personal[", i, "]");
     if (!std::binary_search(paths.begin(), paths.end(), c.path())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": \"", c.path().substr(0, 64), "\" is not a personal path of ",
-                       event.event_type()));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": \"", c.path().substr(0, 64),
+                                                     "\" is not a personal path of ",
+                                                     event.event_type()));
     }
     if (i > 0 && c.path() <= previous) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": paths must be unique and in order"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": paths must be unique and in order"));
     }
     previous = c.path();
     RETURN_IF_ERROR(text::Check(absl::StrCat(where, ".subject"), c.subject(), kSubjectRule));

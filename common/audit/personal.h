@@ -46,8 +46,7 @@ const std::vector<std::string>& PersonalRecordFields();
 std::vector<std::string> PersonalPaths(const AuditEvent& event);
 
 std::string Commitment(absl::string_view event_id, absl::string_view path,
-                       absl::string_view subject, absl::string_view salt,
-                       absl::string_view value);
+                       absl::string_view subject, absl::string_view salt, absl::string_view value);
 
 // Moves the personal values out of a schema_version 1 `event` (as built):
 // each non-empty one leaves a commitment in record.personal (in path

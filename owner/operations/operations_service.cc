@@ -11,11 +11,14 @@
 #include "common/mutation/actor.h"
 #include "common/text/text.h"
 #include "owner/outbox/outbox_store.h"
+#include "owner/outbox/personal_erasure.h"
 
 namespace ulticode::operations {
 namespace {
 
 constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 500};
+// A principal id, as commitments name it (common/audit/personal.cc).
+constexpr text::Rule kSubjectRule{.min_chars = 1, .max_chars = 256, .identifier = true};
 // Event ids the audit record lists (with the count): the record stays small.
 constexpr size_t kIdsInRecord = 100;
 
@@ -71,6 +74,7 @@ const server::AccessTable& AccessRules() {
   static const auto* rules = new server::AccessTable{
       {"RedriveDeadOutbox", "audit.operator"},
       {"Replay", "audit.operator"},
+      {"ErasePersonalData", "privacy.officer"},
   };
   return *rules;
 }
@@ -95,6 +99,18 @@ absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ids.event_ids[", i, "]: \"", ids[i].substr(0, 64), "\" is not a lowercase UUID"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateErasure(const v1::ErasePersonalDataRequest& req) {
+  RETURN_IF_ERROR(text::Check("subject", req.subject(), kSubjectRule));
+  RETURN_IF_ERROR(mutation::ValidateRequestId(req.request_id()));
+  if (!req.has_erased_through()) return absl::InvalidArgumentError("erased_through: required");
+  const auto& t = req.erased_through();
+  if (t.seconds() < 0 || t.seconds() > audit::kMaxOccurredAtSeconds || t.nanos() < 0 ||
+      t.nanos() > 999999999) {
+    return absl::InvalidArgumentError("erased_through: not a valid time");
   }
   return absl::OkStatus();
 }
@@ -199,6 +215,51 @@ grpc::Status OutboxOperationsService::Replay(grpc::ServerContext* ctx, const v1:
             std::move(out));
       },
       resp);
+}
+
+grpc::Status OutboxOperationsService::ErasePersonalData(grpc::ServerContext* ctx,
+                                                        const v1::ErasePersonalDataRequest* req,
+                                                        v1::ErasePersonalDataResponse* resp) {
+  using Resp = v1::ErasePersonalDataResponse;
+  const grpc::Status done = mutations_.Handle(
+      *ctx, "ErasePersonalData", *req, [&] { return ValidateErasure(*req); },
+      [&](pg::Transaction& tx,
+          const audit::Actor& actor) -> absl::StatusOr<mutation::Outcome<Resp>> {
+        const absl::Time through = ToTime(req->erased_through());
+        ASSIGN_OR_RETURN(const outbox::Erased erased,
+                         outbox::ErasePersonalData(tx, req->subject(), through, actor.principal));
+        Resp out;
+        out.set_values_erased(erased.values);
+        out.set_rows_republished(erased.republished);
+        mutation::Values values;
+        values.Set("values_erased", erased.values)
+            .Set("rows_republished", erased.republished)
+            .Set("erased_through", Utc(through));
+        // Recorded even when nothing was left to erase: the request was made.
+        return mutation::Changed(
+            mutation::BuildEvent(owner_, actor,
+                                 {owner_ == audit::v1::OWNER_AUTH ? "auth.personal_data.erased"
+                                                                  : "app.personal_data.erased",
+                                  "erase_personal_data", req->subject(), "data_subject",
+                                  req->subject(), std::nullopt, std::move(values)}),
+            std::move(out));
+      },
+      resp);
+  if (!done.ok()) return done;
+  // After the commit, and again on a repeat: the stream holds no entry of
+  // the subject's values once this returns.
+  redis::Client redis(redis_);
+  absl::StatusOr<int64_t> removed =
+      outbox::ScrubStream(redis, stream_, req->subject(), ToTime(req->erased_through()));
+  if (!removed.ok()) {
+    return server::ToGrpcStatus(
+        absl::UnavailableError(absl::StrCat("values erased from the outbox, but not yet from the "
+                                            "stream (",
+                                            removed.status().message(), "); repeat the request")),
+        "ErasePersonalData");
+  }
+  resp->set_stream_entries_removed(*removed);
+  return grpc::Status::OK;
 }
 
 }  // namespace ulticode::operations

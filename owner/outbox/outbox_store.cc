@@ -1,5 +1,6 @@
 #include "owner/outbox/outbox_store.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,7 +41,15 @@ constexpr pg::Statement kPersonalOf{
     " WHERE event_id = ANY($1::uuid[]) ORDER BY event_id, path"};
 
 constexpr pg::Statement kErasePersonal{"outbox.erase_personal",
-                                       "SELECT erase_personal_data($1, $2, $3)"};
+                                       "SELECT e::text FROM erase_personal_data($1, $2, $3) e"};
+
+// Unconfirmed rows whose values were erased are published again without
+// them (their entries are deleted: personal_erasure.h).
+constexpr pg::Statement kRepublish{
+    "outbox.republish",
+    "UPDATE audit_outbox SET state = 'PENDING', next_attempt_at = now(), resends = resends + 1"
+    " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE event_id = ANY($1::uuid[])"
+    "   AND state = 'PUBLISHED' ORDER BY event_id FOR UPDATE)"};
 
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
@@ -242,11 +251,20 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
   return rows;
 }
 
-absl::StatusOr<int64_t> ErasePersonalData(pg::Transaction& tx, const std::string& subject,
-                                          absl::Time through, const std::string& requested_by) {
+absl::StatusOr<Erased> ErasePersonalData(pg::Transaction& tx, const std::string& subject,
+                                         absl::Time through, const std::string& requested_by) {
   ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kErasePersonal, {pg::Text(subject), pg::Time(through),
                                                              pg::Text(requested_by)}));
-  return r.GetInt64(0, 0);
+  Erased out;
+  out.values = r.rows();
+  std::vector<std::string> ids;
+  for (int i = 0; i < r.rows(); ++i) ids.push_back(r.GetString(i, 0));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) return out;
+  ASSIGN_OR_RETURN(pg::Result republished, tx.Execute(kRepublish, {pg::TextArray(ids)}));
+  out.republished = republished.affected_rows();
+  return out;
 }
 
 absl::StatusOr<int64_t> MarkPublished(pg::Transaction& tx, const std::vector<Published>& rows) {

@@ -137,11 +137,16 @@ struct Proved {
 absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn, const std::vector<Proved>& proved);
 
 // OutboxOperations/ErasePersonalData: erases `subject`'s values of events
-// up to `through` (waiting for a cycle that is publishing one of them) and
-// records the erasure (migrations/10002_personal_data.sql). Returns how
-// many values it erased.
-absl::StatusOr<int64_t> ErasePersonalData(pg::Transaction& tx, const std::string& subject,
-                                          absl::Time through, const std::string& requested_by);
+// up to `through` (waiting for a cycle that is publishing one of them),
+// records the erasure (migrations/10002_personal_data.sql), and has the
+// PUBLISHED rows among them published again (their entries are deleted:
+// personal_erasure.h).
+struct Erased {
+  int64_t values = 0;
+  int64_t republished = 0;
+};
+absl::StatusOr<Erased> ErasePersonalData(pg::Transaction& tx, const std::string& subject,
+                                         absl::Time through, const std::string& requested_by);
 
 // The database's clock now (clock_timestamp()).
 absl::StatusOr<absl::Time> DatabaseClock(pg::Connection& conn);

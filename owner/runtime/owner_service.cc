@@ -143,7 +143,9 @@ absl::StatusOr<mutation::MutationHooks> AssembleOwner(audit::Owner owner, OwnerO
   StartHousekeeping(owner, options.housekeeping, context);
   context.Serve(
       std::make_unique<operations::OutboxOperationsService>(
-          owner, context.pool(), context.Authorizer(operations::AccessRules()), context.signer()),
+          owner, context.pool(), context.Authorizer(operations::AccessRules()), context.signer(),
+          context.Redis(),
+          options.dispatch.stream.empty() ? audit::StreamFor(owner) : options.dispatch.stream),
       operations::kServiceName);
   ASSIGN_OR_RETURN(std::unique_ptr<outbox::WitnessService> witness,
                    outbox::WitnessService::Create(owner, context.pool(),

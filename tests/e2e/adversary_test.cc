@@ -385,6 +385,9 @@ std::vector<Action> Catalogue() {
              {"XINFO", own},
              {"XINFO GROUPS", own},
              {"XPENDING", own},
+             // Reading and deleting its own entries: erasure (personal_erasure.h).
+             {"XREAD", own},
+             {"XDEL", own},
              {"XADD", tlog::CosignatureStreamFor(own)},
              {"XREAD", tlog::ProofStreamFor(own)},
              {"XINFO", tlog::ProofStreamFor(own)}};

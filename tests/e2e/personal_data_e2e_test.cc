@@ -4,13 +4,18 @@
 // their commitments, refuses to serve a changed one, and after an erasure
 // serves the commitment alone while no byte of the value is left in any of
 // its tables. The envelope, the leaf and every other field never change.
+#include <unistd.h>
+
+#include <filesystem>
 #include <random>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
+#include "common/redis/redis_client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -18,7 +23,9 @@
 #include "tests/support/mesh_calls.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
+#include "tests/support/tokens.h"
 #include "ulticode/admin/v1/admin.grpc.pb.h"
+#include "ulticode/auth/v1/auth.grpc.pb.h"
 
 namespace ulticode {
 namespace {
@@ -43,6 +50,20 @@ class PersonalDataE2ETest : public ::testing::Test {
     options.prefix = "pdata";
     options.auth_args = options.app_args = {"--personal-data-commitments=true"};
     mesh_ = std::make_unique<Mesh>(pg, redis, options);
+    redis_ = redis;
+    // Admin reaches the owners for ErasePersonalData as a privacy officer.
+    token_file_ =
+        absl::StrCat(std::filesystem::temp_directory_path().string(), "/pdata-token-", getpid());
+    testing::TokenSpec spec;
+    spec.subject = "admin";
+    spec.roles = {"privacy.officer"};
+    ASSERT_TRUE(crypto::WriteSecretFile(token_file_, testing::SharedTestTokens().Mint(spec)).ok());
+    mesh_->AppendArgs(
+        Service::kAdmin,
+        {"--personal-data-commitments=true",
+         absl::StrCat("--owner-operations=auth=127.0.0.1:", mesh_->grpc_port(Service::kAuth, 0),
+                      ",app=127.0.0.1:", mesh_->grpc_port(Service::kApp, 0)),
+         absl::StrCat("--owner-token-file=", token_file_)});
     std::string error;
     for (Service s : {Service::kAdmin, Service::kAuth, Service::kApp}) {
       ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;
@@ -57,7 +78,50 @@ class PersonalDataE2ETest : public ::testing::Test {
     admin_ = adminv1::AdminService::NewStub(mesh_->Channel(Service::kAdmin, 0));
   }
 
+  void TearDown() override {
+    if (!token_file_.empty()) std::filesystem::remove(token_file_);
+  }
+
   pg::Connection& Db(Service s) { return *db_[static_cast<int>(s)]; }
+
+  absl::StatusOr<adminv1::ErasePersonalDataResponse> Erase(const std::string& subject,
+                                                           const std::string& role) {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, "dpo", {role});
+    adminv1::ErasePersonalDataRequest req;
+    req.set_subject(subject);
+    req.set_request_id(absl::StrCat("erase-", subject));
+    adminv1::ErasePersonalDataResponse resp;
+    const grpc::Status s = adminv1::AdminOperations::NewStub(mesh_->Channel(Service::kAdmin, 0))
+                               ->ErasePersonalData(&ctx, req, &resp);
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return resp;
+  }
+
+  // A connection to the test Redis as its all-powerful user.
+  std::unique_ptr<redis::Client> Redis() {
+    redis::Options o;
+    o.host = redis_.host;
+    o.port = redis_.port;
+    o.user = redis_.user;
+    o.password = redis_.password;
+    return std::make_unique<redis::Client>(o);
+  }
+
+  // How many entries of both owner streams hold `needle` in any field.
+  int EntriesHolding(const std::string& needle) {
+    auto redis = Redis();
+    int found = 0;
+    for (const std::string& stream : {mesh_->auth_stream(), mesh_->app_stream()}) {
+      auto entries = redis->XRead(stream, 100000, absl::ZeroDuration(), "0-0");
+      EXPECT_TRUE(entries.ok()) << entries.status();
+      for (const auto& e : entries.value_or(std::vector<redis::StreamEntry>{})) {
+        for (const auto& [name, value] : e.fields) found += absl::StrContains(value, needle);
+      }
+    }
+    return found;
+  }
 
   absl::StatusOr<adminv1::AuditLog> Get(const std::string& event_id) {
     grpc::ClientContext ctx;
@@ -66,7 +130,8 @@ class PersonalDataE2ETest : public ::testing::Test {
     req.set_event_id(event_id);
     adminv1::AuditLog log;
     const grpc::Status s = admin_->GetAuditLog(&ctx, req, &log);
-    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
     return log;
   }
 
@@ -84,8 +149,9 @@ class PersonalDataE2ETest : public ::testing::Test {
     for (int i = 0; tables.ok() && i < tables->rows(); ++i) {
       const std::string table = tables->GetString(i, 0);
       if (std::find(except.begin(), except.end(), table) != except.end()) continue;
-      if (QueryInt(Db(service), absl::StrCat("SELECT count(*) FROM \"", table, "\" t WHERE t::text LIKE '%",
-                                             needle, "%' OR t::text LIKE '%", hex, "%'")) > 0) {
+      if (QueryInt(Db(service),
+                   absl::StrCat("SELECT count(*) FROM \"", table, "\" t WHERE t::text LIKE '%",
+                                needle, "%' OR t::text LIKE '%", hex, "%'")) > 0) {
         found.push_back(table);
       }
     }
@@ -101,6 +167,8 @@ class PersonalDataE2ETest : public ::testing::Test {
   }
 
   std::unique_ptr<Mesh> mesh_;
+  testing::RedisEndpoint redis_;
+  std::string token_file_;
   std::unique_ptr<pg::Connection> db_[3];
   std::unique_ptr<adminv1::AdminService::Stub> admin_;
 };
@@ -116,7 +184,8 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
   std::mt19937 rng(std::random_device{}());
   const std::string tag = absl::StrCat(std::uniform_int_distribution<uint32_t>()(rng));
   // Two data subjects, and a problem (its actor's call data is personal too).
-  const std::string erased_name = absl::StrCat("pdgone", tag), kept_name = absl::StrCat("pdkept", tag);
+  const std::string erased_name = absl::StrCat("pdgone", tag),
+                    kept_name = absl::StrCat("pdkept", tag);
   auto erased_event = testing::CreateUser(*mesh_, erased_name);
   auto kept_event = testing::CreateUser(*mesh_, kept_name);
   auto problem_event = testing::CreateProblem(*mesh_, 1);
@@ -150,7 +219,8 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
   // them, only Admin's personal_values and the owner's outbox values.
   for (const std::string& name : {erased_name, kept_name}) {
     EXPECT_THAT(TablesHolding(Service::kAdmin, name), ElementsAre("personal_values")) << name;
-    EXPECT_THAT(TablesHolding(Service::kAuth, name, {"users"}), ElementsAre("audit_outbox_personal"))
+    EXPECT_THAT(TablesHolding(Service::kAuth, name, {"users"}),
+                ElementsAre("audit_outbox_personal"))
         << name;
   }
 
@@ -159,19 +229,22 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
       QueryText(Db(Service::kAdmin),
                 absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
                              *kept_event, "'"));
-  ASSERT_EQ(QueryInt(Db(Service::kAdmin),
-                     absl::StrCat("WITH u AS (UPDATE personal_values SET value = 'mallory@example.org'"
-                                  " WHERE event_id = '", *kept_event,
-                                  "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
-            1);
+  ASSERT_EQ(
+      QueryInt(Db(Service::kAdmin),
+               absl::StrCat("WITH u AS (UPDATE personal_values SET value = 'mallory@example.org'"
+                            " WHERE event_id = '",
+                            *kept_event,
+                            "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
+      1);
   auto changed = Get(*kept_event);
   EXPECT_EQ(changed.status().code(), absl::StatusCode::kDataLoss) << changed.status();
   EXPECT_THAT(changed.status().message(), HasSubstr("new_value.email"));
-  ASSERT_EQ(QueryInt(Db(Service::kAdmin),
-                     absl::StrCat("WITH u AS (UPDATE personal_values SET value = '", kept_name,
-                                  "@example.com' WHERE event_id = '", *kept_event,
-                                  "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
-            1);
+  ASSERT_EQ(
+      QueryInt(Db(Service::kAdmin),
+               absl::StrCat("WITH u AS (UPDATE personal_values SET value = '", kept_name,
+                            "@example.com' WHERE event_id = '", *kept_event,
+                            "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
+      1);
   ASSERT_TRUE(Get(*kept_event).ok());
 
   // Erased on Admin: the commitments stay, the values go, nothing else
@@ -199,17 +272,115 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
   expected.clear_personal_values();
   served.clear_personal_values();
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(served, expected))
-      << served.DebugString() << "\nexpected\n" << expected.DebugString();
+      << served.DebugString() << "\nexpected\n"
+      << expected.DebugString();
   EXPECT_THAT(TablesHolding(Service::kAdmin, erased_name), IsEmpty());
   EXPECT_THAT(TablesHolding(Service::kAdmin, kept_name), ElementsAre("personal_values"));
-  EXPECT_EQ(QueryText(Db(Service::kAdmin),
-                      absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
-                                   *kept_event, "'")),
-            leaf_before);
+  EXPECT_EQ(
+      QueryText(Db(Service::kAdmin),
+                absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
+                             *kept_event, "'")),
+      leaf_before);
   EXPECT_EQ(QueryInt(Db(Service::kAdmin),
-                     absl::StrCat("SELECT count(*) FROM personal_erasures WHERE subject = '", user_id,
-                                  "' AND values_erased = 3 AND requested_by = 'test'")),
+                     absl::StrCat("SELECT count(*) FROM personal_erasures WHERE subject = '",
+                                  user_id, "' AND values_erased = 3 AND requested_by = 'test'")),
             1);
+}
+
+// ErasePersonalData as a privacy officer would call it, with one of the
+// subject's events delivered, one still in the stream (Admin cannot read
+// it: its Redis user lost XREADGROUP for the while) and every one in its
+// owner's outbox: afterwards no byte of the subject's values is in any
+// table of any service or in any stream, the event in flight arrives
+// without them, the other subject's are intact, and the erasure is in the
+// log, at the owner and at Admin.
+TEST_F(PersonalDataE2ETest, ErasureReachesTheOwnersTheStreamsAndAdmin) {
+  std::mt19937 rng(std::random_device{}());
+  const std::string tag = absl::StrCat(std::uniform_int_distribution<uint32_t>()(rng));
+  const std::string gone = absl::StrCat("pdgone", tag), kept = absl::StrCat("pdkept", tag);
+  auto delivered = testing::CreateUser(*mesh_, gone);
+  ASSERT_TRUE(delivered.ok()) << delivered.status();
+  ASSERT_TRUE(WaitFor([&] { return Delivered(1); }, std::chrono::seconds(30)));
+  auto first = Get(*delivered);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string subject = first->subject();
+
+  // Admin stops reading the streams; the next events wait in them.
+  auto redis = Redis();
+  const std::string admin_user = mesh_->RedisUser(Service::kAdmin);
+  ASSERT_TRUE(redis->Command({"ACL", "SETUSER", admin_user, "-xreadgroup"}).ok());
+  // The same subject again (disabled, with a reason that names them), and
+  // another subject.
+  std::string in_flight;
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, "alice", {"auth.admin"});
+    auth::v1::DisableUserRequest req;
+    req.set_user_id(subject);
+    req.set_reason(absl::StrCat(gone, " asked to leave"));
+    auth::v1::DisableUserResponse resp;
+    ASSERT_TRUE(auth::v1::AuthService::NewStub(mesh_->Channel(Service::kAuth, 0))
+                    ->DisableUser(&ctx, req, &resp)
+                    .ok());
+    in_flight = resp.event_id();
+  }
+  auto other = testing::CreateUser(*mesh_, kept);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(WaitFor([&] { return EntriesHolding(gone) == 2; }, std::chrono::seconds(30)));
+
+  // Only a privacy officer may erase.
+  EXPECT_EQ(Erase(subject, "audit.operator").status().code(), absl::StatusCode::kPermissionDenied);
+  auto report = Erase(subject, "privacy.officer");
+  ASSERT_TRUE(report.ok()) << report.status() << mesh_->Output(Service::kAdmin, 0);
+  EXPECT_EQ(report->subject(), subject);
+  ASSERT_EQ(report->owners_size(), 2);
+  EXPECT_EQ(report->owners(0).owner(), audit::v1::OWNER_AUTH);
+  EXPECT_EQ(report->owners(0).values_erased(), 4);  // 3 names, the reason
+  EXPECT_EQ(report->owners(0).stream_entries_removed(), 2);
+  EXPECT_EQ(report->owners(1).values_erased(), 0);
+  EXPECT_EQ(report->values_erased(), 3);  // the reason is not here yet
+  EXPECT_FALSE(report->event_id().empty());
+  // A repeat answers with the first report.
+  auto repeat = Erase(subject, "privacy.officer");
+  ASSERT_TRUE(repeat.ok()) << repeat.status();
+  EXPECT_EQ(repeat->event_id(), report->event_id());
+  EXPECT_EQ(EntriesHolding(gone), 0);
+
+  // Admin reads again: the event in flight arrives, without the values.
+  ASSERT_TRUE(redis->Command({"ACL", "SETUSER", admin_user, "+xreadgroup"}).ok());
+  ASSERT_TRUE(WaitFor([&] { return Delivered(6); }, std::chrono::seconds(30)))
+      << mesh_->Output(Service::kAdmin, 0);  // 3 users, 3 erasure records
+  for (const std::string& id : {*delivered}) {
+    auto log = Get(id);
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(ValueAt(*log, "new_value.email")->state(), LogValue::STATE_ERASED);
+    EXPECT_EQ(ValueAt(*log, "client_ip")->state(), LogValue::STATE_PRESENT);  // alice's
+  }
+  auto late = Get(in_flight);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(ValueAt(*late, "new_value.reason")->state(), LogValue::STATE_ERASED);
+  EXPECT_EQ(late->new_value().fields().at("status").string_value(), "DISABLED");
+  auto intact = Get(*other);
+  ASSERT_TRUE(intact.ok()) << intact.status();
+  EXPECT_EQ(intact->new_value().fields().at("email").string_value(), kept + "@example.com");
+
+  // No byte left anywhere but in the owner's own business table.
+  EXPECT_THAT(TablesHolding(Service::kAdmin, gone), IsEmpty());
+  EXPECT_THAT(TablesHolding(Service::kAuth, gone, {"users"}), IsEmpty());
+  EXPECT_THAT(TablesHolding(Service::kApp, gone), IsEmpty());
+  EXPECT_EQ(EntriesHolding(gone), 0);
+  EXPECT_THAT(TablesHolding(Service::kAdmin, kept), ElementsAre("personal_values"));
+
+  // The erasure is in the log twice: the owner's and Admin's record.
+  for (const char* type :
+       {"admin.personal_data.erased", "auth.personal_data.erased", "app.personal_data.erased"}) {
+    EXPECT_EQ(
+        QueryInt(Db(Service::kAdmin),
+                 absl::StrCat("SELECT count(*) FROM audit_logs WHERE event_type = '", type,
+                              "' AND subject = '", subject, "' AND actor IN ('dpo', 'admin')")),
+        1)
+        << type;
+  }
 }
 
 }  // namespace

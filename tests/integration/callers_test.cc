@@ -237,7 +237,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
   admin::query::AuditQueryService admin_service(pool, admin_authz, watches, metrics->registry(),
                                                 {});
   operations::OutboxOperationsService outbox_ops(audit::v1::OWNER_AUTH, pool, outbox_ops_authz,
-                                                 signer);
+                                                 signer, {}, "");
   admin::operations::AdminOperationsService admin_ops(pool, admin_ops_authz, {});
   server::GrpcServer grpc_server(server::PlaintextOptions("127.0.0.1:0", 8), metrics->registry());
   grpc_server.AddService(&auth_service, "ulticode.auth.v1.AuthService");
@@ -293,7 +293,7 @@ TEST(AccessRulesTest, EveryMethodOfEveryServiceNeedsItsRole) {
       EXPECT_NE(allowed.error_code(), grpc::StatusCode::UNAUTHENTICATED) << path;
     }
   }
-  EXPECT_EQ(methods, 28);
+  EXPECT_EQ(methods, 30);
   grpc_server.Shutdown(absl::Seconds(1));
 }
 

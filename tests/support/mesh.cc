@@ -153,6 +153,13 @@ Mesh::~Mesh() {
   }
 }
 
+void Mesh::AppendArgs(Service service, const std::vector<std::string>& args) {
+  std::vector<std::string>& extra = service == Service::kAuth  ? options_.auth_args
+                                    : service == Service::kApp ? options_.app_args
+                                                               : options_.admin_args;
+  extra.insert(extra.end(), args.begin(), args.end());
+}
+
 Mesh::Replica& Mesh::Get(Service service, int replica) {
   auto& list = replicas_[static_cast<int>(service)];
   while (static_cast<int>(list.size()) <= replica) {

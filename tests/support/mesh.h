@@ -55,6 +55,9 @@ class Mesh {
   // The init step of MeshOptions::migrate_step on its own: its exit code
   // and output.
   CommandResult MigrateOnly(Service service);
+  // More "--flag=value" arguments for `service`'s next starts (e.g. another
+  // replica's port, known once the mesh exists).
+  void AppendArgs(Service service, const std::vector<std::string>& args);
   // SIGKILL, no goodbye.
   void Kill(Service service, int replica);
   // SIGTERM and wait; returns the exit status (0 on a clean exit).

@@ -75,8 +75,9 @@ struct TestTokens::Keys {
 };
 
 const std::vector<std::string>& AllRoles() {
-  static const auto* roles = new std::vector<std::string>{
-      "auth.admin", "auth.reader", "app.editor", "app.reader", "audit.reader", "audit.operator"};
+  static const auto* roles =
+      new std::vector<std::string>{"auth.admin",   "auth.reader",    "app.editor",     "app.reader",
+                                   "audit.reader", "audit.operator", "privacy.officer"};
   return *roles;
 }
 

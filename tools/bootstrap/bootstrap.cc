@@ -151,9 +151,12 @@ std::vector<std::string> AclRules(const RedisUser& user) {
     case RedisRole::kOwner: {
       const std::string& stream = user.streams.at(0);
       // XINFO and XPENDING on its own stream: what Admin acknowledged and
-      // what was removed unread (outbox/resend.h).
+      // what was removed unread (outbox/resend.h). XREAD and XDEL on it: an
+      // erasure deletes the entries that carry an erased value
+      // (outbox/personal_erasure.h); an entry deleted unread is published
+      // again by the resend sweep, so no event is lost by it.
       add({absl::StrCat("~", stream), "+xadd", "+xinfo|stream", "+xinfo|groups", "+xpending",
-           absl::StrCat("(%R~", stream, ":proofs +xread +xinfo|stream)"),
+           "+xread", "+xdel", absl::StrCat("(%R~", stream, ":proofs +xread +xinfo|stream)"),
            // Its cosignatures of Admin's log checkpoints (witness.h).
            absl::StrCat("(%W~", stream, ":cosignatures +xadd)")});
       break;

@@ -29,26 +29,28 @@ CREATE TABLE personal_erasures (
 CREATE INDEX personal_erasures_subject ON personal_erasures (subject, erased_through);
 
 -- Erases `subject`'s values of events up to `through` and records the
--- erasure; returns how many it erased. The table lock waits for every
+-- erasure; returns the event id of each value it erased. The table lock waits for every
 -- business transaction that wrote values (they commit or roll back first)
 -- and holds off new ones until the erasure commits; the row locks wait for
 -- a dispatcher cycle that is publishing one of the rows, so its values are
 -- in the stream, where Admin looks next, before this returns. The runtime
 -- role has no DELETE on the table: this is the only way a value goes.
 CREATE FUNCTION erase_personal_data(p_subject text, p_through timestamptz, p_by text)
-RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+RETURNS SETOF uuid LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-  erased bigint;
+  erased uuid[];
 BEGIN
   LOCK TABLE audit_outbox_personal IN SHARE ROW EXCLUSIVE MODE;
   PERFORM 1 FROM audit_outbox o
     WHERE o.event_id IN (SELECT event_id FROM audit_outbox_personal
                          WHERE subject = p_subject AND occurred_at <= p_through)
     ORDER BY o.event_id FOR UPDATE OF o;
-  DELETE FROM audit_outbox_personal WHERE subject = p_subject AND occurred_at <= p_through;
-  GET DIAGNOSTICS erased = ROW_COUNT;
+  WITH gone AS (
+    DELETE FROM audit_outbox_personal WHERE subject = p_subject AND occurred_at <= p_through
+    RETURNING event_id)
+  SELECT coalesce(array_agg(event_id), '{}') INTO erased FROM gone;
   INSERT INTO personal_erasures (subject, erased_through, requested_by, values_erased)
-    VALUES (p_subject, p_through, p_by, erased);
-  RETURN erased;
+    VALUES (p_subject, p_through, p_by, cardinality(erased));
+  RETURN QUERY SELECT unnest(erased);
 END $$;
 REVOKE ALL ON FUNCTION erase_personal_data(text, timestamptz, text) FROM PUBLIC;

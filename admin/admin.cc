@@ -230,7 +230,7 @@ const std::vector<std::string>& RuntimeGrants() {
       "GRANT SELECT, INSERT, DELETE ON log_proof_requests TO {role}",
       "GRANT SELECT, INSERT, UPDATE ON owner_sequence_checked, owner_sequence_gaps TO {role}",
       // Personal values are kept, and go only through erase_personal_data
-      // (0002), which records every erasure.
+      // (0001_admin.sql), which records every erasure.
       "GRANT SELECT, INSERT ON personal_values TO {role}",
       "GRANT SELECT ON personal_erasures TO {role}",
       "GRANT EXECUTE ON FUNCTION erase_personal_data(text, timestamptz, text) TO {role}",

@@ -43,7 +43,7 @@ struct Options {
   std::string owner_token_file;
   std::string owner_cacert;
   // --personal-data-commitments for Admin's own records.
-  bool personal_data_commitments = false;
+  bool personal_data_commitments = true;
 };
 
 // The --inbox-*, --consumer-*, --log-*, --watch-*, --query-max-cost,

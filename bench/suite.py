@@ -67,6 +67,12 @@ shape (bench/reference_*.sql). Phases:
              and TLS) to real receivers: rows per second and CPU per row,
              beside ulticode-tail --verify reading the same rows
 
+  personal   (ULTICODE_BENCH_PHASES=personal) the closed loop with
+             personal values committed to (schema_version 2, the default)
+             and embedded (--personal-data-commitments=false), alternated
+             off, on, on, off: CPU per mutation and throughput, on / off
+             (docs/personal-data.md)
+
   watch      (ULTICODE_BENCH_PHASES=watch) WatchAuditLogs: commit ->
              delivered latency at half the maximum with 1, 10 and 100
              watchers; Admin's memory and CPU per idle watcher (1,000 of
@@ -580,6 +586,41 @@ class Suite:
                 "offered_per_second": rate, "achieved_per_second": run["ok_per_second"],
                 "entries": entries,
                 "log_storage_bytes_per_entry": round(storage / max(entries, 1))}
+
+    def personal(self):
+        """What committing to personal data costs: the closed loop with the
+        services committing to personal values and embedding them instead,
+        off, on, on, off in this run."""
+        def settle():
+            deadline = time.time() + 600
+            while (self.unsequenced() > 0 or self.unconfirmed() > 0) and \
+                    time.time() < deadline:
+                time.sleep(0.5)
+
+        runs = {"off": [], "on": []}
+        for i, mode in enumerate(("off", "on", "on", "off")):
+            settle()
+            self.mesh.stop()
+            self.mesh.start({"ULTICODE_PERSONAL_DATA_COMMITMENTS": "false"} if mode == "off"
+                            else None)
+            log(f"personal: closed loop with commitments {mode} ({i + 1}/4)")
+            self.closed(tag=f"pd{mode}{i}")
+            runs[mode].append({k: self.result["closed"][k] for k in
+                               ("cpu_ms_per_mutation", "cpu_ms_per_mutation_by_process")} |
+                              {"ok_per_second": self.result["closed"]["loadgen"]["ok_per_second"]})
+        settle()
+        self.mesh.stop()
+        self.mesh.start()
+
+        def mean(key, mode):
+            return sum(r[key] for r in runs[mode]) / len(runs[mode])
+        return {"runs": runs,
+                "cpu_ms_per_mutation": {m: round(mean("cpu_ms_per_mutation", m), 3)
+                                        for m in runs},
+                "cpu_per_mutation_on_vs_off": round(mean("cpu_ms_per_mutation", "on") /
+                                                    mean("cpu_ms_per_mutation", "off"), 3),
+                "throughput_on_vs_off": round(mean("ok_per_second", "on") /
+                                              mean("ok_per_second", "off"), 3)}
 
     def proofs(self, entries):
         """GetInclusionProof on a log of `entries` leaves: the mesh restarted
@@ -1365,6 +1406,10 @@ input(type="imtcp" port="0" listenPortFileName="{work}/tls.port" ruleset="rows"
                 self.result["closed"], self.result["reference"] = baseline, reference
             if self.phases == "watch":
                 self.result["watch"] = self.watch(max_rate)
+            if self.phases == "personal":
+                baseline = self.result["closed"]
+                self.result["personal"] = self.personal()
+                self.result["closed"] = baseline
             if self.phases in ("all", "forward"):
                 self.result["forward"] = self.forward()
             if self.phases == "replication":
@@ -1546,6 +1591,12 @@ input(type="imtcp" port="0" listenPortFileName="{work}/tls.port" ruleset="rows"
                 f"{f['checkpoint_p50']}/{f['checkpoint_p99']} ms, cosigned by both owners after "
                 f"{f['cosigned_p50']}/{f['cosigned_p99']} ms ({f['rows_not_covered']} rows not "
                 f"covered); {t['log_storage_bytes_per_entry']} bytes of log storage per entry")
+        if "personal" in r:
+            pd = r["personal"]
+            log(f"personal data: commitments on cost x{pd['cpu_per_mutation_on_vs_off']} CPU per "
+                f"mutation of them off ({pd['cpu_ms_per_mutation']['on']} vs "
+                f"{pd['cpu_ms_per_mutation']['off']} ms), throughput "
+                f"x{pd['throughput_on_vs_off']}")
         if "transparency" in r or "proofs" in r:
             p = r["proofs"] if "proofs" in r else r["transparency"]["proofs"]
             log(f"GetInclusionProof on {p['tree_size']} leaves: p50/p99/max {p['p50_ms']}/"

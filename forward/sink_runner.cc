@@ -112,7 +112,8 @@ absl::StatusOr<bool> SinkRunner::Take(const admin::v1::WatchedAuditLog& watched)
   item.row->log = watched.audit_log();
   item.token = item.row->resume_token = watched.resume_token();
   item.covered = item.row->log.log_index() + 1;
-  auto text = exports::RenderRow(options_.schema, item.row->log.log_index(), watched.leaf());
+  auto text = exports::RenderRow(options_.schema, item.row->log.log_index(), watched.leaf(),
+                                 watched.audit_log().personal_values());
   if (!text.ok()) return absl::DataLossError(std::string(text.status().message()));
   item.row->json = std::string(absl::StripSuffix(*text, "\n"));
   Push(std::move(item));

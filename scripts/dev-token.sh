@@ -9,12 +9,14 @@
 # Usage: scripts/dev-token.sh SUBJECT [ROLE...]
 #   e.g. scripts/dev-token.sh alice auth.admin auth.reader
 # Roles: auth.admin auth.reader app.editor app.reader audit.reader audit.operator
+#        privacy.officer
 #
-# Environment: ULTICODE_STATE_DIR (default: <repo>/.state), as for run-local.
+# Environment: ULTICODE_STATE_DIR (default: <repo>/.state), as for run-local;
+# ULTICODE_DEV_TOKEN_TTL: seconds the token is valid (default 3600).
 set -euo pipefail
 
 if (($# < 1)) || [[ "$1" == -h || "$1" == --help ]]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -43,7 +45,8 @@ for role in "$@"; do
     app.*) audiences[ulticode-app]=1 ;;
     # audit.reader reads Admin's log and asks the owners what they witnessed
     # (LogWitness); audit.operator runs Admin's and the owners' operations.
-    audit.operator | audit.reader) audiences[ulticode-admin]=1 audiences[ulticode-auth]=1 audiences[ulticode-app]=1 ;;
+    # privacy.officer erases at Admin and at the owners.
+    audit.operator | audit.reader | privacy.officer) audiences[ulticode-admin]=1 audiences[ulticode-auth]=1 audiences[ulticode-app]=1 ;;
     audit.*) audiences[ulticode-admin]=1 ;;
   esac
 done
@@ -55,9 +58,14 @@ done
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 kid="$(cat "${state}/secrets/jwt.kid")"
 now="$(date +%s)"
+ttl="${ULTICODE_DEV_TOKEN_TTL:-3600}"
+if [[ ! "${ttl}" =~ ^[1-9][0-9]{0,8}$ ]]; then
+  echo "dev-token.sh: ULTICODE_DEV_TOKEN_TTL must be a number of seconds" >&2
+  exit 2
+fi
 header="$(printf '{"alg":"EdDSA","typ":"JWT","kid":"%s"}' "${kid}" | b64url)"
 payload="$(printf '{"iss":"ulticode-dev","aud":[%s],"sub":"%s","iat":%d,"exp":%d,"roles":[%s]}' \
-  "${aud}" "${subject}" "${now}" "$((now + 3600))" "${roles}" | b64url)"
+  "${aud}" "${subject}" "${now}" "$((now + ttl))" "${roles}" | b64url)"
 tmp="$(mktemp)"
 trap 'rm -f -- "${tmp}"' EXIT
 printf '%s.%s' "${header}" "${payload}" >"${tmp}"

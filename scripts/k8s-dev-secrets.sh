@@ -38,6 +38,10 @@ ulticode_dev_signing_keys "${dir}" scripts/k8s-dev-secrets.sh
 ulticode_log_key "${dir}" ulticode.example/audit \
   "${ULTICODE_BUILD_DIR:-${repo}/build}/tools/verify/ulticode-verify"
 ulticode_dev_jwt_issuer "${dir}"
+# Admin's token for the owners' ErasePersonalData (docs/personal-data.md):
+# role privacy.officer only, valid 30 days; run this script again to renew.
+(umask 077 && ULTICODE_STATE_DIR="${dir%/secrets}" ULTICODE_DEV_TOKEN_TTL=2592000 \
+  "${repo}/scripts/dev-token.sh" admin privacy.officer >"${dir}/admin-owner.token")
 
 # Servers are reached in the cluster by Service name and, through
 # `kubectl port-forward`, on localhost.

@@ -289,6 +289,15 @@ for svc in "${SERVICES[@]}"; do
   svc_log=(--log-keys-file="${log_vkey}")
   if [[ "${svc}" == admin ]]; then
     svc_log=(--log-signing-key-file="${secrets}/log-ed25519.key" --log-origin="${LOG_ORIGIN}")
+    # ErasePersonalData reaches the owners as a privacy officer
+    # (docs/personal-data.md): a token of that role only, valid 30 days,
+    # made again at each start.
+    (umask 077 && ULTICODE_STATE_DIR="${state}" ULTICODE_DEV_TOKEN_TTL=2592000 \
+      "${repo}/scripts/dev-token.sh" admin privacy.officer >"${secrets}/admin-owner.token.new")
+    mv -f -- "${secrets}/admin-owner.token.new" "${secrets}/admin-owner.token"
+    svc_log+=(--owner-operations="auth=${GRPC[auth]},app=${GRPC[app]}"
+      --owner-token-file="${secrets}/admin-owner.token")
+    if ((tls)); then svc_log+=(--owner-cacert="${state}/tls/ca.pem"); fi
   fi
   setsid "${bin}" \
     --grpc-listen="${GRPC[${svc}]}" \

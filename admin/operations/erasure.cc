@@ -115,12 +115,13 @@ grpc::Status AdminOperationsService::ErasePersonalData(grpc::ServerContext* ctx,
       resp->set_values_erased(erased);
       mutation::Values values;
       values.Set("values_erased", erased)
-          .Set("erased_through", absl::FormatTime(absl::RFC3339_full, through, absl::UTCTimeZone()));
+          .Set("erased_through",
+               absl::FormatTime(absl::RFC3339_full, through, absl::UTCTimeZone()));
       google::protobuf::Struct recorded = values.get();
       (*recorded.mutable_fields())["owners"].mutable_struct_value()->CopyFrom(owners_erased.get());
       ASSIGN_OR_RETURN(const std::string event_id,
-                       Record(tx, *actor, "admin.personal_data.erased", "erase_personal_data", "data_subject",
-                              recorded, req->subject()));
+                       Record(tx, *actor, "admin.personal_data.erased", "erase_personal_data",
+                              "data_subject", recorded, req->subject()));
       resp->set_event_id(event_id);
       key.Save(tx, *resp);
       return tx.Commit();

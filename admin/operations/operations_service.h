@@ -51,7 +51,7 @@ struct OperationsOptions {
   std::string owner_cacert;
   // Admin's own records commit to their personal values (the caller's
   // address and agent) like the owners' (--personal-data-commitments).
-  bool personal_data_commitments = false;
+  bool personal_data_commitments = true;
 };
 
 class AdminOperationsService final : public admin::v1::AdminOperations::Service {

@@ -1,4 +1,4 @@
-// Admin's store of personal values (admin/migrations/0002_personal_data.sql,
+// Admin's store of personal values (admin/migrations/0001_admin.sql,
 // docs/personal-data.md): the values schema_version 2 envelopes commit to,
 // kept apart from audit_logs, keyed by data subject; and their erasure.
 //

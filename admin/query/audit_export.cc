@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "admin/personal/personal_store.h"
 #include "admin/query/audit_rows.h"
 #include "admin/transparency/log_reader.h"
 #include "common/base/status_macros.h"
@@ -78,13 +79,20 @@ absl::StatusOr<Window> NextWindow(pg::Pool& pool, const ExportPlan& plan, uint64
   Window w;
   w.read_through = to;
   std::vector<uint64_t> indexes;
+  std::vector<AuditRow> rows;
   for (int i = 0; i < r.rows(); ++i) {
-    ASSIGN_OR_RETURN(AuditRow row, AuditRowFromResult(r, i));
+    ASSIGN_OR_RETURN(rows.emplace_back(), AuditRowFromResult(r, i));
+  }
+  RETURN_IF_ERROR(personal::AttachPersonalValues(*conn, rows));
+  for (AuditRow& row : rows) {
     v1::ExportedRow& out = w.rows.emplace_back();
     out.set_log_index(row.log.log_index());
-    ASSIGN_OR_RETURN(*out.mutable_text(),
-                     exports::RenderRow(plan.format, out.log_index(), row.leaf));
-    if (plan.header.with_proofs()) out.set_leaf(std::move(row.leaf));
+    ASSIGN_OR_RETURN(*out.mutable_text(), exports::RenderRow(plan.format, out.log_index(), row.leaf,
+                                                             row.log.personal_values()));
+    if (plan.header.with_proofs()) {
+      out.set_leaf(std::move(row.leaf));
+      *out.mutable_personal_values() = std::move(*row.log.mutable_personal_values());
+    }
     indexes.push_back(out.log_index());
   }
   if (r.rows() == options.window_rows) w.read_through = indexes.back() + 1;

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "admin/personal/personal_store.h"
 #include "admin/query/audit_rows.h"
 #include "admin/query/list_token.h"
 #include "admin/transparency/log_reader.h"
@@ -78,15 +79,21 @@ absl::StatusOr<Fetched> ReadRows(pg::Connection& conn, const std::string& sql,
   ASSIGN_OR_RETURN(pg::Result r, conn.Execute(pg::Statement{"watch.rows", sql.c_str()}, params));
   Fetched out;
   out.next = to;
+  std::vector<query::AuditRow> rows;
+  std::vector<uint64_t> indexes;
   for (int i = 0; i < r.rows(); ++i) {
     const uint64_t index = static_cast<uint64_t>(r.GetInt64(i, kLogIndexColumn));
     if (r.GetBool(i, kMissingColumn)) {
       return absl::DataLossError(
           absl::StrCat("log leaf ", index, " (event ", r.GetString(i, 0), ") has no audit row"));
     }
-    ASSIGN_OR_RETURN(query::AuditRow row, query::AuditRowFromResult(r, i));
-    out.frames.push_back(RowFrame(std::move(row), index));
+    ASSIGN_OR_RETURN(rows.emplace_back(), query::AuditRowFromResult(r, i));
+    indexes.push_back(index);
     if (i + 1 == limit) out.next = index + 1;
+  }
+  RETURN_IF_ERROR(personal::AttachPersonalValues(conn, rows));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out.frames.push_back(RowFrame(std::move(rows[i]), indexes[i]));
   }
   return out;
 }

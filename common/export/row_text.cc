@@ -5,12 +5,14 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/audit/event.h"
+#include "common/audit/personal.h"
 #include "common/base/status_macros.h"
 #include "common/tlog/leaf.h"
 #include "google/protobuf/util/json_util.h"
@@ -24,13 +26,41 @@ using google::protobuf::Struct;
 using google::protobuf::Value;
 using google::protobuf::util::TimeUtil;
 
-// One exported row's fields, in column order: what the leaf proves.
+// One exported row's fields, in column order: what the leaf proves, with
+// its personal values in place.
 struct Fields {
   uint64_t log_index = 0;
   audit::v1::AuditEvent event;
   std::string owner;
   std::string key_id;
+  std::string personal = "[]";  // JSON: each commitment, its path and state
 };
+
+using LogValue = admin::v1::AuditLog::PersonalValue;
+
+const char* StateName(LogValue::State state) {
+  switch (state) {
+    case LogValue::STATE_PRESENT:
+      return "present";
+    case LogValue::STATE_ERASED:
+      return "erased";
+    case LogValue::STATE_NOT_HELD:
+      return "not_held";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string PersonalJson(const PersonalValues& personal) {
+  std::vector<std::string> items;
+  for (const LogValue& v : personal) {
+    items.push_back(absl::StrCat(
+        "{\"commitment\":", JsonString(absl::BytesToHexString(v.commitment())),
+        ",\"path\":", JsonString(v.path()), ",\"state\":", JsonString(StateName(v.state())),
+        ",\"subject\":", JsonString(v.subject()), "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
 
 absl::StatusOr<Fields> FieldsOf(uint64_t index, absl::string_view leaf_bytes) {
   ASSIGN_OR_RETURN(tlog::LeafV1 leaf, tlog::DecodeLeaf(leaf_bytes));
@@ -142,6 +172,7 @@ std::vector<Column> Columns(const Fields& f) {
       text("request_id", r.request_id()),
       text("trace_id", r.trace_id()),
       text("key_id", f.key_id),
+      Column{"personal", f.personal, f.personal},
   };
 }
 
@@ -281,7 +312,8 @@ std::string Ocsf(const Fields& f) {
                           .Raw("new_value", StructOr(r.has_new_value(), r.new_value(), "null"))
                           .Str("request_id", r.request_id())
                           .Str("trace_id", r.trace_id())
-                          .Str("key_id", f.key_id));
+                          .Str("key_id", f.key_id)
+                          .Raw("personal", f.personal));
   return absl::StrCat(out.Json(), "\n");
 }
 
@@ -354,8 +386,57 @@ std::string Preamble(Format format) {
   return absl::StrCat(absl::StrJoin(names, ","), "\r\n");
 }
 
-absl::StatusOr<std::string> RenderRow(Format format, uint64_t index, absl::string_view leaf) {
-  ASSIGN_OR_RETURN(const Fields f, FieldsOf(index, leaf));
+absl::StatusOr<audit::v1::AuditEvent> RestorePersonal(audit::v1::AuditEvent event,
+                                                      const PersonalValues& personal,
+                                                      PersonalCounts* counts) {
+  const auto& commitments = event.record().personal();
+  auto lost = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat("audit log ", event.event_id(), ": ", what));
+  };
+  if (personal.size() != commitments.size()) {
+    return lost(absl::StrCat(personal.size(), " personal values for ", commitments.size(),
+                             " commitments of the envelope"));
+  }
+  audit::PersonalValues present;
+  for (int i = 0; i < personal.size(); ++i) {
+    const LogValue& v = personal[i];
+    const audit::v1::PersonalCommitment& c = commitments[i];
+    if (v.path() != c.path() || v.subject() != c.subject() || v.commitment() != c.commitment()) {
+      return lost(
+          absl::StrCat("personal value ", i, " is not the envelope's commitment at ", c.path()));
+    }
+    if (v.state() == LogValue::STATE_PRESENT) {
+      audit::v1::PersonalValue* p = present.add_values();
+      p->set_path(v.path());
+      p->set_value(v.value());
+      p->set_salt(v.salt());
+    } else if (v.state() != LogValue::STATE_ERASED && v.state() != LogValue::STATE_NOT_HELD) {
+      return lost(absl::StrCat("personal value at ", v.path(), " has no state"));
+    } else if (!v.value().empty() || !v.salt().empty()) {
+      return lost(absl::StrCat("personal value at ", v.path(), " is ", StateName(v.state()),
+                               " but carries a value"));
+    }
+  }
+  std::vector<std::string> refused;
+  const std::vector<audit::v1::PersonalValue> opened =
+      audit::OpenCommitments(event, present, &refused);
+  if (!refused.empty()) return lost(absl::StrCat("personal value changed: ", refused[0]));
+  if (counts != nullptr) {
+    for (const LogValue& v : personal) {
+      (v.state() == LogValue::STATE_PRESENT  ? counts->present
+       : v.state() == LogValue::STATE_ERASED ? counts->erased
+                                             : counts->not_held)++;
+    }
+  }
+  audit::RestorePersonalValues(opened, *event.mutable_record());
+  return event;
+}
+
+absl::StatusOr<std::string> RenderRow(Format format, uint64_t index, absl::string_view leaf,
+                                      const PersonalValues& personal) {
+  ASSIGN_OR_RETURN(Fields f, FieldsOf(index, leaf));
+  ASSIGN_OR_RETURN(f.event, RestorePersonal(std::move(f.event), personal));
+  f.personal = PersonalJson(personal);
   switch (format) {
     case Format::kJsonl:
       return Jsonl(f);

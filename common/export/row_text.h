@@ -42,10 +42,35 @@ absl::string_view RowsFileName(Format format);
 // The text before the first row: CSV's header record; empty otherwise.
 std::string Preamble(Format format);
 
-// The row of leaf `leaf` at log index `index`: one line (CSV: one record)
-// ending in a line break ("\n"; CSV "\r\n"). INVALID_ARGUMENT when the leaf
-// or its envelope does not decode.
-absl::StatusOr<std::string> RenderRow(Format format, uint64_t index, absl::string_view leaf);
+// A served row's personal values (AuditLog.personal_values): one per
+// commitment of its envelope (docs/personal-data.md).
+using PersonalValues = google::protobuf::RepeatedPtrField<admin::v1::AuditLog::PersonalValue>;
+
+// How many of a row's personal values are present, erased, not held.
+struct PersonalCounts {
+  int64_t present = 0;
+  int64_t erased = 0;
+  int64_t not_held = 0;
+};
+
+// `event` (a leaf's envelope) with each present value of `personal` put
+// back where it belongs, after checking that `personal` lists exactly the
+// envelope's commitments, in order, each present value opening its own,
+// erased and not-held ones carrying no value. DATA_LOSS naming the event
+// and the path otherwise: "changed" for a value that does not open its
+// commitment. Adds to `counts` when given.
+absl::StatusOr<audit::v1::AuditEvent> RestorePersonal(audit::v1::AuditEvent event,
+                                                      const PersonalValues& personal,
+                                                      PersonalCounts* counts = nullptr);
+
+// The row of leaf `leaf` at log index `index`, with its personal values
+// (RestorePersonal; none for an envelope that commits to none): one line
+// (CSV: one record) ending in a line break ("\n"; CSV "\r\n"). A present
+// value is in its place; the `personal` column lists each commitment with
+// its path, subject and state. INVALID_ARGUMENT when the leaf or its
+// envelope does not decode; DATA_LOSS as RestorePersonal.
+absl::StatusOr<std::string> RenderRow(Format format, uint64_t index, absl::string_view leaf,
+                                      const PersonalValues& personal = {});
 
 // JSON text of `value` with object keys sorted, no whitespace, numbers in
 // their shortest round-trip form (-0 as 0; NaN and infinities as the

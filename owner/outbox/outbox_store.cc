@@ -24,7 +24,7 @@ constexpr pg::Statement kAppend{
 // holds are skipped, never waited for.
 // The values the row's envelope commits to, unless their subject was
 // erased through the event's time or later (an erasure that committed
-// while this transaction ran: migrations/10002_personal_data.sql).
+// while this transaction ran: migrations/10001_outbox.sql).
 constexpr pg::Statement kAppendPersonal{
     "outbox.append_personal",
     "INSERT INTO audit_outbox_personal (event_id, path, subject, value, salt, occurred_at)"
@@ -34,7 +34,7 @@ constexpr pg::Statement kAppendPersonal{
     "                   WHERE e.subject = t.subject AND e.erased_through >= $2::timestamptz)"};
 
 // Read under the cycle's locks on their rows, which an erasure takes too
-// (migrations/10002_personal_data.sql): it waits for the cycle.
+// (migrations/10001_outbox.sql): it waits for the cycle.
 constexpr pg::Statement kPersonalOf{
     "outbox.personal_of",
     "SELECT event_id::text, path, value, salt FROM audit_outbox_personal"
@@ -172,7 +172,7 @@ absl::StatusOr<std::string> RowMac(const crypto::SigningKey& key, absl::string_v
 
 namespace {
 
-std::atomic<bool> g_commit_personal_data{false};
+std::atomic<bool> g_commit_personal_data{true};
 
 void DeferPersonal(pg::Transaction& tx, const audit::AuditEvent& event,
                    const audit::PersonalValues& personal) {
@@ -375,7 +375,7 @@ const std::vector<std::string>& RuntimeGrants() {
       " published_at, confirmed_at, resends, seal, sealed_by,"
       " publication, publication_floor) ON audit_outbox TO {role}",
       "GRANT SELECT, INSERT ON idempotency_keys TO {role}",
-      // Personal values go only through erase_personal_data (10002), which
+      // Personal values go only through erase_personal_data (10001_outbox.sql), which
       // records every erasure.
       "GRANT SELECT, INSERT ON audit_outbox_personal TO {role}",
       "GRANT SELECT ON personal_erasures TO {role}",

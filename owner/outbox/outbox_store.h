@@ -138,7 +138,7 @@ absl::StatusOr<int64_t> ConfirmLogged(pg::Connection& conn, const std::vector<Pr
 
 // OutboxOperations/ErasePersonalData: erases `subject`'s values of events
 // up to `through` (waiting for a cycle that is publishing one of them),
-// records the erasure (migrations/10002_personal_data.sql), and has the
+// records the erasure (migrations/10001_outbox.sql), and has the
 // PUBLISHED rows among them published again (their entries are deleted:
 // personal_erasure.h).
 struct Erased {

@@ -35,7 +35,7 @@ struct OwnerOptions {
   std::string previous_signing_key_files;
   // Personal values committed to (schema_version 2), not embedded
   // (outbox::SetPersonalDataCommitments).
-  bool personal_data_commitments = false;
+  bool personal_data_commitments = true;
 };
 
 // The --dispatch-*, --log-keys-file (required unless the run only

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
@@ -283,8 +284,28 @@ Tampering Tamper(const std::string& dir, const std::string& rows_file, bool unfi
   const std::string eol = absl::EndsWith(rows_file, ".csv") ? "\r\n" : "\n";
   const int header = absl::EndsWith(rows_file, ".csv") ? 1 : 0;
   const std::vector<std::string> files = {rows_file, "proofs.jsonl", "checkpoint", "manifest.json"};
-  const int kinds = unfiltered ? 5 : 4;
+  const int kinds = unfiltered ? 6 : 5;
   switch (rng() % kinds) {
+    case 4: {  // a personal value changed instead of erased, in both files alike
+      std::vector<std::string> rows = Lines(Slurp(dir + "/" + rows_file), eol);
+      std::vector<std::string> proofs = Lines(Slurp(dir + "/proofs.jsonl"), "\n");
+      const size_t start = rng() % proofs.size();
+      for (size_t n = 0; n < proofs.size(); ++n) {
+        const size_t k = (start + n) % proofs.size();
+        const std::string key = "\"value\":\"";
+        const size_t at = proofs[k].find(key);
+        if (at == std::string::npos) continue;
+        const size_t from = at + key.size(), to = proofs[k].find('"', from);
+        const std::string value = proofs[k].substr(from, to - from);
+        if (value.empty() || !absl::StrContains(rows[header + k], value)) continue;
+        proofs[k].replace(from, value.size(), value + "z");
+        rows[header + k] = absl::StrReplaceAll(rows[header + k], {{value, value + "z"}});
+        Spit(dir + "/" + rows_file, absl::StrJoin(rows, ""));
+        Spit(dir + "/proofs.jsonl", absl::StrJoin(proofs, ""));
+        return {"personal value", absl::StrCat("row ", k + 1, ": \"", value, "\" changed")};
+      }
+      [[fallthrough]];  // no present value to change: a byte instead
+    }
     case 0: {  // a byte of any file
       const std::string file = files[rng() % files.size()];
       std::string text = Slurp(dir + "/" + file);
@@ -359,6 +380,9 @@ TEST_F(ExportTest, EveryGeneratedTamperingOfAnExportWithProofsIsNamed) {
         absl::StrContains(r.output, o.rows_file) || absl::StrContains(r.output, "proofs.jsonl") ||
         absl::StrContains(r.output, "checkpoint") || absl::StrContains(r.output, "manifest.json");
     EXPECT_TRUE(names_a_file) << what;
+    if (t.file == "personal value") {
+      EXPECT_TRUE(absl::StrContains(r.output, "personal value changed")) << what;
+    }
     fs::remove_all(copy);
   }
   // The untouched exports still verify: the checks above judged the changes.

@@ -309,6 +309,9 @@ TEST_F(PersonalDataE2ETest, ErasureReachesTheOwnersTheStreamsAndAdmin) {
   auto redis = Redis();
   const std::string admin_user = mesh_->RedisUser(Service::kAdmin);
   ASSERT_TRUE(redis->Command({"ACL", "SETUSER", admin_user, "-xreadgroup"}).ok());
+  // A read already blocked would still return entries: end Admin's
+  // connections, so that every read from now on is refused.
+  ASSERT_TRUE(redis->Command({"CLIENT", "KILL", "USER", admin_user}).ok());
   // The same subject again (disabled, with a reason that names them), and
   // another subject.
   std::string in_flight;

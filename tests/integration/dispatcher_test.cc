@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/audit/event.h"
+#include "common/audit/personal.h"
 #include "common/crypto/key_directory.h"
 #include "common/ids/uuid.h"
 #include "common/metrics/metrics.h"
@@ -148,8 +149,21 @@ TEST_F(DispatcherTest, PublishesTheExactEnvelopesSealedAsOneBundle) {
   std::set<std::string> signatures;
   std::set<uint32_t> indexes;
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(entries[i].fields.size(), 3u);
+    // envelope, seal, key_id, and the personal values the envelope commits
+    // to, each opening its commitment.
+    EXPECT_EQ(entries[i].fields.size(), 4u);
     EXPECT_EQ(EventId(entries[i]), ids[i]);
+    {
+      audit::AuditEvent event;
+      ASSERT_TRUE(event.ParseFromString(Field(entries[i], "envelope")));
+      audit::PersonalValues values;
+      ASSERT_TRUE(values.ParseFromString(Field(entries[i], "personal")));
+      std::vector<std::string> refused;
+      EXPECT_EQ(audit::OpenCommitments(event, values, &refused).size(),
+                static_cast<size_t>(event.record().personal_size()));
+      EXPECT_TRUE(refused.empty());
+      EXPECT_GT(event.record().personal_size(), 0);
+    }
     pg::Statement st{"payload", "SELECT payload FROM audit_outbox WHERE event_id = $1::uuid"};
     auto r = conn_->Execute(st, {pg::Text(ids[i])});
     ASSERT_TRUE(r.ok());

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/audit/event.h"
+#include "common/audit/personal.h"
 #include "common/crypto/crypto.h"
 #include "common/metrics/metrics.h"
 #include "common/migrations/migrations.h"
@@ -91,9 +92,40 @@ class OwnerServiceTest : public ::testing::Test {
   int64_t Scalar(const std::string& sql) { return QueryInt(*conn_, sql); }
   int64_t OutboxRows() { return Scalar("SELECT count(*) FROM audit_outbox"); }
 
-  // The event stored in the outbox under `event_id` (exactly one row),
-  // checked to carry the MAC of this service's key over the exact payload.
+  // The event stored in the outbox under `event_id` (exactly one row) as
+  // its builder made it: the row's schema_version 2 envelope, checked to
+  // carry the MAC of this service's key over the exact payload, with the
+  // personal values kept beside it (audit_outbox_personal) put back, each
+  // checked to open its commitment.
   audit::AuditEvent Event(const std::string& event_id) {
+    audit::AuditEvent stored = StoredEvent(event_id);
+    EXPECT_EQ(stored.schema_version(), audit::kSchemaVersion);
+    pg::Statement st{"personal",
+                     "SELECT path, value, salt FROM audit_outbox_personal"
+                     " WHERE event_id = $1::uuid ORDER BY path"};
+    auto r = conn_->Execute(st, {pg::Text(event_id)});
+    EXPECT_TRUE(r.ok()) << r.status();
+    audit::PersonalValues values;
+    for (int i = 0; r.ok() && i < r->rows(); ++i) {
+      audit::PersonalValue* v = values.add_values();
+      v->set_path(r->GetString(i, 0));
+      v->set_value(r->GetString(i, 1));
+      v->set_salt(r->GetBytes(i, 2));
+    }
+    std::vector<std::string> refused;
+    const std::vector<audit::PersonalValue> opened =
+        audit::OpenCommitments(stored, values, &refused);
+    EXPECT_TRUE(refused.empty()) << refused[0];
+    EXPECT_EQ(opened.size(), static_cast<size_t>(stored.record().personal_size()));
+    audit::AuditEvent built = stored;
+    audit::RestorePersonalValues(opened, *built.mutable_record());
+    built.mutable_record()->clear_personal();
+    built.set_schema_version(audit::kEmbeddedPersonalDataSchemaVersion);
+    return built;
+  }
+
+  // The outbox row's envelope itself.
+  audit::AuditEvent StoredEvent(const std::string& event_id) {
     pg::Statement st{"event",
                      "SELECT payload, event_type, mac, key_id FROM audit_outbox"
                      " WHERE event_id = $1::uuid"};

@@ -10,7 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/audit/event.h"
+#include "common/audit/personal.h"
 #include "common/export/row_text.h"
 #include "common/tlog/leaf.h"
 #include "google/protobuf/struct.pb.h"
@@ -213,7 +215,8 @@ std::vector<std::pair<std::string, Value>> ExpectedColumns(const Sample& s, uint
           {"user_agent", str(r.user_agent())},
           {"request_id", str(r.request_id())},
           {"trace_id", str(r.trace_id())},
-          {"key_id", str(s.key_id)}};
+          {"key_id", str(s.key_id)},
+          {"personal", ParseJson("[]")}};
 }
 
 class ExportRowsTest : public ::testing::Test {
@@ -302,6 +305,92 @@ TEST_F(ExportRowsTest, EveryGeneratedEventRendersToExactlyItsFieldsInCsv) {
       } else {
         EXPECT_TRUE(SameValue(ParseJson(cell), want)) << expected[i].first << ": " << cell;
       }
+    }
+  }
+}
+
+// Personal values (docs/personal-data.md): a committed event renders each
+// present value in its place and lists every commitment with its state; an
+// erased or not-held value is absent; a value changed, a salt changed, an
+// entry dropped or one given for an erased value is DATA_LOSS naming it.
+TEST_F(ExportRowsTest, PersonalValuesRenderInPlaceAndAChangedOneIsRefused) {
+  using LogValue = admin::v1::AuditLog::PersonalValue;
+  auto text = [&] {  // what a record may hold
+    static const std::vector<std::string> kPieces = {"a", "Z", "0", "@", ".", " ", "é", "漢"};
+    std::string t = "v";
+    for (size_t n = rng_() % 12; n > 0; --n) t += kPieces[rng_() % kPieces.size()];
+    return t;
+  };
+  for (int t = 0; t < kTrials / 10; ++t) {
+    audit::AuditEvent event = audit::NewEvent(audit::v1::OWNER_AUTH, "auth.user.created",
+                                              {"alice", text(), text(), "", ""}, absl::Now());
+    audit::v1::AuditRecord& r = *event.mutable_record();
+    r.set_action("create_user");
+    r.set_entity_type("user");
+    r.set_entity_id("u-1");
+    r.set_subject("u-1");
+    (*r.mutable_new_value()->mutable_fields())["email"].set_string_value(text());
+    (*r.mutable_new_value()->mutable_fields())["username"].set_string_value(text());
+    (*r.mutable_new_value()->mutable_fields())["status"].set_string_value("ACTIVE");
+    const audit::AuditEvent built = event;
+    const audit::PersonalValues values = audit::CommitPersonalData(event).value();
+    const std::string leaf = tlog::EncodeLeaf(
+        {"auth", event.event_id(), "k", std::string(73, '\x01'), audit::Serialize(event)});
+    PersonalValues personal;
+    for (int i = 0; i < event.record().personal_size(); ++i) {
+      const auto& c = event.record().personal(i);
+      LogValue* v = personal.Add();
+      v->set_path(c.path());
+      v->set_subject(c.subject());
+      v->set_commitment(c.commitment());
+      const int state = rng_() % 3;
+      v->set_state(state == 0   ? LogValue::STATE_PRESENT
+                   : state == 1 ? LogValue::STATE_ERASED
+                                : LogValue::STATE_NOT_HELD);
+      if (state == 0) {
+        v->set_value(values.values(i).value());
+        v->set_salt(values.values(i).salt());
+      }
+    }
+    const Value row = ParseJson(RenderRow(Format::kJsonl, 1, leaf, personal).value());
+    const auto& fields = row.struct_value().fields();
+    for (const LogValue& v : personal) {
+      SCOPED_TRACE(v.path());
+      const bool in_values = absl::StartsWith(v.path(), "new_value.");
+      const std::string key = in_values ? v.path().substr(10) : v.path();
+      const auto& where = in_values ? fields.at("new_value").struct_value().fields() : fields;
+      const std::string original =
+          in_values
+              ? built.record().new_value().fields().at(key).string_value()
+              : (key == "client_ip" ? built.record().client_ip() : built.record().user_agent());
+      if (v.state() == LogValue::STATE_PRESENT) {
+        EXPECT_EQ(where.at(key).string_value(), original);
+      } else if (in_values) {
+        EXPECT_FALSE(where.contains(key));
+      } else {
+        EXPECT_EQ(where.at(key).string_value(), "");
+      }
+    }
+    EXPECT_EQ(fields.at("personal").list_value().values_size(), personal.size());
+    // Tampered: each way refused, naming the event.
+    PersonalValues bad = personal;
+    const int victim = static_cast<int>(rng_() % bad.size());
+    LogValue& v = bad[victim];
+    if (v.state() == LogValue::STATE_PRESENT) {
+      if (rng_() % 2) {
+        v.mutable_value()->append("x");
+      } else {
+        (*v.mutable_salt())[0] ^= 1;
+      }
+    } else if (rng_() % 2) {
+      v.set_value("smuggled");
+    } else {
+      bad.RemoveLast();
+    }
+    for (Format f : {Format::kJsonl, Format::kCsv, Format::kOcsf}) {
+      auto refused = RenderRow(f, 1, leaf, bad);
+      EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+      EXPECT_TRUE(absl::StrContains(refused.status().message(), event.event_id()));
     }
   }
 }

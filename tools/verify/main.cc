@@ -152,11 +152,15 @@ int CheckRows(const std::string& dir, const Keys& keys) {
                          " witness keys (the policy needs ", report->witness_quorum, ")");
   std::printf(
       "OK: %s are their leaves, sealed by their owners and included in checkpoint %llu; %s; "
-      "%s\n",
+      "%s; personal values: %lld present (each opens its commitment), %lld erased, %lld not "
+      "held\n",
       rows.c_str(), static_cast<unsigned long long>(report->size), policy.c_str(),
       report->filtered ? "a filtered export proves the rows it holds, not that no matching row "
                          "is missing"
-                       : "unfiltered: every leaf of the range is there");
+                       : "unfiltered: every leaf of the range is there",
+      static_cast<long long>(report->personal.present),
+      static_cast<long long>(report->personal.erased),
+      static_cast<long long>(report->personal.not_held));
   return kOk;
 }
 

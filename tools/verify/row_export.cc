@@ -238,6 +238,15 @@ class RowExportCheck {
 
   // The rows' file is the preamble, then each proved leaf rendered, and
   // nothing else.
+  void CountPersonal(const exports::PersonalValues& personal) {
+    for (const auto& v : personal) {
+      (v.state() == admin::v1::AuditLog::PersonalValue::STATE_PRESENT ? report_.personal.present
+       : v.state() == admin::v1::AuditLog::PersonalValue::STATE_ERASED
+           ? report_.personal.erased
+           : report_.personal.not_held)++;
+    }
+  }
+
   void Rows() {
     auto text = Slurp(absl::StrCat(dir_, "/", report_.rows_file));
     if (!text.ok()) {
@@ -254,8 +263,17 @@ class RowExportCheck {
     size_t at = preamble.size();
     for (size_t k = 0; k < proved_.size(); ++k) {
       const v1::ExportedRow& row = proved_[k];
-      const std::string expected =
-          exports::RenderRow(format_, row.log_index(), row.leaf()).value_or("");
+      absl::StatusOr<std::string> rendered =
+          exports::RenderRow(format_, row.log_index(), row.leaf(), row.personal_values());
+      if (rendered.ok()) CountPersonal(row.personal_values());
+      if (absl::IsDataLoss(rendered.status())) {
+        // A personal value changed instead of erased: tampering, named.
+        (void)Fail(Break{BreakKind::kModified, row.log_index(),
+                         absl::StrCat(report_.rows_file, " row ", k + 1, " (log index ",
+                                      row.log_index(), "): ", rendered.status().message())});
+        return;
+      }
+      const std::string expected = rendered.value_or("");
       const std::string where =
           absl::StrCat(report_.rows_file, " row ", k + 1, " (log index ", row.log_index(), ")");
       if (absl::string_view(*text).substr(at, expected.size()) != expected) {

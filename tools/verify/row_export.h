@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/export/row_text.h"
 #include "tools/verify/check.h"
 
 namespace ulticode::verify {
@@ -31,6 +32,9 @@ struct RowExportReport {
   size_t witness_keys = 0;  // the policy: keys.witnesses' size and the quorum applied
   size_t witness_quorum = 0;
   size_t cosigned = 0;  // distinct witness keys that cosigned the checkpoint
+  // The rows' personal values (docs/personal-data.md): each present one
+  // opened its commitment; erased and not-held ones left the commitment.
+  exports::PersonalCounts personal;
   // The first thing wrong, naming the file, the row and its log index; the
   // break's index is the row's log index (the checkpoint's size for the
   // checkpoint, 0 for the manifest).

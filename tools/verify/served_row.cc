@@ -6,6 +6,7 @@
 #include "admin/query/audit_rows.h"
 #include "common/audit/event.h"
 #include "common/base/status_macros.h"
+#include "common/export/row_text.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/merkle.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -51,15 +52,21 @@ absl::Status CheckRowIsLeaf(const admin::v1::AuditLog& log, absl::string_view le
       return absl::DataLossError(absl::StrCat("audit log ", id, ": ", signed_by.message()));
     }
   }
+  // Each present personal value must open its commitment: one changed
+  // instead of erased is named.
+  absl::StatusOr<audit::v1::AuditEvent> restored =
+      exports::RestorePersonal(event, log.personal_values());
+  if (!restored.ok()) return restored.status();
   admin::v1::AuditLog served = log;
   served.clear_ingested_at();
   served.clear_log_index();
   served.clear_log_status();
   served.clear_proof();
+  served.clear_personal_values();
   std::string field;
   google::protobuf::util::MessageDifferencer differ;
   differ.ReportDifferencesToString(&field);
-  if (!differ.Compare(admin::query::AuditLogOfEvent(event), served)) {
+  if (!differ.Compare(admin::query::AuditLogOfEvent(*restored), served)) {
     return absl::DataLossError(
         absl::StrCat("audit log ", id, ": served fields differ from its sealed envelope: ", field));
   }

@@ -127,6 +127,8 @@ void StartHousekeeping(const Options& options, runtime::ServiceContext& context)
       context.registry()));
 }
 
+// --owner-operations: empty (erasure refused), or one endpoint for each
+// owner: an erasure that skipped one would leave its values there.
 absl::StatusOr<std::vector<operations::OwnerEndpoint>> OwnerEndpoints(absl::string_view list) {
   std::vector<operations::OwnerEndpoint> out;
   if (list.empty()) return out;
@@ -138,7 +140,18 @@ absl::StatusOr<std::vector<operations::OwnerEndpoint>> OwnerEndpoints(absl::stri
       return absl::InvalidArgumentError(absl::StrCat("--owner-operations: \"", item,
                                                      "\" is not auth=HOST:PORT or app=HOST:PORT"));
     }
+    for (const auto& seen : out) {
+      if (seen.owner == owner) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--owner-operations: ", kv.first, " is given twice"));
+      }
+    }
     out.push_back({owner, std::string(kv.second)});
+  }
+  if (out.size() != 2) {
+    return absl::InvalidArgumentError(
+        "--owner-operations: give both auth=HOST:PORT and app=HOST:PORT (an erasure must reach "
+        "every owner)");
   }
   return out;
 }

@@ -48,6 +48,11 @@ constexpr char kComponent[] = "admin.watch";
 constexpr pg::Statement kSize{"watch.size",
                               "SELECT coalesce(max(log_index) + 1, 0) FROM log_leaves"};
 
+// The newest erasure of personal values (admin/personal): cached frames
+// hold the values as they were read, so a new erasure empties the cache.
+constexpr pg::Statement kLastErasure{"watch.last_erasure",
+                                     "SELECT coalesce(max(id), 0) FROM personal_erasures"};
+
 // Leaves [$1, $2) with their audit rows, the first $3 that match the
 // watch's filters (appended from $4 on). A leaf without its audit row
 // matches every filter, and a row that is not what its leaf proves fails
@@ -616,9 +621,17 @@ bool WatchHub::FromCache(uint64_t next, const query::AuditFilters& filters,
 
 void WatchHub::FillCache(pg::Connection& conn, uint64_t size) {
   if (options_.cache_rows <= 0) return;
+  // Read before the rows: an erasure that commits after this is seen at the
+  // next call, and the rows read now are dropped then.
+  absl::StatusOr<pg::Result> erasure = conn.Execute(kLastErasure);
   uint64_t end;
   {
     absl::MutexLock lock(&mu_);
+    const int64_t last_erasure = erasure.ok() ? erasure->GetInt64(0, 0) : -1;
+    if (last_erasure != cached_erasure_ || last_erasure < 0) {
+      cache_.clear();  // refilled below, with the values as they are now
+      cached_erasure_ = last_erasure;
+    }
     if (watches_.empty()) {
       // Nobody to share rows with: build none (the pipeline's hot path
       // pays nothing for watches it does not have).

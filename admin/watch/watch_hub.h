@@ -143,6 +143,9 @@ class WatchHub {
   Tail tail_ ABSL_GUARDED_BY(mu_);
   // Rows [cache_first_, cache_first_ + cache_.size()) of the log, in order.
   std::deque<std::shared_ptr<const v1::WatchAuditLogsResponse>> cache_ ABSL_GUARDED_BY(mu_);
+  // The newest personal_erasures id when the cache was filled (-1: unknown,
+  // so every fill starts over until it can be read).
+  int64_t cached_erasure_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t cache_first_ ABSL_GUARDED_BY(mu_) = 0;
 
   prometheus::Gauge& open_;

@@ -110,9 +110,12 @@ bool Dispatcher::KeptSealVerifies(const ClaimedRow& row) const {
 }
 
 absl::Status Dispatcher::CheckRow(const ClaimedRow& row) const {
-  if (row.payload.size() > options_.max_event_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "event is ", row.payload.size(), " bytes, over the limit of ", options_.max_event_bytes));
+  // The envelope and the personal values beside it: what an event with its
+  // values embedded weighed (Admin refuses a larger entry as too_large).
+  if (row.payload.size() + row.personal.size() > options_.max_event_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event is ", row.payload.size(), " bytes and its personal values ",
+                     row.personal.size(), ", over the limit of ", options_.max_event_bytes));
   }
   // A seal of this owner's over the payload proves it as well as the MAC
   // (a re-send whose MAC key was rotated out).

@@ -11,20 +11,27 @@ namespace {
 
 constexpr int64_t kPage = 200;
 
-// Whether `entry` carries a value about `subject` of an event up to `through`.
+// Whether `entry` carries a value about `subject` of an event up to
+// `through`: a value in its `personal` field whose commitment names the
+// subject (an entry published again without it carries none).
 bool Carries(const redis::StreamEntry& entry, const std::string& subject, absl::Time through) {
   const std::string* envelope = nullptr;
-  bool personal = false;
+  const std::string* personal = nullptr;
   for (const auto& [name, value] : entry.fields) {
     if (name == audit::kEnvelopeField) envelope = &value;
-    if (name == audit::kPersonalField && !value.empty()) personal = true;
+    if (name == audit::kPersonalField) personal = &value;
   }
   audit::AuditEvent event;
-  if (!personal || envelope == nullptr || !event.ParseFromString(*envelope)) return false;
+  audit::PersonalValues values;
+  if (envelope == nullptr || personal == nullptr || !event.ParseFromString(*envelope) ||
+      !values.ParseFromString(*personal)) {
+    return false;
+  }
   const auto& ts = event.occurred_at();
   if (absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos()) > through) return false;
-  for (const audit::PersonalCommitment& c : event.record().personal()) {
-    if (c.subject() == subject) return true;
+  for (const audit::PersonalValue& v : values.values()) {
+    const audit::PersonalCommitment* c = audit::FindCommitment(event, v.path());
+    if (c != nullptr && c->subject() == subject) return true;
   }
   return false;
 }

@@ -19,8 +19,11 @@ absl::StatusOr<LossEvidence> StreamWatch::Look(redis::Client& redis) {
     return out;
   }
   RETURN_IF_ERROR(info.status());
-  // Entries are removed from the head only (XTRIM), so every id below the
-  // first entry is gone (XINFO's max-deleted-entry-id counts XDEL only).
+  // Every id below the first entry is gone (trimmed from the head; XINFO's
+  // max-deleted-entry-id counts XDEL only). An entry deleted from the
+  // middle (an erasure, personal_erasure.h) is not seen here: its row is
+  // PENDING again already, or the unproved sweep publishes it again once
+  // Admin's group has passed it.
   out.removed_through = info->first_entry_id.has_value()
                             ? redis::PreviousStreamId(*info->first_entry_id)
                             : info->last_generated_id;

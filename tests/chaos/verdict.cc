@@ -207,6 +207,21 @@ void Settle(testing::Mesh& mesh, const std::vector<OkCall>& ok_calls, absl::Time
       if (v.wrong++ == 0) ADD_FAILURE() << "audit row differs from its outbox event " << id;
     }
   }
+  // The personal values Admin holds beside its rows (docs/personal-data.md):
+  // a created user's names are among them, put back where the client sent
+  // them.
+  pg::Statement personal_st{"chaos.personal",
+                            "SELECT event_id::text, substr(path, 11), value FROM personal_values"
+                            " WHERE path LIKE 'new\\_value.%'",
+                            absl::Seconds(30)};
+  auto personal = admin_db->Execute(personal_st);
+  ASSERT_TRUE(personal.ok()) << personal.status();
+  for (int i = 0; i < personal->rows(); ++i) {
+    auto it = shown.find(personal->GetString(i, 0));
+    if (it == shown.end()) continue;
+    (*it->second.new_value.mutable_fields())[personal->GetString(i, 1)].set_string_value(
+        personal->GetString(i, 2));
+  }
   // One request executed twice would leave two events (with different ids)
   // carrying the same request id.
   std::map<std::string, std::string> event_of_request;

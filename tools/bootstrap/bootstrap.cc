@@ -153,8 +153,9 @@ std::vector<std::string> AclRules(const RedisUser& user) {
       // XINFO and XPENDING on its own stream: what Admin acknowledged and
       // what was removed unread (outbox/resend.h). XREAD and XDEL on it: an
       // erasure deletes the entries that carry an erased value
-      // (outbox/personal_erasure.h); an entry deleted unread is published
-      // again by the resend sweep, so no event is lost by it.
+      // (outbox/personal_erasure.h), having set their unconfirmed rows
+      // PENDING; any other entry deleted leaves its row unproved, which the
+      // resend sweep publishes again, so no event is lost by it.
       add({absl::StrCat("~", stream), "+xadd", "+xinfo|stream", "+xinfo|groups", "+xpending",
            "+xread", "+xdel", absl::StrCat("(%R~", stream, ":proofs +xread +xinfo|stream)"),
            // Its cosignatures of Admin's log checkpoints (witness.h).

@@ -355,8 +355,12 @@ CREATE INDEX personal_erasures_subject ON personal_erasures (subject, erased_thr
 -- business transaction that wrote values (they commit or roll back first)
 -- and holds off new ones until the erasure commits; the row locks wait for
 -- a dispatcher cycle that is publishing one of the rows, so its values are
--- in the stream, where Admin looks next, before this returns. The runtime
--- role has no DELETE on the table: this is the only way a value goes.
+-- in the stream, where Admin looks next, before this returns (only PENDING
+-- rows: the ones a cycle holds; a CONFIRMED one may be going with its
+-- retention, whose cascade then waits here without a deadlock). The
+-- responses kept for repeated request ids that name the subject go too:
+-- a user's creation answers with the user's names. The runtime role has
+-- no DELETE on either table: this is the only way a value goes.
 CREATE FUNCTION erase_personal_data(p_subject text, p_through timestamptz, p_by text)
 RETURNS SETOF uuid LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -366,7 +370,10 @@ BEGIN
   PERFORM 1 FROM audit_outbox o
     WHERE o.event_id IN (SELECT event_id FROM audit_outbox_personal
                          WHERE subject = p_subject AND occurred_at <= p_through)
+      AND o.state = 'PENDING'
     ORDER BY o.event_id FOR UPDATE OF o;
+  DELETE FROM idempotency_keys
+    WHERE position(convert_to(p_subject, 'UTF8') in response) > 0;
   WITH gone AS (
     DELETE FROM audit_outbox_personal WHERE subject = p_subject AND occurred_at <= p_through
     RETURNING event_id)

@@ -20,8 +20,6 @@ constexpr pg::Statement kAppend{
     "INSERT INTO audit_outbox (event_id, event_type, payload, mac, key_id, owner_sequence)"
     " VALUES ($1::uuid, $2, $3, $4, $5, $6)"};
 
-// Due rows, locked for the cycle's transaction; rows another dispatcher
-// holds are skipped, never waited for.
 // The values the row's envelope commits to, unless their subject was
 // erased through the event's time or later (an erasure that committed
 // while this transaction ran: migrations/10001_outbox.sql).
@@ -51,6 +49,8 @@ constexpr pg::Statement kRepublish{
     " WHERE event_id IN (SELECT event_id FROM audit_outbox WHERE event_id = ANY($1::uuid[])"
     "   AND state = 'PUBLISHED' ORDER BY event_id FOR UPDATE)"};
 
+// Due rows, locked for the cycle's transaction; rows another dispatcher
+// holds are skipped, never waited for.
 constexpr pg::Statement kLockDue{
     "outbox.lock_due",
     "SELECT event_id::text AS event_id, event_type, payload, attempts + 1 AS attempts, failures,"

@@ -236,8 +236,7 @@ class RowExportCheck {
                                  proof, checkpoint_.root);
   }
 
-  // The rows' file is the preamble, then each proved leaf rendered, and
-  // nothing else.
+  // The report's count of each state of the rows' personal values.
   void CountPersonal(const exports::PersonalValues& personal) {
     for (const auto& v : personal) {
       (v.state() == admin::v1::AuditLog::PersonalValue::STATE_PRESENT ? report_.personal.present
@@ -247,6 +246,8 @@ class RowExportCheck {
     }
   }
 
+  // The rows' file is the preamble, then each proved leaf rendered, and
+  // nothing else.
   void Rows() {
     auto text = Slurp(absl::StrCat(dir_, "/", report_.rows_file));
     if (!text.ok()) {

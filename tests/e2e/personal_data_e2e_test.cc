@@ -413,6 +413,55 @@ TEST_F(PersonalDataE2ETest, ErasureReachesTheOwnersTheStreamsAndAdmin) {
         1)
         << type;
   }
+
+  // An export of the whole log holds none of the erased values.
+  {
+    grpc::ClientContext ctx;
+    testing::Authorize(&ctx, "auditor", {"audit.reader"});
+    adminv1::ExportAuditLogsRequest req;
+    req.set_format(adminv1::EXPORT_FORMAT_JSONL);
+    req.set_with_proofs(true);
+    auto reader = admin_->ExportAuditLogs(&ctx, req);
+    adminv1::ExportAuditLogsResponse frame;
+    std::string all;
+    int rows = 0;
+    while (reader->Read(&frame)) {
+      for (const auto& row : frame.chunk().rows()) {
+        all += row.text() + row.SerializeAsString();
+        ++rows;
+      }
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    // As of the newest cosigned checkpoint: at least the first user's row.
+    EXPECT_GE(rows, 1);
+    EXPECT_TRUE(absl::StrContains(all, *delivered));
+    EXPECT_FALSE(absl::StrContains(all, gone));
+  }
+
+  // A subject with events at both owners: alice, whose calls' address and
+  // agent every event of this test holds.
+  auto problem = testing::CreateProblem(*mesh_, 7);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  ASSERT_TRUE(WaitFor([&] { return Get(*problem).ok(); }, std::chrono::seconds(30)));
+  auto alice = Erase("alice", "privacy.officer");
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  ASSERT_EQ(alice->owners_size(), 2);
+  EXPECT_GT(alice->owners(0).values_erased(), 0);
+  EXPECT_EQ(alice->owners(1).values_erased(), 2);  // the problem's call
+  EXPECT_GT(alice->values_erased(), 0);
+  for (const std::string& id : {*problem, *other}) {
+    auto log = Get(id);
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(ValueAt(*log, "client_ip")->state(), LogValue::STATE_ERASED) << id;
+    EXPECT_TRUE(log->client_ip().empty()) << id;
+  }
+  EXPECT_EQ(
+      QueryInt(Db(Service::kAdmin), "SELECT count(*) FROM personal_values WHERE subject = 'alice'"),
+      0);
+  for (Service s : {Service::kAuth, Service::kApp}) {
+    EXPECT_EQ(QueryInt(Db(s), "SELECT count(*) FROM audit_outbox_personal WHERE subject = 'alice'"),
+              0);
+  }
 }
 
 }  // namespace

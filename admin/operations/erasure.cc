@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "admin/operations/operations_service.h"
 #include "admin/personal/personal_store.h"
+#include "common/audit/personal.h"
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
 #include "common/ids/uuid.h"
@@ -31,11 +32,10 @@ using google::protobuf::util::TimeUtil;
 // committed before the erasure left out of it.
 constexpr absl::Duration kClockMargin = absl::Minutes(1);
 constexpr absl::Duration kOwnerDeadline = absl::Seconds(20);
-constexpr text::Rule kSubjectRule{.min_chars = 1, .max_chars = 256, .identifier = true};
 constexpr char kMethod[] = "ErasePersonalData";
 
 absl::Status ValidateErasure(const v1::ErasePersonalDataRequest& req) {
-  RETURN_IF_ERROR(text::Check("subject", req.subject(), kSubjectRule));
+  RETURN_IF_ERROR(audit::ValidateSubject("subject", req.subject()));
   return mutation::ValidateRequestId(req.request_id());
 }
 

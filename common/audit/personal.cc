@@ -136,6 +136,10 @@ std::vector<std::string> PersonalPaths(const AuditEvent& event) {
   return paths;
 }
 
+absl::Status ValidateSubject(absl::string_view field, absl::string_view subject) {
+  return text::Check(field, subject, kSubjectRule);
+}
+
 std::string Commitment(absl::string_view event_id, absl::string_view path,
                        absl::string_view subject, absl::string_view salt, absl::string_view value) {
   std::string message(kPersonalCommitmentDomain);
@@ -195,7 +199,7 @@ absl::Status ValidatePersonalData(const AuditEvent& event) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": paths must be unique and in order"));
     }
     previous = c.path();
-    RETURN_IF_ERROR(text::Check(absl::StrCat(where, ".subject"), c.subject(), kSubjectRule));
+    RETURN_IF_ERROR(ValidateSubject(absl::StrCat(where, ".subject"), c.subject()));
     if (c.subject() != SubjectOf(r, c.path())) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".subject: a value at ", c.path(), " is about ",

@@ -45,6 +45,11 @@ const std::vector<std::string>& PersonalRecordFields();
 // each personal key of the type.
 std::vector<std::string> PersonalPaths(const AuditEvent& event);
 
+// A data subject as commitments name it (a principal id): 1..256
+// characters, no invisible or bidi characters. INVALID_ARGUMENT naming
+// `field` otherwise.
+absl::Status ValidateSubject(absl::string_view field, absl::string_view subject);
+
 std::string Commitment(absl::string_view event_id, absl::string_view path,
                        absl::string_view subject, absl::string_view salt, absl::string_view value);
 

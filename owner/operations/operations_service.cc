@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/audit/personal.h"
 #include "common/base/status_macros.h"
 #include "common/ids/uuid.h"
 #include "common/mutation/actor.h"
@@ -17,8 +18,6 @@ namespace ulticode::operations {
 namespace {
 
 constexpr text::Rule kReasonRule{.min_chars = 1, .max_chars = 500};
-// A principal id, as commitments name it (common/audit/personal.cc).
-constexpr text::Rule kSubjectRule{.min_chars = 1, .max_chars = 256, .identifier = true};
 // Event ids the audit record lists (with the count): the record stays small.
 constexpr size_t kIdsInRecord = 100;
 
@@ -104,7 +103,7 @@ absl::Status ValidateRedrive(const v1::RedriveDeadOutboxRequest& req) {
 }
 
 absl::Status ValidateErasure(const v1::ErasePersonalDataRequest& req) {
-  RETURN_IF_ERROR(text::Check("subject", req.subject(), kSubjectRule));
+  RETURN_IF_ERROR(audit::ValidateSubject("subject", req.subject()));
   RETURN_IF_ERROR(mutation::ValidateRequestId(req.request_id()));
   if (!req.has_erased_through()) return absl::InvalidArgumentError("erased_through: required");
   const auto& t = req.erased_through();

@@ -65,6 +65,7 @@ absl::Status StartLog(const Options& options, runtime::ServiceContext& context) 
   reading.redis = AdminRedis(context);
   witnesses.redis = inbox::ReadingOptions(reading);
   witnesses.keys = &context.keys();
+  witnesses.resend = options.log.witness_resend;
   witnesses.proof_stream_bytes = options.housekeeping.proof_stream_bytes;
   auto& feed = context.Keep(
       std::make_unique<transparency::WitnessFeed>(std::move(witnesses), context.registry()));

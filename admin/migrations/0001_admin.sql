@@ -236,6 +236,10 @@ CREATE TABLE log_witnesses (
   -- Its events below this index have had their inclusion proofs sent with
   -- the latest checkpoint.
   proved_size   bigint NOT NULL DEFAULT 0,
+  -- The size of the checkpoint whose send was cut short (more proofs to
+  -- come), 0 when none: later sends carry that checkpoint, not a newer one,
+  -- until its last proof went out.
+  proving_size  bigint NOT NULL DEFAULT 0,
   sent_at       timestamptz,
   -- The last entry of its cosignature stream read.
   cursor        text NOT NULL DEFAULT '0-0',

@@ -34,6 +34,10 @@ void RegisterLogFlags(config::Flags& flags, LogOptions* options) {
                  "The shortest time between two checkpoints: while the log grows, a new one is "
                  "signed this long after the last (plus up to a sequence interval)",
                  absl::Milliseconds(100), absl::Minutes(10));
+  flags.Duration("log-witness-resend", &options->witness_resend,
+                 "How long the witness feed waits for an owner's cosignature before it sends the "
+                 "latest checkpoint, with every proof since the owner's cosigned size, again",
+                 absl::Milliseconds(100), absl::Minutes(10));
   flags.Duration("log-completeness-interval", &options->completeness_interval,
                  "How often every replica looks for audit rows that have no log leaf (one "
                  "anti-join of audit_logs and the leaves) and queues again those that left the "

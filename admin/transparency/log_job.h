@@ -39,6 +39,9 @@ struct LogOptions {
   absl::Duration sequence_interval = absl::Milliseconds(100);
   int batch = 1000;
   absl::Duration checkpoint_interval = absl::Milliseconds(500);
+  // How long the witness feed waits for an owner's cosignature before it
+  // sends the latest checkpoint again.
+  absl::Duration witness_resend = absl::Seconds(5);
   // Completeness (completeness.h): how often every replica looks for audit
   // rows without a leaf, and how long a row may wait for one.
   absl::Duration completeness_interval = absl::Seconds(30);

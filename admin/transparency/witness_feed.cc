@@ -35,12 +35,13 @@ constexpr pg::Statement kEnroll{
 constexpr pg::Statement kWitness{
     "log.witness.state",
     "SELECT cosigned_size, proved_size,"
-    "  coalesce(sent_at <= now() - $2::float8 * interval '1 second', true)"
+    "  coalesce(sent_at <= now() - $2::float8 * interval '1 second', true), proving_size"
     " FROM log_witnesses WHERE witness = $1"};
 
 constexpr pg::Statement kSent{
     "log.witness.sent",
-    "UPDATE log_witnesses SET proved_size = $2, sent_at = now() WHERE witness = $1"};
+    "UPDATE log_witnesses SET proved_size = $2, proving_size = $3, sent_at = now()"
+    " WHERE witness = $1"};
 
 constexpr pg::Statement kCursor{"log.witness.cursor",
                                 "SELECT cursor FROM log_witnesses WHERE witness = $1"};
@@ -165,10 +166,21 @@ absl::StatusOr<std::vector<tlog::LeafProof>> Prove(NodeCache& nodes,
   return proofs;
 }
 
+// The bytes of an entry of a send besides its proofs: its other fields, with
+// `log_more` and the widest part number a send of `proofs` proofs can have.
+size_t EntryOverhead(const StoredCheckpoint& checkpoint, uint64_t from,
+                     const std::vector<tlog::Hash>& consistency, size_t proofs) {
+  const size_t parts = proofs / tlog::kProofsPerEntry + 1;
+  size_t bytes = 2 * (absl::StrCat(parts).size() - 1);  // beyond the "1/1" below
+  const std::vector<redis::StreamFields> empty =
+      Entries(checkpoint, from, consistency, {}, /*more=*/true);
+  for (const auto& [name, value] : empty.front()) bytes += name.size() + value.size();
+  return bytes;
+}
+
 // How many of `proofs`, in order, one send holds within `budget` bytes,
 // each entry of kProofsPerEntry proofs repeating `per_entry` bytes besides
-// (the checkpoint and its consistency proof). At least one, so that every
-// run moves on.
+// (EntryOverhead). At least one, so that every run moves on.
 size_t ProofsThatFit(const std::vector<tlog::LeafProof>& proofs, size_t per_entry, size_t budget) {
   size_t bytes = 0;
   for (size_t i = 0; i < proofs.size(); ++i) {
@@ -280,12 +292,22 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
                                const std::string& stream) {
   ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> latest, LatestCheckpoint(conn));
   if (!latest) return absl::OkStatus();
-  const int64_t size = static_cast<int64_t>(latest->size);
   ASSIGN_OR_RETURN(pg::Result state,
                    conn.Execute(kWitness, {pg::Text(witness), pg::Seconds(options_.resend)}));
   const uint64_t cosigned = static_cast<uint64_t>(state.GetInt64(0, 0));
   const uint64_t proved = static_cast<uint64_t>(state.GetInt64(0, 1));
   const bool stale = state.GetBool(0, 2);
+  const uint64_t proving = static_cast<uint64_t>(state.GetInt64(0, 3));
+  // A send cut short promised more proofs of its checkpoint, which the
+  // witness now holds: it judges a newer one sent from its cosigned size
+  // stale, cosigns what it holds without the proofs still to come, and those
+  // would never be sent. The rest of the cut send goes with its own
+  // checkpoint; the newer one follows.
+  if (proving > cosigned && proving < latest->size) {
+    ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> cut, CheckpointAt(conn, proving));
+    if (cut) latest = std::move(cut);
+  }
+  const int64_t size = static_cast<int64_t>(latest->size);
   // Not cosigned yet: prove from where the last send stopped, or, once it
   // is stale (lost, refused), everything since the cosigned size again.
   const uint64_t start = stale ? cosigned : std::max(proved, cosigned);
@@ -317,9 +339,9 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
                    Prove(nodes, covered, requested, latest->size));
   // One send holds at most half the stream's share, so that the send before
   // it can still be unread beside it: what does not fit goes in the next run.
-  const size_t per_entry = latest->note.size() + tlog::EncodeHashes(consistency).size() + 64;
-  const size_t fit =
-      ProofsThatFit(proofs, per_entry, static_cast<size_t>(options_.proof_stream_bytes / 2));
+  const uint64_t from = std::min(cosigned, latest->size);
+  const size_t fit = ProofsThatFit(proofs, EntryOverhead(*latest, from, consistency, proofs.size()),
+                                   static_cast<size_t>(options_.proof_stream_bytes / 2));
   if (fit < covered.size()) {
     covered.resize(fit);
     more = true;
@@ -328,7 +350,7 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
   proofs.resize(fit);
   const std::string proof_stream = tlog::ProofStreamFor(stream);
   const std::vector<redis::StreamFields> entries =
-      Entries(*latest, std::min(cosigned, latest->size), consistency, proofs, more);
+      Entries(*latest, from, consistency, proofs, more);
   RETURN_IF_ERROR(redis_.XAddBatch(proof_stream, entries).status());
   // As many entries of this send's size as the share holds: what the owner
   // has not read yet stays (a checkpoint every 500 ms under load), and the
@@ -349,11 +371,14 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
     RETURN_IF_ERROR(conn.Execute(kAnswered, {pg::TextArray(answered)}).status());
   }
   if (check) {
-    return conn.Execute(kSent, {pg::Text(witness), pg::Int(static_cast<int64_t>(proved))}).status();
+    return conn
+        .Execute(kSent, {pg::Text(witness), pg::Int(static_cast<int64_t>(proved)),
+                         pg::Int(static_cast<int64_t>(proving))})
+        .status();
   }
   if (!due) return absl::OkStatus();
   const int64_t next = more ? static_cast<int64_t>(covered.back().index) + 1 : size;
-  return conn.Execute(kSent, {pg::Text(witness), pg::Int(next)}).status();
+  return conn.Execute(kSent, {pg::Text(witness), pg::Int(next), pg::Int(more ? size : 0)}).status();
 }
 
 }  // namespace ulticode::admin::transparency

@@ -729,7 +729,7 @@ TEST_F(TransparencyLogTest, ZTruncationResignedWithTheLogKeyIsCaughtByAHeldCheck
 
   // Live: shown the shorter history (the attacker also forgets what they
   // cosigned), each owner refuses it as a rollback and counts it.
-  Sql("UPDATE log_witnesses SET cosigned_size = 0, proved_size = 0");
+  Sql("UPDATE log_witnesses SET cosigned_size = 0, proved_size = 0, proving_size = 0");
   for (Service s : {Service::kAuth, Service::kApp}) {
     EXPECT_TRUE(WaitFor(
         [&] {

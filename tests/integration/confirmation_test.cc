@@ -158,10 +158,12 @@ class ConfirmationTest : public ::testing::Test {
   // Admin's log job in-process: sequences, signs and feeds the witness.
   class Log {
    public:
-    // `proof_stream_bytes`: the proof stream's share (--proof-stream-max-bytes).
+    // `proof_stream_bytes`: the proof stream's share (--proof-stream-max-bytes);
+    // `checkpoint_interval`: zero signs a checkpoint whenever the log grew.
     Log(ConfirmationTest& t, const redis::Options& ro,
-        int64_t proof_stream_bytes = int64_t{64} << 20)
-        : sequencer_({TestKeys::kLogOrigin, t.log_signer_.get(), 1000, absl::Milliseconds(50)}),
+        int64_t proof_stream_bytes = int64_t{64} << 20,
+        absl::Duration checkpoint_interval = absl::Milliseconds(50))
+        : sequencer_({TestKeys::kLogOrigin, t.log_signer_.get(), 1000, checkpoint_interval}),
           feed_(Feed(t, ro, proof_stream_bytes), t.metrics_->registry()),
           conn_(*pg::Connection::Connect(t.admin_pg_)) {}
     ~Log() { Stop(); }
@@ -377,8 +379,12 @@ TEST_F(ConfirmationTest, TheProofStreamIsHeldToItsShare) {
 // Every send of proofs fits in half the proof stream's share, so the send
 // before it can still sit there unread (the owner cosigns only once it has
 // read every part of a send, and the stream guard removes the oldest entries
-// of a stream over its share); and sends of that size prove every row.
-// Shares and batches are generated (ULTICODE_FEED_SEED reproduces a run).
+// of a stream over its share); and sends of that size prove every row, also
+// when the log grows while a send is cut short (a newer checkpoint is
+// signed before the send's last part went out: the witness holds the cut
+// checkpoint, and the rest of its proofs must still reach it). Shares,
+// batches and growth are generated (ULTICODE_FEED_SEED reproduces a run);
+// the first round always cuts its send and grows the log under it.
 TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
   const uint32_t seed = ::ulticode::testing::SeedFromEnv("ULTICODE_FEED_SEED", "feed");
   std::mt19937 rng(seed);
@@ -391,11 +397,8 @@ TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
   const std::string proofs = tlog::ProofStreamFor(stream_);
   std::string read_at = "0-0", sent_at = "0-0";
   int64_t total = 0;
-  for (int round = 0; round < 3; ++round) {
-    const int64_t share = (int64_t{32} << 10) << (rng() % 6);  // 32 KiB .. 1 MiB
-    const int events = 1 + static_cast<int>(rng() % 1200);
-    SCOPED_TRACE(absl::StrCat("seed ", seed, ", round ", round, ": ", events,
-                              " events, a share of ", share, " bytes"));
+  // Events committed, published and written by Admin.
+  auto deliver = [&](int events) {
     Append(events);
     total += events;
     PublishAll(dispatcher, client);
@@ -405,7 +408,15 @@ TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
           return AdminScalar("SELECT count(*) FROM audit_logs") == total;
         },
         std::chrono::seconds(20)));
-    Log log(*this, redis_, share);
+  };
+  int grown_under_a_cut_send = 0;
+  for (int round = 0; round < 3; ++round) {
+    const int64_t share = (int64_t{32} << 10) << (round == 0 ? 0 : rng() % 6);  // 32 KiB .. 1 MiB
+    const int events = (round == 0 ? 300 : 1) + static_cast<int>(rng() % 1200);
+    SCOPED_TRACE(absl::StrCat("seed ", seed, ", round ", round, ": ", events,
+                              " events, a share of ", share, " bytes"));
+    deliver(events);
+    Log log(*this, redis_, share, absl::ZeroDuration());
     for (int run = 0; run < 400 && Confirmed() < total; ++run) {
       ASSERT_TRUE(log.RunOnce().ok());
       auto sent = client.XRead(proofs, 1000, absl::ZeroDuration(), sent_at);
@@ -417,9 +428,14 @@ TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
       }
       ASSERT_LE(bytes, share / 2) << "run " << run << " sent " << sent->size() << " entries";
       ASSERT_TRUE(reader.RunOnce(*owner_, client, &read_at).ok());
+      if ((round == 0 && run == 0) || (run < 40 && rng() % 4 == 0)) {
+        if (AdminScalar("SELECT proving_size FROM log_witnesses") > 0) ++grown_under_a_cut_send;
+        deliver(1 + static_cast<int>(rng() % 50));
+      }
     }
     ASSERT_EQ(Confirmed(), total);
   }
+  EXPECT_GT(grown_under_a_cut_send, 0) << "the log never grew while a send was cut short";
 }
 
 // --- re-sends on evidence of loss only ------------------------------------

@@ -25,6 +25,7 @@ source "${repo}/scripts/lib/servers.sh"
 t_start=${SECONDS}
 ulticode_install_deps
 ulticode_node_tools
+t_deps=${SECONDS}
 if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
   ulticode_build "${ULTICODE_BUILD_TYPE:-Release}"
 fi
@@ -74,12 +75,18 @@ export ULTICODE_TEST_BIN_DIR="${build_dir}"
 echo "[ulticode] PostgreSQL 127.0.0.1:${pg_port}, Redis 127.0.0.1:${redis_port}, build ${build_dir}" >&2
 t_tests=${SECONDS}
 rc=0
-ctest --test-dir "${build_dir}" --output-on-failure -j "${ULTICODE_JOBS:-2}" "$@" || rc=$?
+ctest --test-dir "${build_dir}" --output-on-failure --output-junit "${tmp}/junit.xml" \
+  -j "${ULTICODE_JOBS:-2}" "$@" || rc=$?
 t_end=${SECONDS}
 # The chaos test's one-line verdict and each fuzz target's summary, in every
 # log (ctest shows output only on failure).
 grep -h '\[chaos\] \(seed\|SUMMARY\)\|\[fuzz\] fuzz_[a-z_]*: ' \
   "${build_dir}/Testing/Temporary/LastTest.log" >&2 2>/dev/null || true
 
-echo "[ulticode] test.sh: ctest exit ${rc}; total $((t_end - t_start))s (deps+build $((t_built - t_start))s, servers $((t_tests - t_built))s, tests $((t_end - t_tests))s)" >&2
+# Where the time went: each phase, then each label's tests (docs/testing.md
+# keeps the latest figures of a run on a new machine).
+if [[ -f "${tmp}/junit.xml" ]]; then
+  /usr/bin/python3 "${repo}/scripts/lib/test_report.py" "${build_dir}" "${tmp}/junit.xml" >&2 || true
+fi
+echo "[ulticode] test.sh: ctest exit ${rc}; total $((t_end - t_start))s: dependencies $((t_deps - t_start))s, build $((t_built - t_deps))s, servers $((t_tests - t_built))s, tests $((t_end - t_tests))s" >&2
 exit "${rc}"

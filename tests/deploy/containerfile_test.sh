@@ -1,33 +1,31 @@
 #!/usr/bin/env bash
-# The Containerfile, checked without a container engine (none runs here):
-#   1. the build stage's COPY lines are enough: the targets it names build,
-#      with its cmake flags, from a tree holding only the copied paths;
+# The Containerfile, checked without a container engine (none runs here) and
+# without compiling anything again: the main build (ULTICODE_BUILD_DIR) has
+# built the image's targets with the same compiler and flags.
+#   0. .dockerignore lets in exactly the COPY paths (no secrets, no build
+#      trees in the context), and this host runs the Debian release the
+#      image is built on (the package checks ask this host's dpkg);
+#   1. the build stage builds its targets: configured from the COPY'd paths
+#      alone with its cmake flags, it runs exactly the main build's commands
+#      for them, on files that are COPY'd or come from its packages
+#      (containerfile_build.py says how);
 #   2. the build stage installs every -dev package the build needs (the
 #      ones scripts/lib/deps.sh installs, less test and tool packages);
 #   3. the runtime stage installs every library the built binaries load
 #      (ldd -> dpkg -S), directly or through dependencies, or it is in every
 #      Debian base (Priority: required);
 #   4. it ends as a numeric non-root USER;
-#   0. .dockerignore lets in exactly the COPY paths (no secrets, no build
-#      trees in the context), and this host runs the Debian release the
-#      image is built on (the package checks ask this host's dpkg);
 #   5. the binaries the runtime stage installs are the targets built.
-# Incremental: the copy keeps mtimes and the build directory is kept under
-# the build tree. ctest label: deploy.
+# ctest label: deploy.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 file="${root}/Containerfile"
-work="${ULTICODE_BUILD_DIR:-${root}/build}/containerfile-check"
-mkdir -p "${work}"
+build="${ULTICODE_BUILD_DIR:-${root}/build}"
+work="${build}/containerfile-check"
+rm -rf "${work}" && mkdir -p "${work}"
 
 mapfile -t copies < <(awk '/^FROM /{stage++} stage==1 && /^COPY / && !/--from/ {print $2}' "${file}")
 ((${#copies[@]} > 0)) || { echo "no COPY lines in the build stage of ${file}"; exit 1; }
-rm -rf "${work}/src" && mkdir "${work}/src"
-for src in "${copies[@]}"; do
-  src="${src%/}"
-  [[ -e "${root}/${src}" ]] || { echo "COPY ${src}: no such path in the repository"; exit 1; }
-  cp -a "${root}/${src}" "${work}/src/${src}"
-done
 debian="$(sed -n 's/^ARG DEBIAN=debian:\([a-z]*\)-slim.*/\1/p' "${file}")"
 if [[ "$(. /etc/os-release && echo "${VERSION_CODENAME}")" != "${debian}" ]]; then
   echo "this host is not Debian ${debian:-?} (the image's base): the package checks would not hold"
@@ -40,16 +38,13 @@ if [[ "$(sed -n '/^[^#!]/p' "${root}/.dockerignore")" != "*" || "${allowed}" != 
   exit 1
 fi
 echo "0. Debian ${debian} here as in the image; .dockerignore lets in the COPY paths alone"
-cmake_flags="$(grep -o -- '-DCMAKE_BUILD_TYPE=[A-Za-z]* -DULTICODE_TESTS=OFF' "${file}")"
 targets="$(sed -n 's/.*cmake --build \/build --target \([a-z -]*\).*/\1/p' "${file}")"
-[[ -n "${cmake_flags}" && -n "${targets}" ]] || { echo "cannot read the cmake flags or targets"; exit 1; }
-# shellcheck disable=SC2086  # word splitting intended
-cmake -S "${work}/src" -B "${work}/build" -G Ninja ${cmake_flags} >/dev/null
-# shellcheck disable=SC2086
-cmake --build "${work}/build" --target ${targets} -j "${ULTICODE_JOBS:-2}" | tail -n 1
-echo "1. built ${targets} from COPY ${copies[*]}"
+[[ -n "${targets}" ]] || { echo "cannot read the targets of the build stage"; exit 1; }
+"${root}/tests/deploy/containerfile_build.py" "${root}" "${build}" "${work}"
+echo "1. the build stage builds ${targets} (the main build's commands, on COPY'd files)"
 
-/usr/bin/python3 - "${file}" "${root}/scripts/lib/deps.sh" "${work}/build" ${targets} <<'PY'
+# shellcheck disable=SC2086  # word splitting intended
+/usr/bin/python3 - "${file}" "${root}/scripts/lib/deps.sh" "${build}" ${targets} <<'PY'
 import glob, os, re, subprocess, sys
 containerfile, deps_sh, build, targets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 text = open(containerfile).read().replace("\\\n", " ")

@@ -61,9 +61,11 @@ uint32_t SeedFromEnv(const char* env_var, const char* tag);
 // A random suffix for stream keys, consumer names and the like.
 std::string RandomSuffix();
 
-// Polls `condition` every few milliseconds until it returns true or `timeout`
-// passes. Returns whether it became true. Never a fixed sleep.
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+// Checks `condition` every `poll` until it holds (true) or `timeout` passed
+// (false). Never a fixed sleep. A condition that starts processes or scrapes
+// pages wants a longer poll than the default.
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
+             std::chrono::milliseconds poll = std::chrono::milliseconds(5));
 
 // Directory that holds the built binaries (ULTICODE_TEST_BIN_DIR).
 std::string BinDir();

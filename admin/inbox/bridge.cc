@@ -182,7 +182,7 @@ absl::StatusOr<BridgeCycle> InboxBridge::RunOnce(pg::Connection& pg, redis::Clie
     return entries.status();
   }
   for (const std::string& id : cursor.vanished)
-    entries->push_back(redis::StreamEntry{id, {}, true});
+    entries->push_back(redis::StreamEntry{.id = id, .deleted = true});
   cycle.read = static_cast<int>(entries->size());
   if (entries->empty()) return cycle;
   auto done = TakeOverBatch(pg, redis, cursor, *entries, cycle);

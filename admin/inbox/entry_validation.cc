@@ -266,8 +266,9 @@ Verdict ValidateEntry(audit::Owner stream_owner, const redis::StreamEntry& entry
   }
   std::string id = event.event_id(), type = event.event_type();
   AcceptedEntry accepted{
-      std::move(id),         stream_owner,      std::move(type),     occurred,
-      std::move(f.envelope), std::move(f.seal), std::move(f.key_id), std::move(event)};
+      std::move(id),         stream_owner,           std::move(type),     occurred,
+      std::move(f.envelope), std::move(f.seal),      std::move(f.key_id), std::move(event),
+      /*personal=*/{},       /*refused_personal=*/{}};
   OpenPersonalValues(f.personal, accepted);
   return accepted;
 }

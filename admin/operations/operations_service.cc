@@ -175,7 +175,7 @@ absl::StatusOr<redis::StreamEntry> EntryFrom(const v1::PoisonEntry& p) {
   if (fields.values().empty()) {
     return absl::FailedPreconditionError("the entry's content is gone (nothing was stored)");
   }
-  redis::StreamEntry entry{p.stream_entry_id(), {}};
+  redis::StreamEntry entry{.id = p.stream_entry_id()};
   for (const auto& v : fields.values()) {
     const auto& f = v.struct_value().fields();
     auto name = f.find("name");

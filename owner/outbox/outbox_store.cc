@@ -231,7 +231,7 @@ absl::StatusOr<std::vector<ClaimedRow>> LockDue(pg::Transaction& tx, int limit) 
                               static_cast<int>(r.GetInt64(i, attempts)),
                               static_cast<int>(r.GetInt64(i, failures)), r.GetTime(i, created),
                               r.GetBytes(i, mac), r.GetString(i, key), r.GetBytes(i, seal),
-                              r.GetString(i, sealed_by)});
+                              r.GetString(i, sealed_by), /*personal=*/{}});
     ids.push_back(rows.back().event_id);
   }
   if (rows.empty()) return rows;

@@ -17,8 +17,6 @@
 
 namespace ulticode::outbox {
 
-namespace v1 = ::ulticode::outbox::v1;
-
 inline constexpr char kWitnessServiceName[] = "ulticode.outbox.v1.LogWitness";
 
 // Every RPC: audit.reader.

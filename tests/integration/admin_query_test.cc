@@ -72,12 +72,6 @@ google::protobuf::Struct StructFromJson(const std::string& json) {
   return s;
 }
 
-std::string JsonFromStruct(const google::protobuf::Struct& s) {
-  std::string out;
-  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(s, &out).ok());
-  return out;
-}
-
 class AdminQueryTest : public ::testing::Test {
  protected:
   void SetUp() override {

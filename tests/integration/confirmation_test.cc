@@ -277,7 +277,9 @@ TEST_F(ConfirmationTest, AProofThatOvertakesThePublishingCycleConfirmsOnceItComm
   ASSERT_TRUE(cycle.ok());
   auto locked = outbox::LockDue(*cycle, 10);
   ASSERT_TRUE(locked.ok() && locked->size() == 2);
-  ASSERT_TRUE(outbox::MarkPublished(*cycle, {{ids[0], "1-1"}, {ids[1], "1-2"}}).ok());
+  ASSERT_TRUE(outbox::MarkPublished(*cycle, {{.event_id = ids[0], .stream_entry_id = "1-1"},
+                                             {.event_id = ids[1], .stream_entry_id = "1-2"}})
+                  .ok());
   auto reader_conn = pg::Connection::Connect(owner_pg_);
   ASSERT_TRUE(reader_conn.ok());
   std::thread proof([&] {

@@ -52,7 +52,8 @@ class LeaseConsumerTest : public ::testing::Test {
     for (size_t i = 0; i < events.size(); ++i) {
       const audit::AuditEvent& e = events[i];
       inbox::AcceptedEntry a{e.event_id(), e.owner(), e.event_type(), absl::Now(),
-                             envelopes[i], seals[i],  key.key_id(),   e};
+                             envelopes[i], seals[i],  key.key_id(),   e,
+                             {},           {}};
       arrivals.push_back(inbox::Arrival{"audit:auth", absl::StrCat("1-", arrivals.size()), a});
     }
     auto tx = conn_->Begin();

@@ -149,13 +149,13 @@ class WitnessTest : public ::testing::Test {
   std::string Observe(const redis::StreamFields& fields) {
     auto ids = redis_->XAddBatch(tlog::ProofStreamFor(stream_), {fields});
     EXPECT_TRUE(ids.ok()) << ids.status();
-    redis::StreamEntry entry{ids.ok() ? ids->at(0) : "", fields};
+    redis::StreamEntry entry{.id = ids.ok() ? ids->at(0) : "", .fields = fields};
     const absl::Status status = witness_->Observe(*owner_, *redis_, entry);
     EXPECT_TRUE(status.ok()) << status;
     return entry.id;
   }
   void ObserveAgain(const std::string& id, const redis::StreamFields& fields) {
-    const absl::Status status = witness_->Observe(*owner_, *redis_, {id, fields});
+    const absl::Status status = witness_->Observe(*owner_, *redis_, {.id = id, .fields = fields});
     EXPECT_TRUE(status.ok()) << status;
   }
 

@@ -5,7 +5,7 @@
 // deterministic), so regenerating fuzz/corpus changes nothing unless the
 // formats do:
 //
-//   build-fuzz/fuzz/corpus_gen fuzz/corpus
+//   build/fuzz/corpus_gen fuzz/corpus
 #include <sys/stat.h>
 
 #include <algorithm>

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of fuzz/ with clang-14, ASan and UBSan (the
-# whole tree instrumented, in a build directory of its own) and runs each
-# target for a while from a copy of its seed corpus (fuzz/corpus/<target>/).
-# Fails naming the target, its crash artifact and the sanitizer report on any
-# crash, leak, timeout, out-of-memory or sanitizer report, or when a target
-# does not build.
+# Builds the libFuzzer targets of fuzz/ in the main build (clang-14; each
+# target's code under test compiled again with libFuzzer's coverage, ASan and
+# UBSan, the rest linked as built: fuzz/CMakeLists.txt) and runs each target
+# for a while from a copy of its seed corpus (fuzz/corpus/<target>/), two at
+# a time. Fails naming the target, its crash artifact and the sanitizer
+# report on any crash, leak, timeout, out-of-memory or sanitizer report, or
+# when a target does not build.
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]     e.g. nice -n 10 scripts/fuzz.sh 600
 #
 # Environment:
 #   ULTICODE_FUZZ_SECONDS    seconds per target without an argument (default: 20)
-#   ULTICODE_FUZZ_BUILD_DIR  build directory (default: <repo>/build-fuzz)
+#   ULTICODE_BUILD_DIR       the main build directory (default: <repo>/build)
 #   ULTICODE_FUZZ_TARGETS    space-separated subset of the targets (default: all)
-#   ULTICODE_JOBS            parallel build jobs (default: 2)
+#   ULTICODE_JOBS            parallel build jobs and fuzzers at once (default: 2)
 #   ULTICODE_NO_BUILD=1      skip configure and build (use the existing binaries)
 # Needs the Debian packages clang-14 and libclang-rt-14-dev (listed in
 # scripts/lib/deps.sh; install them with ulticode_install_deps); installs nothing.
@@ -38,7 +39,7 @@ if [[ $# -gt 1 || ! "${seconds}" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 read -r -a targets <<<"${ULTICODE_FUZZ_TARGETS:-${all_targets[*]}}"
-build_dir="${ULTICODE_FUZZ_BUILD_DIR:-${repo}/build-fuzz}"
+build_dir="$(ulticode_build_dir)"
 jobs="${ULTICODE_JOBS:-2}"
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
@@ -70,20 +71,9 @@ if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
     log "missing Debian packages: ${missing_pkgs:-clang-14} (apt-get install -y clang-14 libclang-rt-14-dev)"
     exit 1
   fi
-  cache="${build_dir}/CMakeCache.txt"
-  if [[ -f "${cache}" ]] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++-14$' "${cache}"; then
-    log "${build_dir} was configured with another compiler; remove it or set ULTICODE_FUZZ_BUILD_DIR"
-    exit 1
-  fi
-  launcher=()
-  if command -v ccache >/dev/null 2>&1; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  fi
-  log "configuring ${build_dir} (clang-14, ULTICODE_FUZZ=ON)"
-  CC=clang-14 CXX=clang++-14 cmake -S "${repo}" -B "${build_dir}" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Debug -DULTICODE_FUZZ=ON "${launcher[@]}" >"${tmp}/configure.log" 2>&1 || {
+  ulticode_configure "${ULTICODE_BUILD_TYPE:-Release}" >"${tmp}/configure.log" 2>&1 || {
     tail -n 30 "${tmp}/configure.log" >&2
-    log "cmake configure failed"
+    log "cmake configure of ${build_dir} failed"
     failed_any=1
     exit 1
   }
@@ -101,35 +91,38 @@ fail() {
   log "$1: FAILED ($2)"
 }
 
-for target in "${targets[@]}"; do
-  work="${tmp}/${target}"
+# build_target <target>: builds it (one target at a time, so one that does
+# not build leaves the others running, and a stale binary never runs for a
+# target that failed to build); true when it can run.
+build_target() {
+  local target="$1" work="${tmp}/$1"
   mkdir -p "${work}/corpus" "${work}/artifacts"
-  bin="${build_dir}/fuzz/${target}"
-
   if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
     log "building ${target}"
-    # One target at a time, so one that does not build leaves the others
-    # running, and a stale binary never runs for a target that failed to build.
     if ! ninja -C "${build_dir}" -j "${jobs}" "${target}" >"${work}/build.log" 2>&1; then
       grep -E '(error|FAILED)' "${work}/build.log" | head -n 20 >&2 || true
       tail -n 5 "${work}/build.log" >&2
       fail "${target}" "build failed; log ${work}/build.log"
-      continue
+      return 1
     fi
   fi
-  if [[ ! -x "${bin}" ]]; then
-    fail "${target}" "no binary ${bin}"
-    continue
+  if [[ ! -x "${build_dir}/fuzz/${target}" ]]; then
+    fail "${target}" "no binary ${build_dir}/fuzz/${target}"
+    return 1
   fi
-  corpus_src="${repo}/fuzz/corpus/${target}"
+  local corpus_src="${repo}/fuzz/corpus/${target}"
   if [[ ! -d "${corpus_src}" ]] || [[ -z "$(ls -A "${corpus_src}")" ]]; then
     fail "${target}" "no seed corpus in ${corpus_src}"
-    continue
+    return 1
   fi
   cp -- "${corpus_src}"/* "${work}/corpus/"
+}
 
+# run_target <target>: runs it from its corpus copy; writes ${work}/result,
+# "ok <stats>" or "FAILED <why>", and for a failure ${work}/report.
+run_target() {
+  local target="$1" work="${tmp}/$1" bin="${build_dir}/fuzz/$1" rc=0
   log "running ${target} for ${seconds}s"
-  rc=0
   # A hard stop well past -max_total_time, in case the fuzzer itself wedges.
   ASAN_OPTIONS="${ASAN_OPTIONS:+${ASAN_OPTIONS}:}detect_leaks=1" \
     UBSAN_OPTIONS="${UBSAN_OPTIONS:+${UBSAN_OPTIONS}:}print_stacktrace=1:halt_on_error=1" \
@@ -139,6 +132,7 @@ for target in "${targets[@]}"; do
     "${work}/corpus" >"${work}/fuzz.log" 2>&1 || rc=$?
 
   # libFuzzer's final status line ("#N DONE cov: ... exec/s: ..."), or the last "#N" one.
+  local final runs execs cov ft corp stats artifacts report=0 why first
   final="$(grep -E '^#[0-9]+[[:space:]]+DONE' "${work}/fuzz.log" | tail -n 1 || true)"
   if [[ -z "${final}" ]]; then
     final="$(grep -E '^#[0-9]+[[:space:]]' "${work}/fuzz.log" | tail -n 1 || true)"
@@ -151,17 +145,13 @@ for target in "${targets[@]}"; do
   stats="runs=${runs:-?} exec/s=${execs:-?} cov=${cov:-?} ft=${ft:-?} corp=${corp:-?} time=${seconds}s"
 
   artifacts="$(find "${work}/artifacts" -type f | sort)"
-  report=0
   if grep -qE '(ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:|SUMMARY: [A-Za-z]+Sanitizer|FUZZ_CHECK failed|deadly signal)' \
     "${work}/fuzz.log"; then
     report=1
   fi
   if ((rc == 0 && report == 0)) && [[ -z "${artifacts}" && -n "${runs}" ]]; then
-    passed=$((passed + 1))
-    summaries+=("${target}: ok ${stats}")
-    log "${target}: ok ${stats}"
-    rm -rf -- "${work}"
-    continue
+    echo "ok ${stats}" >"${work}/result"
+    return 0
   fi
 
   why="exit ${rc}"
@@ -191,8 +181,42 @@ for target in "${targets[@]}"; do
     else
       echo "(none written)"
     fi
-  } >&2
-  fail "${target}" "${why}; ${stats}; artifacts: ${artifacts:-none}"
+  } >"${work}/report"
+  echo "FAILED ${why}; ${stats}; artifacts: ${artifacts:-none}" >"${work}/result"
+}
+
+build_start=${SECONDS}
+runnable=()
+for target in "${targets[@]}"; do
+  if build_target "${target}"; then
+    runnable+=("${target}")
+  fi
+done
+log "built in $((SECONDS - build_start))s"
+
+# The fuzzers, ULTICODE_JOBS at a time.
+running=0
+for target in "${runnable[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_target "${target}" &
+  running=$((running + 1))
+done
+wait
+
+for target in "${runnable[@]}"; do
+  result="$(cat "${tmp}/${target}/result" 2>/dev/null || echo "FAILED no result")"
+  if [[ "${result}" == ok* ]]; then
+    passed=$((passed + 1))
+    summaries+=("${target}: ${result}")
+    log "${target}: ${result}"
+    rm -rf -- "${tmp:?}/${target}"
+  else
+    cat "${tmp}/${target}/report" >&2 2>/dev/null || true
+    fail "${target}" "${result#FAILED }"
+  fi
 done
 
 echo

@@ -27,7 +27,8 @@ ulticode_install_deps
 ulticode_node_tools
 t_deps=${SECONDS}
 if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
-  ulticode_build "${ULTICODE_BUILD_TYPE:-Release}"
+  # Everything, and the fuzz targets (outside `all`), in one build.
+  ulticode_build "${ULTICODE_BUILD_TYPE:-Release}" all fuzz_all
 fi
 build_dir="$(ulticode_build_dir)"
 t_built=${SECONDS}

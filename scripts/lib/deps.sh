@@ -8,7 +8,10 @@
 #   ulticode_install_deps          install that plan (apt-get)
 #   ulticode_node_tools            npm ci the pinned tooling (package-lock.json:
 #                                  buf, Kubernetes schemas) when the lockfile changed
-#   ulticode_build [Release|Debug] configure (if needed) and build with Ninja
+#   ulticode_configure [Release|Debug]
+#                                  configure the build directory (if needed)
+#   ulticode_build [Release|Debug [TARGET...]]
+#                                  configure (if needed) and build with Ninja
 #
 # Environment:
 #   ULTICODE_BUILD_DIR   build directory (default: <repo>/build)
@@ -35,7 +38,10 @@ ULTICODE_DEB_PACKAGES=(
   python3-matplotlib python3-yaml linux-perf
   procps iproute2 curl git clang-format-14
   nodejs
-  clang-14 libclang-rt-14-dev
+  # The compiler of every build (ULTICODE_CXX below), with its archiver
+  # (CMake takes llvm-ar-14 where llvm-14 is installed: it must be, for the
+  # image's build to run the same commands) and the fuzzers' runtime.
+  clang-14 llvm-14 libclang-rt-14-dev
   golang-go golang-golang-x-mod-dev
   # Google's API protos (google.rpc error details, google.api.field_behavior)
   # for proto/: Debian ships them only inside these two packages.
@@ -132,9 +138,15 @@ ulticode_build_dir() {
   printf '%s\n' "${ULTICODE_BUILD_DIR:-${ULTICODE_REPO_ROOT}/build}"
 }
 
-# ulticode_build [Release|Debug]   (default: Release)
-ulticode_build() {
-  local type="${1:-Release}" dir cache current generator
+# The compiler of every build: the services, the tests, the fuzz targets
+# (libFuzzer is clang's) and the image (Containerfile) alike, so that the
+# fuzz targets and the image's check reuse this build's objects.
+ULTICODE_CXX=clang++-14
+
+# ulticode_configure [Release|Debug]   (default: Release): configures the
+# build directory when it is not, or not as asked.
+ulticode_configure() {
+  local type="${1:-Release}" dir cache current generator compiler
   case "${type}" in
     Release | Debug | RelWithDebInfo | MinSizeRel) ;;
     *)
@@ -146,17 +158,31 @@ ulticode_build() {
   cache="${dir}/CMakeCache.txt"
   current=""
   generator=""
+  compiler=""
   if [[ -f "${cache}" ]]; then
     current="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "${cache}")"
     generator="$(sed -n 's/^CMAKE_GENERATOR:[A-Z]*=//p' "${cache}")"
+    compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "${cache}")"
     if [[ "${generator}" != "Ninja" ]]; then
       _ulticode_log "${dir} was configured with generator '${generator}', not Ninja; remove it or set ULTICODE_BUILD_DIR"
       return 1
     fi
+    if [[ "${compiler##*/}" != "${ULTICODE_CXX}" ]]; then
+      _ulticode_log "${dir} was configured with ${compiler:-another compiler}: configuring it anew with ${ULTICODE_CXX}"
+      rm -rf -- "${cache}" "${dir}/CMakeFiles"
+    fi
   fi
   if [[ ! -f "${cache}" || ! -f "${dir}/build.ninja" || "${current}" != "${type}" ]]; then
-    _ulticode_log "configuring ${dir} (${type})"
-    cmake -S "${ULTICODE_REPO_ROOT}" -B "${dir}" -G Ninja -DCMAKE_BUILD_TYPE="${type}"
+    _ulticode_log "configuring ${dir} (${type}, ${ULTICODE_CXX})"
+    cmake -S "${ULTICODE_REPO_ROOT}" -B "${dir}" -G Ninja -DCMAKE_BUILD_TYPE="${type}" \
+      -DCMAKE_CXX_COMPILER="${ULTICODE_CXX}"
   fi
-  cmake --build "${dir}" -j "${ULTICODE_JOBS:-2}"
+}
+
+# ulticode_build [Release|Debug [TARGET...]]   (default: Release, all)
+ulticode_build() {
+  local -a targets=()
+  ((${#@} > 1)) && targets=(--target "${@:2}")
+  ulticode_configure "${1:-Release}" || return
+  cmake --build "$(ulticode_build_dir)" -j "${ULTICODE_JOBS:-2}" "${targets[@]}"
 }

@@ -110,22 +110,28 @@ TEST(WatchE2eTest, AFollowerFromIndexZeroPrintsEveryEventOnceInLogOrderThroughRe
       if (problem.ok()) committed.push_back(*problem);
     }
   });
-  auto pause = [] { absl::SleepFor(absl::Seconds(2)); };
-  pause();
+  // Each fault strikes while rows flow: the follower printed 10 more since
+  // the last one.
+  auto pause = [&] {
+    const size_t before = Printed(printed + follower->Output()).size();
+    return WaitFor([&] { return Printed(printed + follower->Output()).size() >= before + 10; },
+                   std::chrono::seconds(30), std::chrono::milliseconds(100));
+  };
+  ASSERT_TRUE(pause());
   EXPECT_EQ(mesh.Terminate(Service::kAdmin, 0), 0);  // graceful: watches end UNAVAILABLE
   ASSERT_TRUE(mesh.Start(Service::kAdmin, 0, &error)) << error;
-  pause();
+  ASSERT_TRUE(pause()) << "no rows printed after Admin's restart";
   mesh.Kill(Service::kAdmin, 0);  // no goodbye: the connection breaks
   ASSERT_TRUE(mesh.Start(Service::kAdmin, 0, &error)) << error;
-  pause();
+  ASSERT_TRUE(pause()) << "no rows printed after Admin was killed";
   redis.Kill();  // everything in Redis is gone
   ASSERT_TRUE(redis.Start());
-  pause();
+  ASSERT_TRUE(pause()) << "no rows printed after Redis lost everything";
   EXPECT_EQ(follower->Stop(SIGTERM, std::chrono::seconds(10)), 0);  // the follower restarts
   printed += follower->Output();
   follower = std::make_unique<testing::ChildProcess>();
   ASSERT_TRUE(follower->Start(tail_argv));
-  pause();
+  ASSERT_TRUE(pause()) << "no rows printed by the restarted follower";
   stop = true;
   clients.join();
   ASSERT_GT(committed.size(), 40u);

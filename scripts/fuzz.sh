@@ -71,12 +71,19 @@ if [[ "${ULTICODE_NO_BUILD:-0}" != 1 ]]; then
     log "missing Debian packages: ${missing_pkgs:-clang-14} (apt-get install -y clang-14 libclang-rt-14-dev)"
     exit 1
   fi
-  ulticode_configure "${ULTICODE_BUILD_TYPE:-Release}" >"${tmp}/configure.log" 2>&1 || {
-    tail -n 30 "${tmp}/configure.log" >&2
-    log "cmake configure of ${build_dir} failed"
-    failed_any=1
+  # The main build as it is configured; a new one as scripts/test.sh makes it.
+  compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "${build_dir}/CMakeCache.txt" 2>/dev/null || true)"
+  if [[ -z "${compiler}" ]]; then
+    ulticode_configure Release >"${tmp}/configure.log" 2>&1 || {
+      tail -n 30 "${tmp}/configure.log" >&2
+      log "cmake configure of ${build_dir} failed"
+      failed_any=1
+      exit 1
+    }
+  elif [[ "${compiler##*/}" != "${ULTICODE_CXX}" ]]; then
+    log "${build_dir} is compiled with ${compiler}: the fuzz targets need a ${ULTICODE_CXX} build (scripts/test.sh makes one)"
     exit 1
-  }
+  fi
 fi
 
 passed=0
@@ -170,7 +177,7 @@ run_target() {
     first="$(grep -nE '(==[0-9]+==ERROR|ERROR: libFuzzer|runtime error:|FUZZ_CHECK failed|deadly signal|ALARM:)' \
       "${work}/fuzz.log" | head -n 1 | cut -d: -f1 || true)"
     if [[ -n "${first}" ]]; then
-      tail -n "+${first}" "${work}/fuzz.log" | head -n 60
+      sed -n "${first},$((first + 59))p" "${work}/fuzz.log"
     else
       tail -n 40 "${work}/fuzz.log"
     fi

@@ -35,8 +35,8 @@ void RegisterLogFlags(config::Flags& flags, LogOptions* options) {
                  "signed this long after the last (plus up to a sequence interval)",
                  absl::Milliseconds(100), absl::Minutes(10));
   flags.Duration("log-witness-resend", &options->witness_resend,
-                 "How long the witness feed waits for an owner's cosignature before it sends the "
-                 "latest checkpoint, with every proof since the owner's cosigned size, again",
+                 "How long the witness feed waits for an owner's cosignature before it sends its "
+                 "checkpoint, with every proof since the owner's cosigned size, again",
                  absl::Milliseconds(100), absl::Minutes(10));
   flags.Duration("log-completeness-interval", &options->completeness_interval,
                  "How often every replica looks for audit rows that have no log leaf (one "

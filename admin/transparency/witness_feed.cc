@@ -191,6 +191,20 @@ size_t ProofsThatFit(const std::vector<tlog::LeafProof>& proofs, size_t per_entr
   return proofs.size();
 }
 
+// The checkpoint a send carries: the latest, unless a send was cut short
+// (log_more) with its proofs up to `proved` of the checkpoint of size
+// `proving` out and more to come. The witness then holds that one: it would
+// judge a newer one, sent from its cosigned size, stale, and cosign what it
+// holds without the proofs still to come, which would never be sent. So the
+// rest of the cut send goes with its own checkpoint; the newer one follows.
+absl::StatusOr<StoredCheckpoint> CheckpointToSend(pg::Connection& conn, StoredCheckpoint latest,
+                                                  uint64_t cosigned, uint64_t proved,
+                                                  uint64_t proving) {
+  if (proving <= cosigned || proved >= proving || proving >= latest.size) return latest;
+  ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> cut, CheckpointAt(conn, proving));
+  return cut ? *std::move(cut) : latest;
+}
+
 // The witness's cosignature key: its party's keys in the directory, as
 // cosignature/v1 keys named for it.
 std::vector<tlog::CosignatureVerifier> WitnessKeys(const crypto::KeyDirectory& keys,
@@ -298,15 +312,7 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
   const uint64_t proved = static_cast<uint64_t>(state.GetInt64(0, 1));
   const bool stale = state.GetBool(0, 2);
   const uint64_t proving = static_cast<uint64_t>(state.GetInt64(0, 3));
-  // A send cut short promised more proofs of its checkpoint, which the
-  // witness now holds: it judges a newer one sent from its cosigned size
-  // stale, cosigns what it holds without the proofs still to come, and those
-  // would never be sent. The rest of the cut send goes with its own
-  // checkpoint; the newer one follows.
-  if (proving > cosigned && proving < latest->size) {
-    ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> cut, CheckpointAt(conn, proving));
-    if (cut) latest = std::move(cut);
-  }
+  ASSIGN_OR_RETURN(latest, CheckpointToSend(conn, *std::move(latest), cosigned, proved, proving));
   const int64_t size = static_cast<int64_t>(latest->size);
   // Not cosigned yet: prove from where the last send stopped, or, once it
   // is stale (lost, refused), everything since the cosigned size again.
@@ -325,10 +331,12 @@ absl::Status WitnessFeed::Feed(pg::Connection& conn, const std::string& witness,
   if (due) {
     ASSIGN_OR_RETURN(covered, Locate(conn, kCovered,
                                      {pg::Text(witness), pg::Int(static_cast<int64_t>(start)),
-                                      pg::Int(size), pg::Int(kMaxProofsPerRun)}));
+                                      pg::Int(size), pg::Int(kMaxProofsPerRun + 1)}));
   }
-  // A full page: more of this checkpoint's proofs follow in the next run.
-  bool more = covered.size() == static_cast<size_t>(kMaxProofsPerRun);
+  // More than a page: the rest of this checkpoint's proofs follow in the
+  // next run.
+  bool more = covered.size() > static_cast<size_t>(kMaxProofsPerRun);
+  if (more) covered.resize(kMaxProofsPerRun);
   NodeCache nodes(conn);
   std::vector<tlog::Hash> consistency;
   if (cosigned > 0 && cosigned < latest->size) {

@@ -10,11 +10,12 @@
 //    owner's cosigned size and the inclusion proofs of the owner's events
 //    it newly covers (at most 2048 a run, and at most half the proof
 //    stream's share in bytes, so that the send before can still be unread
-//    beside it; the next run goes on where this one stopped), to every
-//    owner that has not cosigned it; again, with every proof since the
-//    cosigned size, every `resend` until the owner cosigns it. Where each
-//    owner stands (cosigned, proved, the last cosignature read) is kept in
-//    log_witnesses;
+//    beside it; the next run goes on where this one stopped, with the same
+//    checkpoint even if a newer one was signed meanwhile), to every owner
+//    that has not cosigned it; again, with every proof since the cosigned
+//    size, every `resend` until the owner cosigns it. Where each owner
+//    stands (cosigned, proved, the checkpoint of a send cut short, the last
+//    cosignature read) is kept in log_witnesses;
 //  - sends again, with the latest checkpoint, the proofs of the events the
 //    bridge saw delivered again (log_proof_requests): their owner has not
 //    confirmed them.

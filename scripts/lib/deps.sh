@@ -26,7 +26,7 @@ _ULTICODE_DEPS_SH=1
 ULTICODE_REPO_ROOT="${ULTICODE_REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)}"
 
 ULTICODE_DEB_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config g++
+  build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc grpc-proto libprotobuf-dev protobuf-compiler
   libpq-dev libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev openssl stunnel4
   libcurl4-openssl-dev

@@ -64,6 +64,24 @@ apt = set(m.group(1).split()) if m else set()
 if not (copies and flags and targets and apt):
     sys.exit(f"cannot read COPY lines / cmake flags / targets / apt packages from {cfile}")
 
+
+def cached(name):
+    m = re.search(rf"^{name}:[A-Z]*=(.*)$", open(f"{main}/CMakeCache.txt").read(), flags=re.M)
+    return m.group(1) if m else ""
+
+
+# The main build must be configured as the image's: otherwise every command differs.
+wanted = dict(f[2:].split("=", 1) for f in flags if f.startswith("-D") and "=" in f)
+for name in ("CMAKE_BUILD_TYPE", "CMAKE_CXX_COMPILER"):
+    have, want = os.path.basename(cached(name)), wanted.get(name, "")
+    if have != want:
+        why = f"{main} has {name}={have or '(unset)'}, the image {want or '(unset)'}"
+        if os.environ.get("CI") == "true":
+            sys.exit(f"FAIL: {why}: CI's build must be the image's")
+        print(f"SKIP: {why}: nothing to compare (scripts/test.sh builds as the image does)")
+        sys.exit(77)
+compiler = cached("CMAKE_CXX_COMPILER")
+
 # -- 1. the COPY'd tree, configured as in the image ---------------------------------
 shutil.rmtree(src, ignore_errors=True)
 shutil.rmtree(scratch, ignore_errors=True)
@@ -146,6 +164,16 @@ def classify(path, why, base=main):
 r = run("ninja", "-C", main, "-t", "inputs", *targets)
 for p in r.stdout.split():
     classify(p, "build.ninja input")
+# What CMake read to configure (CMakeLists.txt, package configuration files):
+# the inputs of build.ninja's own regeneration rule.
+r = run("ninja", "-C", scratch, "-t", "query", "build.ninja")
+for line in r.stdout.splitlines()[1:]:
+    if line.startswith("  outputs:"):
+        break
+    p = line.strip().lstrip("|").strip()
+    if not p or p.startswith("input:") or p == scratch or p.startswith(scratch + "/"):
+        continue
+    classify(root + p[len(src):] if p.startswith(src + "/") else p, "read by cmake")
 r = run("ninja", "-C", scratch, "-t", "inputs", *targets)  # and they exist in the copy
 for p in r.stdout.split():
     if p.startswith(src + "/") and not os.path.exists(p):
@@ -206,7 +234,7 @@ for c in theirs:
         t = t.split("=", 1)[-1] if t.startswith("--plugin=") else t
         if t.startswith("-l"):
             for ext in (".so", ".a"):
-                f = run("c++", f"-print-file-name=lib{t[2:]}{ext}").stdout.strip()
+                f = run(compiler, f"-print-file-name=lib{t[2:]}{ext}").stdout.strip()
                 if f.startswith("/"):
                     system[os.path.realpath(f)].add(f"link flag {t}")
                     break

@@ -81,7 +81,7 @@ constexpr uint64_t kDefaultSeed = 32032;
 // rows a second without a leaf. A witness's refusal and the completeness
 // count come within a few of those; nothing else ends a round's wait early.
 constexpr char kWitnessResend[] = "--log-witness-resend=500ms";
-constexpr auto kDetectWithin = std::chrono::seconds(4);
+constexpr auto kDetectWithin = std::chrono::seconds(5);
 // Each poll of the detectors scrapes three /metrics pages.
 constexpr auto kMetricsPoll = std::chrono::milliseconds(100);
 

@@ -440,6 +440,47 @@ TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
   EXPECT_GT(grown_under_a_cut_send, 0) << "the log never grew while a send was cut short";
 }
 
+// A send of exactly a run's page of proofs (2048) is whole: taken for one
+// cut short, it pinned the feed to its checkpoint, sending it again every
+// resend interval with log_more while the log grew, and the events after
+// it were never proved.
+TEST_F(ConfirmationTest, ASendOfExactlyAPageOfProofsIsWhole) {
+  outbox::Dispatcher dispatcher(DispatchOptions(redis_), metrics_->registry());
+  redis::Client client(redis_);
+  admin::inbox::InboxBridge bridge(BridgeOptions(redis_), metrics_->registry());
+  admin::inbox::StreamCursor cursor = Cursor();
+  auto witness = MakeWitness(metrics_->registry());
+  outbox::ProofReader reader(ReaderOptions(redis_, witness.get()), metrics_->registry());
+  int64_t total = 0;
+  auto deliver = [&](int events) {
+    Append(events);
+    total += events;
+    PublishAll(dispatcher, client);
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          (void)bridge.RunOnce(*admin_, client, cursor);
+          return AdminScalar("SELECT count(*) FROM audit_logs") == total;
+        },
+        std::chrono::seconds(30)));
+  };
+  deliver(2048);
+  Log log(*this, redis_, int64_t{64} << 20, absl::ZeroDuration());
+  std::string read_at = "0-0";
+  ASSERT_TRUE(log.RunOnce().ok());
+  ASSERT_TRUE(reader.RunOnce(*owner_, client, &read_at).ok());
+  EXPECT_EQ(AdminScalar("SELECT proving_size FROM log_witnesses"), 0)
+      << "a whole send taken as cut";
+  deliver(10);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        (void)log.RunOnce();
+        (void)reader.RunOnce(*owner_, client, &read_at);
+        return Confirmed() == total;
+      },
+      std::chrono::seconds(20)))
+      << Confirmed() << " of " << total << " confirmed";
+}
+
 // --- re-sends on evidence of loss only ------------------------------------
 
 // Admin is frozen: what sits unread in the stream is never published again,

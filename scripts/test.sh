@@ -84,8 +84,8 @@ t_end=${SECONDS}
 grep -h '\[chaos\] \(seed\|SUMMARY\)\|\[fuzz\] fuzz_[a-z_]*: ' \
   "${build_dir}/Testing/Temporary/LastTest.log" >&2 2>/dev/null || true
 
-# Where the time went: each phase, then each label's tests (docs/testing.md
-# keeps the latest figures of a run on a new machine).
+# Where the time went: each phase, then each label's tests (docs/testing.md,
+# "Where the time goes", keeps the latest figures of a run on a new clone).
 if [[ -f "${tmp}/junit.xml" ]]; then
   /usr/bin/python3 "${repo}/scripts/lib/test_report.py" "${build_dir}" "${tmp}/junit.xml" >&2 || true
 fi

@@ -30,16 +30,19 @@ constexpr pg::Statement kSynchronous{"witness.synchronous", "SET LOCAL synchrono
 
 constexpr pg::Statement kHeld{
     "witness.held",
-    "SELECT size, root, note, entry_id FROM log_witnessed WHERE origin = $1 FOR UPDATE"};
+    "SELECT size, root, note, entry_id, cosignature FROM log_witnessed WHERE origin = $1"
+    " FOR UPDATE"};
 
 constexpr pg::Statement kSeen{"witness.seen",
                               "UPDATE log_witnessed SET entry_id = $2 WHERE origin = $1"};
 
 constexpr pg::Statement kAccept{
     "witness.accept",
-    "INSERT INTO log_witnessed (origin, size, root, note, entry_id) VALUES ($1, $2, $3, $4, $5)"
+    "INSERT INTO log_witnessed (origin, size, root, note, entry_id, cosignature)"
+    " VALUES ($1, $2, $3, $4, $5, $6)"
     " ON CONFLICT (origin) DO UPDATE SET size = EXCLUDED.size, root = EXCLUDED.root,"
-    " note = EXCLUDED.note, entry_id = EXCLUDED.entry_id, accepted_at = now()"};
+    " note = EXCLUDED.note, entry_id = EXCLUDED.entry_id, cosignature = EXCLUDED.cosignature,"
+    " accepted_at = now()"};
 
 }  // namespace
 
@@ -59,18 +62,23 @@ absl::StatusOr<std::unique_ptr<Witness>> Witness::Create(WitnessOptions options,
   }
   ASSIGN_OR_RETURN(tlog::CosignatureSigner signer,
                    tlog::CosignatureSigner::Create(audit::OwnerName(options.owner), *options.key));
-  return std::unique_ptr<Witness>(new Witness(std::move(options), std::move(signer), registry));
+  ASSIGN_OR_RETURN(tlog::CosignatureVerifier own,
+                   OwnCosignatureVerifier(options.owner, *options.key));
+  return std::unique_ptr<Witness>(
+      new Witness(std::move(options), std::move(signer), std::move(own), registry));
 }
 
 Witness::Witness(WitnessOptions options, tlog::CosignatureSigner signer,
-                 prometheus::Registry& registry)
+                 tlog::CosignatureVerifier own, prometheus::Registry& registry)
     : options_(std::move(options)),
       signer_(std::move(signer)),
+      own_(std::move(own)),
       seals_(options_.seals != nullptr ? options_.seals : &own_seals_),
       outcomes_(prometheus::BuildCounter()
                     .Name("ulticode_log_witness_checkpoints_total")
                     .Help("Checkpoints of Admin's log this owner was shown, by outcome: accepted, "
-                          "fork, rollback, bad_signature, malformed, stale_proof")
+                          "fork, rollback, bad_signature, malformed, stale_proof, replayed, "
+                          "state_forged (what it holds is not its own: refused, not cosigned)")
                     .Register(registry)),
       size_(prometheus::BuildGauge()
                 .Name("ulticode_log_witness_size")
@@ -91,8 +99,8 @@ Witness::Witness(WitnessOptions options, tlog::CosignatureSigner signer,
   // Counted from the start: a restarted owner gets the same time as a new
   // one to accept a checkpoint before UlticodeLogNotWitnessed.
   accepted_at_.SetToCurrentTime();
-  for (const char* outcome :
-       {"accepted", "fork", "rollback", "bad_signature", "malformed", "stale_proof", "replayed"}) {
+  for (const char* outcome : {"accepted", "fork", "rollback", "bad_signature", "malformed",
+                              "stale_proof", "replayed", "state_forged"}) {
     outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", outcome}});
   }
 }
@@ -218,9 +226,18 @@ absl::StatusOr<Witness::Judged> Witness::Judge(pg::Connection& pg, redis::Client
   Judged judged;
   std::string held_entry;
   if (!r.empty()) {
+    // Judged only by a state this witness wrote itself.
     ASSIGN_OR_RETURN(const tlog::Hash root, tlog::FromBytes(r.GetBytes(0, 1)));
-    ASSIGN_OR_RETURN(const tlog::SplitNote split, tlog::SplitNoteSignatures(r.GetString(0, 2)));
-    judged.held = {static_cast<uint64_t>(r.GetInt64(0, 0)), root, split.text};
+    const WitnessedState state{static_cast<uint64_t>(r.GetInt64(0, 0)), root, r.GetString(0, 2),
+                               r.GetString(0, 4)};
+    absl::StatusOr<std::string> text = OwnCheckpointText(own_, state);
+    if (!text.ok()) {
+      RETURN_IF_ERROR(tx.Commit());
+      Refuse("state_forged", std::string(text.status().message()));
+      judged.verdict = Verdict::kRefused;
+      return judged;
+    }
+    judged.held = {state.size, root, *std::move(text)};
     held_entry = r.GetString(0, 3);
   }
   const bool holds = !r.empty();
@@ -287,10 +304,15 @@ absl::StatusOr<Witness::Judged> Witness::Judge(pg::Connection& pg, redis::Client
     RETURN_IF_ERROR(tx.Commit());
     return judged;
   }
+  // Kept with this witness's own cosignature: the mark of a state it wrote.
+  ASSIGN_OR_RETURN(const tlog::SplitNote split, tlog::SplitNoteSignatures(note));
+  ASSIGN_OR_RETURN(
+      const std::string own,
+      signer_.Cosign(split.text, static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()))));
   RETURN_IF_ERROR(
-      tx.Execute(kAccept,
-                 {pg::Text(checkpoint.origin), pg::Int(static_cast<int64_t>(size)),
-                  pg::Bytes(tlog::ToBytes(checkpoint.root)), pg::Text(note), pg::Text(entry_id)})
+      tx.Execute(kAccept, {pg::Text(checkpoint.origin), pg::Int(static_cast<int64_t>(size)),
+                           pg::Bytes(tlog::ToBytes(checkpoint.root)), pg::Text(note),
+                           pg::Text(entry_id), pg::Text(own)})
           .status());
   RETURN_IF_ERROR(tx.Commit());
   outcomes_.Add({{"owner", audit::OwnerName(options_.owner)}, {"outcome", "accepted"}}).Increment();

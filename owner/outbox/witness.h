@@ -21,6 +21,9 @@
 //    named as the owner ("auth", "app"), on `<audit stream>:cosignatures`
 //    (once it has every part of a send no further send follows: the
 //    cosignature tells Admin every proof arrived);
+//  - keeps what it accepted with its own cosignature of it, and judges only
+//    by a state that carries one (witnessed_state.h): a state written by
+//    another login is refused, counted (state_forged) and never cosigned;
 //  - refuses, counts and logs anything else: a smaller tree (rollback), the
 //    same size with another root or a proof that fails (fork), a bad
 //    signature, a malformed entry. A proof from a size other than the
@@ -46,6 +49,7 @@
 #include "common/tlog/cosignature.h"
 #include "common/tlog/note.h"
 #include "common/tlog/witnessing.h"
+#include "owner/outbox/witnessed_state.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -77,7 +81,8 @@ class Witness {
   absl::Status Observe(pg::Connection& pg, redis::Client& redis, const redis::StreamEntry& entry);
 
  private:
-  Witness(WitnessOptions options, tlog::CosignatureSigner signer, prometheus::Registry& registry);
+  Witness(WitnessOptions options, tlog::CosignatureSigner signer, tlog::CosignatureVerifier own,
+          prometheus::Registry& registry);
   // What the owner holds for a log.
   struct Held {
     uint64_t size = 0;
@@ -120,6 +125,7 @@ class Witness {
 
   const WitnessOptions options_;
   const tlog::CosignatureSigner signer_;
+  const tlog::CosignatureVerifier own_;  // what it holds carries this key's cosignature
   seal::Verifier own_seals_;
   seal::Verifier* const seals_;
   // The parts seen of the latest send (the proof reader's thread only).

@@ -18,7 +18,8 @@ constexpr absl::Duration kReadTimeout = absl::Seconds(4);
 // $1: the origin, or '' for every log held (the caller refuses several).
 constexpr pg::Statement kHeld{
     "witness.served",
-    "SELECT origin, size, note, (extract(epoch FROM accepted_at) * 1000000)::bigint"
+    "SELECT origin, size, note, (extract(epoch FROM accepted_at) * 1000000)::bigint, root,"
+    "  cosignature"
     " FROM log_witnessed WHERE $1 = '' OR origin = $1 ORDER BY origin LIMIT 2",
     kReadTimeout};
 
@@ -29,7 +30,9 @@ absl::StatusOr<std::unique_ptr<WitnessService>> WitnessService::Create(
     const crypto::SigningKey& key) {
   ASSIGN_OR_RETURN(tlog::CosignatureSigner signer,
                    tlog::CosignatureSigner::Create(audit::OwnerName(owner), key));
-  return std::unique_ptr<WitnessService>(new WitnessService(pool, authorizer, std::move(signer)));
+  ASSIGN_OR_RETURN(tlog::CosignatureVerifier own, OwnCosignatureVerifier(owner, key));
+  return std::unique_ptr<WitnessService>(
+      new WitnessService(pool, authorizer, std::move(signer), std::move(own)));
 }
 
 absl::StatusOr<v1::WitnessedCheckpoint> WitnessService::Held(const std::string& origin) {
@@ -50,10 +53,12 @@ absl::StatusOr<v1::WitnessedCheckpoint> WitnessService::Held(const std::string& 
                      ", ", r.GetString(1, 0), ")"));
   }
   const std::string note = r.GetString(0, 2);
-  ASSIGN_OR_RETURN(const tlog::SplitNote split, tlog::SplitNoteSignatures(note));
-  ASSIGN_OR_RETURN(
-      const std::string line,
-      signer_.Cosign(split.text, static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()))));
+  ASSIGN_OR_RETURN(const tlog::Hash root, tlog::FromBytes(r.GetBytes(0, 4)));
+  const WitnessedState state{static_cast<uint64_t>(r.GetInt64(0, 1)), root, note,
+                             r.GetString(0, 5)};
+  ASSIGN_OR_RETURN(const std::string text, OwnCheckpointText(own_, state));
+  ASSIGN_OR_RETURN(const std::string line,
+                   signer_.Cosign(text, static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()))));
   v1::WitnessedCheckpoint out;
   out.set_checkpoint(note + line);
   out.set_tree_size(static_cast<uint64_t>(r.GetInt64(0, 1)));

@@ -13,6 +13,7 @@
 #include "common/pg/pool.h"
 #include "common/server/principal.h"
 #include "common/tlog/cosignature.h"
+#include "owner/outbox/witnessed_state.h"
 #include "ulticode/outbox/v1/witness.grpc.pb.h"
 
 namespace ulticode::outbox {
@@ -35,13 +36,16 @@ class WitnessService final : public v1::LogWitness::Service {
 
  private:
   WitnessService(pg::Pool& pool, const server::Authorizer& authorizer,
-                 tlog::CosignatureSigner signer)
-      : pool_(pool), authorizer_(authorizer), signer_(std::move(signer)) {}
+                 tlog::CosignatureSigner signer, tlog::CosignatureVerifier own)
+      : pool_(pool), authorizer_(authorizer), signer_(std::move(signer)), own_(std::move(own)) {}
   absl::StatusOr<v1::WitnessedCheckpoint> Held(const std::string& origin);
 
   pg::Pool& pool_;
   const server::Authorizer& authorizer_;
   const tlog::CosignatureSigner signer_;
+  // Only a state the witness wrote (its own cosignature) is served, and
+  // cosigned again: DATA_LOSS otherwise.
+  const tlog::CosignatureVerifier own_;
 };
 
 }  // namespace ulticode::outbox

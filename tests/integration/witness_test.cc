@@ -7,14 +7,18 @@
 #include "owner/outbox/witness.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "common/audit/event.h"
@@ -47,8 +51,8 @@ const TestKeys& Keys() { return ::ulticode::testing::SharedTestKeys(); }
 
 // Every outcome the witness counts, in the order the tests list them.
 const std::vector<std::string>& AllOutcomes() {
-  static const std::vector<std::string> outcomes = {"accepted",      "fork",      "rollback",
-                                                    "bad_signature", "malformed", "stale_proof"};
+  static const std::vector<std::string> outcomes = {
+      "accepted", "fork", "rollback", "bad_signature", "malformed", "stale_proof", "state_forged"};
   return outcomes;
 }
 
@@ -502,6 +506,104 @@ TEST_F(WitnessTest, TheWitnessedStateOnlyMovesForward) {
       owner_->Execute(pg::Statement{"back", "UPDATE log_witnessed SET entry_id = '1-0'"}, {}).ok());
   EXPECT_EQ(QueryText("SELECT entry_id FROM log_witnessed"), entry);
   EXPECT_EQ(Held().first, 9);
+}
+
+// The witness's state is its own: whatever another login writes into
+// log_witnessed (the runtime login may move it forward, the superuser
+// anywhere), the witness judges nothing by it and cosigns nothing, and counts
+// it; the state it wrote itself stands. The forgeries are drawn from a seed
+// (ULTICODE_WITNESS_STATE_SEED); each round puts the witness's own state back.
+TEST_F(WitnessTest, AStateWrittenByAnotherLoginIsNeverCosigned) {
+  const uint32_t seed =
+      ::ulticode::testing::SeedFromEnv("ULTICODE_WITNESS_STATE_SEED", "witness state");
+  std::mt19937 rng(seed);
+  const auto leaves = Leaves("leaf", 40);
+  const auto fork = Leaves("fork", 40);
+  ASSERT_NO_FATAL_FAILURE(Accept(leaves, {5, 9}));
+  const std::string own = QueryText("SELECT cosignature FROM log_witnessed");
+  const std::string first_line = Cosignatures().at(0).line;
+  const Signed held = Checkpoint(leaves, 9);
+  auto sql = [&](const std::string& statement) {
+    const auto r = owner_->ExecuteScript("forge", statement, absl::Seconds(10));
+    ASSERT_TRUE(r.ok()) << statement << ": " << r;
+  };
+  auto quoted = [](const std::string& s) {
+    return "'" + absl::StrReplaceAll(s, {{"'", "''"}}) + "'";
+  };
+  auto bytes = [](const tlog::Hash& h) {
+    return "'\\x" + absl::BytesToHexString(tlog::ToBytes(h)) + "'";
+  };
+  struct Forgery {
+    const char* what;
+    std::function<std::string(uint64_t)> set;  // SET clause for a forged size
+  };
+  const std::vector<Forgery> forgeries = {
+      {"a forked checkpoint, its own cosignature line copied",
+       [&](uint64_t n) {
+         const Signed f = Checkpoint(fork, n);
+         return absl::StrCat("size = ", n, ", root = ", bytes(f.root), ", note = ", quoted(f.note),
+                             ", cosignature = ", quoted(own));
+       }},
+      {"a forked checkpoint with the owner's first cosignature line",
+       [&](uint64_t n) {
+         const Signed f = Checkpoint(fork, n);
+         return absl::StrCat("size = ", n, ", root = ", bytes(f.root), ", note = ", quoted(f.note),
+                             ", cosignature = ", quoted(first_line));
+       }},
+      {"the held note and cosignature, a larger size and another root",
+       [&](uint64_t n) {
+         return absl::StrCat("size = ", n, ", root = ", bytes(Checkpoint(fork, n).root));
+       }},
+      {"a forked checkpoint, no cosignature",
+       [&](uint64_t n) {
+         const Signed f = Checkpoint(fork, n);
+         return absl::StrCat("size = ", n, ", root = ", bytes(f.root), ", note = ", quoted(f.note),
+                             ", cosignature = ''");
+       }},
+      {"a real checkpoint of the log ahead of the witness, no cosignature",
+       [&](uint64_t n) {
+         const Signed f = Checkpoint(leaves, n);
+         return absl::StrCat("size = ", n, ", root = ", bytes(f.root), ", note = ", quoted(f.note),
+                             ", cosignature = ''");
+       }},
+  };
+  double forged = 0;
+  for (int round = 0; round < 15; ++round) {
+    const Forgery& f = forgeries[round < 5 ? round : rng() % forgeries.size()];
+    const uint64_t n = 10 + rng() % 20;
+    SCOPED_TRACE(absl::StrCat("seed ", seed, ", round ", round, ": ", f.what, ", size ", n));
+    const size_t cosigned = Cosignatures().size();
+    ASSERT_NO_FATAL_FAILURE(sql("UPDATE log_witnessed SET " + f.set(n)));  // moves forward
+    // The state as the forger wrote it is not the witness's own...
+    const auto [size, root] = Held();
+    const outbox::WitnessedState state{static_cast<uint64_t>(size), root, HeldNote(),
+                                       QueryText("SELECT cosignature FROM log_witnessed")};
+    auto verifier = outbox::OwnCosignatureVerifier(audit::v1::OWNER_AUTH, Keys().auth());
+    ASSERT_TRUE(verifier.ok()) << verifier.status();
+    const auto text = outbox::OwnCheckpointText(*verifier, state);
+    EXPECT_TRUE(absl::IsDataLoss(text.status())) << text.status();
+    // ...and a checkpoint that extends it, one that extends the real one,
+    // and the forged one again are all refused as such, never cosigned.
+    const uint64_t next = n + 1 + rng() % 5;
+    const bool forked = absl::StrContains(f.what, "forked") || absl::StrContains(f.what, "root");
+    const auto& base = forked ? fork : leaves;
+    Observe(Entry(Checkpoint(base, next).note, n, Proof(base, n, next)));
+    Observe(Entry(Checkpoint(leaves, next).note, 9, Proof(leaves, 9, next)));
+    Observe(Entry(Checkpoint(base, n).note, n, {}));
+    forged += 3;
+    EXPECT_EQ(Outcome("state_forged"), forged);
+    EXPECT_EQ(Cosignatures().size(), cosigned) << "a forged state was cosigned";
+    EXPECT_EQ(Outcome("accepted"), 2.0);
+    // The superuser puts the witness's own state back.
+    ASSERT_NO_FATAL_FAILURE(sql(absl::StrCat(
+        "SET session_replication_role = replica; UPDATE log_witnessed SET size = 9, root = ",
+        bytes(held.root), ", note = ", quoted(held.note), ", cosignature = ", quoted(own),
+        "; SET session_replication_role = origin")));
+  }
+  // Its own state still moves on.
+  Observe(Entry(Checkpoint(leaves, 12).note, 9, Proof(leaves, 9, 12)));
+  EXPECT_EQ(Outcome("accepted"), 3.0);
+  EXPECT_EQ(Held().first, 12);
 }
 
 TEST_F(WitnessTest, ACheckpointOfAnotherOriginSignedWithTheLogKeyIsAFork) {

@@ -218,6 +218,10 @@ CREATE TABLE log_witnessed (
   -- seen before (a restarted reader, another replica behind) and is not a
   -- rollback. Empty, or a Redis stream id (see log_witnessed_forward).
   entry_id    text NOT NULL DEFAULT '',
+  -- The witness's own cosignature line of the note's text, made when it
+  -- accepted it: a state without one was not written by the witness, which
+  -- then judges and cosigns nothing (owner/outbox/witnessed_state.h).
+  cosignature text NOT NULL DEFAULT '',
   -- Set by log_witnessed_forward, never by the statement.
   accepted_at timestamptz NOT NULL DEFAULT now()
 );

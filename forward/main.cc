@@ -47,6 +47,7 @@ struct Options {
   std::string health_listen = "127.0.0.1:8084";
   absl::Duration linger = absl::Seconds(1);
   absl::Duration idle_timeout = absl::Seconds(30);
+  int64_t max_poisoned_in_a_row = 10;
 };
 
 Options ParseFlags(int argc, char** argv) {
@@ -84,6 +85,11 @@ Options ParseFlags(int argc, char** argv) {
   flags.Duration("batch-linger", &o.linger,
                  "a partial batch is sent once its first row waited this long",
                  absl::Milliseconds(1), absl::Minutes(1));
+  flags.Int("max-poisoned-in-a-row", &o.max_poisoned_in_a_row,
+            "rows a destination may refuse for good one after another (each to the sink's poison "
+            "file); past them it refuses the sink, not a row, and the sink stops as a "
+            "configuration error",
+            1, 100000);
   flags.Duration("idle-timeout", &o.idle_timeout,
                  "reconnect to Admin when nothing came for this long", absl::Seconds(1),
                  absl::Hours(1));
@@ -108,6 +114,7 @@ absl::StatusOr<std::vector<std::unique_ptr<SinkRunner>>> Runners(
     s.max_batch_rows = plan.max_batch_rows;
     s.max_batch_bytes = plan.max_batch_bytes;
     s.linger = o.linger;
+    s.max_poisoned_in_a_row = static_cast<int>(o.max_poisoned_in_a_row);
     s.state_dir = o.state_dir;
     s.follow.admin = o.client.admin;
     s.follow.token_file = o.client.token_file;

@@ -5,8 +5,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -75,6 +78,19 @@ SinkRunner::SinkRunner(SinkOptions options, std::unique_ptr<Destination> destina
 SinkRunner::~SinkRunner() = default;
 
 absl::Status SinkRunner::Run() {
+  // A sink stopped as a configuration error stays stopped, restart or not,
+  // until an operator fixed it and removed the mark: each start would
+  // otherwise poison its allowance of rows again.
+  if (std::ifstream mark(StopMark()); mark) {
+    std::string why((std::istreambuf_iterator<char>(mark)), std::istreambuf_iterator<char>());
+    up_.Set(0);
+    const absl::Status s = absl::FailedPreconditionError(
+        absl::StrCat(absl::StripAsciiWhitespace(why), " (remove ", StopMark(),
+                     " once the destination takes the sink's rows)"));
+    log::Error(kComponent, "the sink stays stopped",
+               {{"sink", options_.name}, {"error", s.ToString()}});
+    return s;
+  }
   up_.Set(1);
   std::thread delivery([this] { Deliver(); });
   absl::Status s = follower_->Run();
@@ -203,25 +219,25 @@ bool SinkRunner::Flush() {
   size_t refused = 0;
   if (absl::IsInvalidArgument(s)) {
     // One row of them is refused: each alone, the refused ones to poison.
+    const Row* done = nullptr;  // the last row of the batch delivered or poisoned
     for (const Row& row : batch_) {
       const absl::Status one = DeliverRetrying(absl::MakeConstSpan(&row, 1));
       if (absl::IsCancelled(one)) return false;
-      if (one.ok()) continue;
-      if (absl::Status kept = Poison(row, one); !kept.ok()) {
-        // Neither delivered nor kept: the sink stops before the row.
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          fatal_ = kept;
-          changed_.notify_all();
-        }
-        follower_->Stop();
+      if (one.ok()) {
+        poisoned_in_a_row_ = 0;
+      } else if (!Refused(row, one)) {
+        // A restart resumes at the row it stopped before.
+        if (done != nullptr) (void)Save(done->resume_token);
         return false;
+      } else {
+        ++refused;
       }
-      ++refused;
+      done = &row;
     }
     s = absl::OkStatus();
   }
   if (!s.ok()) return false;  // stopping: the batch is sent again after a restart
+  if (refused == 0) poisoned_in_a_row_ = 0;
   delivery_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
   rows_delivered_.Increment(static_cast<double>(batch_.size() - refused));
   batches_delivered_.Increment();
@@ -262,12 +278,48 @@ absl::Status SinkRunner::DeliverRetrying(absl::Span<const Row> rows) {
   }
 }
 
+bool SinkRunner::Refused(const Row& row, const absl::Status& why) {
+  absl::Status kept;
+  if (poisoned_in_a_row_ < options_.max_poisoned_in_a_row) {
+    kept = Poison(row, why);
+  } else {
+    kept = absl::FailedPreconditionError(absl::StrCat(
+        "sink ", options_.name, ": the destination refused ", poisoned_in_a_row_ + 1,
+        " rows in a row for good (", why.message(),
+        "): it refuses the sink, not a row; fix its configuration (URL, schema, what stands in "
+        "front of it). The sink stopped before log index ",
+        row.log.log_index(), "; the rows refused before it are in ", options_.name,
+        ".poison.jsonl"));
+    if (absl::Status marked = client::SavePosition(StopMark(), std::string(kept.message()));
+        !marked.ok()) {
+      log::Error(kComponent, "cannot mark the sink stopped", {{"error", marked.ToString()}});
+    }
+  }
+  if (kept.ok()) {
+    ++poisoned_in_a_row_;
+    return true;
+  }
+  // Neither delivered nor kept: the sink stops before the row.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fatal_ = kept;
+    changed_.notify_all();
+  }
+  follower_->Stop();
+  return false;
+}
+
+std::string SinkRunner::StopMark() const {
+  return absl::StrCat(options_.state_dir, "/", options_.name, ".stopped");
+}
+
 absl::Status SinkRunner::Poison(const Row& row, const absl::Status& why) {
   const std::string path = absl::StrCat(options_.state_dir, "/", options_.name, ".poison.jsonl");
   const std::string line =
       absl::StrCat("{\"log_index\":", row.log.log_index(),
                    ",\"event_id\":", exports::JsonString(row.log.event_id()),
-                   ",\"error\":", exports::JsonString(why.message()), ",\"row\":", row.json, "}\n");
+                   ",\"event_type\":", exports::JsonString(row.log.event_type()),
+                   ",\"error\":", exports::JsonString(why.message()), "}\n");
   // On disk before the position moves past the row.
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   const bool written = fd >= 0 &&

@@ -38,6 +38,10 @@ struct SinkOptions {
   // A partial batch goes out once its first row waited this long.
   absl::Duration linger = absl::Seconds(1);
   std::string state_dir;  // <name>.position, <name>.poison.jsonl
+  // Rows refused for good one after another beyond this are no longer bad
+  // rows but a destination that refuses the sink (its format, a proxy): the
+  // sink stops before the next one, as a configuration error.
+  int max_poisoned_in_a_row = 10;
   // The follower: where Admin is, the sink's filter, the verification
   // policy, where to start without a position (from_beginning or the head).
   client::FollowOptions follow;
@@ -79,8 +83,17 @@ class SinkRunner {
   bool Flush();
   // Delivers `rows` whole, retrying; INVALID_ARGUMENT when refused for good.
   absl::Status DeliverRetrying(absl::Span<const Row> rows);
-  // Appends `row` to the poison file, durably.
+  // A row the destination refused for good: into the poison file; false
+  // when the sink stops before it instead (more than max_poisoned_in_a_row
+  // in a row, or a poison file that cannot be written).
+  bool Refused(const Row& row, const absl::Status& why);
+  // Appends `row` to the poison file, durably: its log index, event id and
+  // type and the refusal, not its body (which may hold personal values no
+  // erasure reaches there): the row stays in the log, read by its index.
   absl::Status Poison(const Row& row, const absl::Status& why);
+  // <state_dir>/<name>.stopped: why the sink stopped as a configuration
+  // error; while it exists the sink does not start.
+  std::string StopMark() const;
   // Saves the position durably, retrying; false when stopped first.
   bool Save(const std::string& token);
   void SetLag();
@@ -106,6 +119,7 @@ class SinkRunner {
   // The delivery thread's own.
   std::vector<Row> batch_;
   size_t batch_bytes_ = 0;
+  int poisoned_in_a_row_ = 0;
   std::string batch_then_;  // a position to save once the batch is delivered
   uint64_t batch_then_covered_ = 0;
 

@@ -6,7 +6,8 @@ and that X-Ulticode-Log-Indexes names the rows' idempotency keys (their log
 indexes: "log_index", or OCSF's metadata.sequence); then appends every row
 of an accepted request to --out as it came, one a line. --control names a
 file read per request: empty or absent, accept; "503", answer 503; "400 N",
-answer 400 to a request holding log index N. Writes its port to --port-file
+answer 400 to a request holding log index N; "400" alone, answer 400 to
+every request (a receiver that refuses the sink's format). Writes its port to --port-file
 once listening.
 """
 import argparse
@@ -57,7 +58,7 @@ def main():
             control = open(a.control).read().split() if os.path.exists(a.control) else []
             if control[:1] == ["503"]:
                 return self.reply(503)
-            if control[:1] == ["400"] and int(control[1]) in indexes:
+            if control == ["400"] or (control[:1] == ["400"] and int(control[1]) in indexes):
                 return self.reply(400)
             with open(a.out, "a") as f:
                 f.write("".join(line + "\n" for line in lines))

@@ -229,6 +229,21 @@ class ConfirmationTest : public ::testing::Test {
   int64_t AdminScalar(const std::string& sql) {
     return ::ulticode::testing::QueryInt(*admin_, sql);
   }
+  // Commits `events` more events, publishes them, and waits until Admin
+  // wrote them all (`*total` counts them in).
+  void Deliver(int events, int64_t* total, outbox::Dispatcher& dispatcher, redis::Client& client,
+               admin::inbox::InboxBridge& bridge, admin::inbox::StreamCursor& cursor) {
+    Append(events);
+    *total += events;
+    PublishAll(dispatcher, client);
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          (void)bridge.RunOnce(*admin_, client, cursor);
+          return AdminScalar("SELECT count(*) FROM audit_logs") == *total;
+        },
+        std::chrono::seconds(30)));
+  }
+
   int64_t Confirmed() {
     return OwnerScalar("SELECT count(*) FROM audit_outbox WHERE state = 'CONFIRMED'");
   }
@@ -399,17 +414,8 @@ TEST_F(ConfirmationTest, EverySendOfProofsFitsHalfItsShareAndProvesEveryRow) {
   const std::string proofs = tlog::ProofStreamFor(stream_);
   std::string read_at = "0-0", sent_at = "0-0";
   int64_t total = 0;
-  // Events committed, published and written by Admin.
   auto deliver = [&](int events) {
-    Append(events);
-    total += events;
-    PublishAll(dispatcher, client);
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          (void)bridge.RunOnce(*admin_, client, cursor);
-          return AdminScalar("SELECT count(*) FROM audit_logs") == total;
-        },
-        std::chrono::seconds(20)));
+    ASSERT_NO_FATAL_FAILURE(Deliver(events, &total, dispatcher, client, bridge, cursor));
   };
   int grown_under_a_cut_send = 0;
   for (int round = 0; round < 3; ++round) {
@@ -453,15 +459,7 @@ TEST_F(ConfirmationTest, ASendOfExactlyAPageOfProofsIsWhole) {
   outbox::ProofReader reader(ReaderOptions(redis_, witness.get()), metrics_->registry());
   int64_t total = 0;
   auto deliver = [&](int events) {
-    Append(events);
-    total += events;
-    PublishAll(dispatcher, client);
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          (void)bridge.RunOnce(*admin_, client, cursor);
-          return AdminScalar("SELECT count(*) FROM audit_logs") == total;
-        },
-        std::chrono::seconds(30)));
+    ASSERT_NO_FATAL_FAILURE(Deliver(events, &total, dispatcher, client, bridge, cursor));
   };
   deliver(2048);
   Log log(*this, redis_, int64_t{64} << 20, absl::ZeroDuration());

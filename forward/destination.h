@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "tools/client/position_file.h"
 #include "ulticode/admin/v1/admin.pb.h"
 
 namespace ulticode::forward {
@@ -18,7 +19,7 @@ namespace ulticode::forward {
 struct Row {
   admin::v1::AuditLog log;
   std::string json;
-  std::string resume_token;  // the follower's position right after this row
+  client::Position position;  // the follower's position right after this row
 };
 
 class Destination {

@@ -122,8 +122,14 @@ absl::StatusOr<std::vector<std::unique_ptr<SinkRunner>>> Runners(
     s.follow.filter = plan.filter;
     s.follow.idle_timeout = o.idle_timeout;
     s.follow.verification = verification;
-    ASSIGN_OR_RETURN(s.follow.start,
-                     client::LoadPosition(absl::StrCat(o.state_dir, "/", plan.name, ".position")));
+    const std::string position = absl::StrCat(o.state_dir, "/", plan.name, ".position");
+    ASSIGN_OR_RETURN(s.follow.start, client::LoadPosition(position));
+    if (s.follow.start && !s.follow.start->verified()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(position,
+                       ": a resume token without the log index and checkpoint the sink verified; "
+                       "delete it to send the sink the history again"));
+    }
     s.follow.from_beginning = o.start == "beginning";
     sinks.push_back(
         std::make_unique<SinkRunner>(std::move(s), std::move(plan.destination), registry));

@@ -63,8 +63,10 @@ SinkRunner::SinkRunner(SinkOptions options, std::unique_ptr<Destination> destina
                             .Register(registry)
                             .Add({{"sink", options_.name}}, metrics::LatencyBuckets())) {
   client::FollowHandlers h;
-  h.row = [this](const admin::v1::WatchedAuditLog& row) { return Take(row); };
-  h.passed = [this](const std::string& token) { Passed(token); };
+  h.row = [this](const admin::v1::WatchedAuditLog& row, const client::Position& after) {
+    return Take(row, after);
+  };
+  h.passed = [this](const client::Position& position) { Passed(position); };
   h.progress = [this](const admin::v1::WatchProgress& p) {
     log_size_ = p.log_size();
     SetLag();
@@ -73,6 +75,7 @@ SinkRunner::SinkRunner(SinkOptions options, std::unique_ptr<Destination> destina
     log::Info(kComponent, line, {{"sink", options_.name}});
   };
   follower_ = std::make_unique<client::Follower>(options_.follow, std::move(h));
+  if (options_.follow.start) covered_ = options_.follow.start->next_index.value_or(0);
 }
 
 SinkRunner::~SinkRunner() = default;
@@ -122,12 +125,12 @@ void SinkRunner::Stop() {
   follower_->Stop();
 }
 
-absl::StatusOr<bool> SinkRunner::Take(const admin::v1::WatchedAuditLog& watched) {
+absl::StatusOr<bool> SinkRunner::Take(const admin::v1::WatchedAuditLog& watched,
+                                      const client::Position& after) {
   Item item;
   item.row.emplace();
   item.row->log = watched.audit_log();
-  item.token = item.row->resume_token = watched.resume_token();
-  item.covered = item.row->log.log_index() + 1;
+  item.position = item.row->position = after;
   auto text = exports::RenderRow(options_.schema, item.row->log.log_index(), watched.leaf(),
                                  watched.audit_log().personal_values());
   if (!text.ok()) return absl::DataLossError(std::string(text.status().message()));
@@ -137,14 +140,14 @@ absl::StatusOr<bool> SinkRunner::Take(const admin::v1::WatchedAuditLog& watched)
   return !stopping_ && fatal_.ok();
 }
 
-// After each row (its own token) and each progress frame: a position past
-// leaves the filter did not match, saved once the rows before it are.
-void SinkRunner::Passed(const std::string& token) {
+// After each row (its own position) and each progress frame: a position
+// past leaves the filter did not match, saved once the rows before it are.
+void SinkRunner::Passed(const client::Position& position) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (token == last_pushed_) return;
+    if (position.token == last_pushed_) return;
   }
-  Push(Item{std::nullopt, token, log_size_});
+  Push(Item{std::nullopt, position});
 }
 
 void SinkRunner::Push(Item item) {
@@ -155,7 +158,7 @@ void SinkRunner::Push(Item item) {
     });
     ++queued_rows_;
   }
-  last_pushed_ = item.token;
+  last_pushed_ = item.position.token;
   if (!item.row && !queue_.empty() && !queue_.back().row) {
     queue_.back() = std::move(item);  // a newer position replaces one not saved yet
   } else {
@@ -167,11 +170,11 @@ void SinkRunner::Push(Item item) {
 void SinkRunner::Deliver() {
   while (NextBatch()) {
     if (!batch_.empty() && !Flush()) return;
-    if (!batch_then_.empty()) {
-      if (!Save(batch_then_)) return;  // stopping
-      covered_ = std::max<uint64_t>(covered_, batch_then_covered_);
+    if (batch_then_) {
+      if (!Save(*batch_then_)) return;  // stopping
+      covered_ = std::max<uint64_t>(covered_, batch_then_->next_index.value_or(0));
       SetLag();
-      batch_then_.clear();
+      batch_then_.reset();
     }
   }
 }
@@ -184,8 +187,7 @@ bool SinkRunner::NextBatch() {
     while (!queue_.empty()) {
       Item& item = queue_.front();
       if (!item.row) {
-        batch_then_ = std::move(item.token);
-        batch_then_covered_ = item.covered;
+        batch_then_ = std::move(item.position);
         queue_.pop_front();
         if (batch_.empty()) return true;  // only a position to save
         continue;
@@ -196,7 +198,7 @@ bool SinkRunner::NextBatch() {
       if (batch_.empty()) due = absl::Now() + options_.linger;
       batch_bytes_ += item.row->json.size() + 1;
       batch_.push_back(std::move(*item.row));
-      batch_then_.clear();
+      batch_then_.reset();
       queue_.pop_front();
       --queued_rows_;
       changed_.notify_all();
@@ -204,7 +206,7 @@ bool SinkRunner::NextBatch() {
     const bool full =
         batch_.size() >= options_.max_batch_rows || batch_bytes_ >= options_.max_batch_bytes;
     if (full || (!batch_.empty() && (draining_ || absl::Now() >= *due))) return true;
-    if (draining_) return !batch_then_.empty();
+    if (draining_) return batch_then_.has_value();
     if (due) {
       changed_.wait_for(lock, absl::ToChronoNanoseconds(*due - absl::Now()));
     } else {
@@ -227,7 +229,7 @@ bool SinkRunner::Flush() {
         poisoned_in_a_row_ = 0;
       } else if (!Refused(row, one)) {
         // A restart resumes at the row it stopped before.
-        if (done != nullptr) (void)Save(done->resume_token);
+        if (done != nullptr) (void)Save(done->position);
         return false;
       } else {
         ++refused;
@@ -242,10 +244,7 @@ bool SinkRunner::Flush() {
   rows_delivered_.Increment(static_cast<double>(batch_.size() - refused));
   batches_delivered_.Increment();
   position_.Set(static_cast<double>(batch_.back().log.log_index()));
-  if (batch_then_.empty()) {
-    batch_then_ = batch_.back().resume_token;
-    batch_then_covered_ = batch_.back().log.log_index() + 1;
-  }
+  if (!batch_then_) batch_then_ = batch_.back().position;
   batch_.clear();
   batch_bytes_ = 0;
   return true;
@@ -290,8 +289,7 @@ bool SinkRunner::Refused(const Row& row, const absl::Status& why) {
         "front of it). The sink stopped before log index ",
         row.log.log_index(), "; the rows refused before it are in ", options_.name,
         ".poison.jsonl"));
-    if (absl::Status marked = client::SavePosition(StopMark(), std::string(kept.message()));
-        !marked.ok()) {
+    if (absl::Status marked = client::SaveFile(StopMark(), kept.message()); !marked.ok()) {
       log::Error(kComponent, "cannot mark the sink stopped", {{"error", marked.ToString()}});
     }
   }
@@ -340,11 +338,11 @@ absl::Status SinkRunner::Poison(const Row& row, const absl::Status& why) {
   return absl::OkStatus();
 }
 
-bool SinkRunner::Save(const std::string& token) {
+bool SinkRunner::Save(const client::Position& position) {
   const std::string path = absl::StrCat(options_.state_dir, "/", options_.name, ".position");
   // Before the next batch goes out, or a restart would repeat more than it.
   for (int attempt = 1;; ++attempt) {
-    const absl::Status s = client::SavePosition(path, token);
+    const absl::Status s = client::SavePosition(path, position);
     if (s.ok()) break;
     failures_.Increment();
     log::Error(kComponent, "cannot save the position; trying again",

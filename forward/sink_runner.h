@@ -2,11 +2,12 @@
 // the log (verified: a row the log does not prove is never forwarded) on
 // one thread, and on another its batches (full by rows or bytes, or sent
 // once their first row waited `linger`), its position and its poison
-// file. The position (the resume token after the last row the destination
-// took) is saved durably after each delivered batch and before the next
-// is sent, so a restart resumes with no gap and repeats at most the batch
-// that was in flight. A destination that is down makes this sink wait
-// (retries with back-off), not the other sinks and not Admin.
+// file. The position (the place in the log after the last row the
+// destination took: Admin's resume token, the next log index and the
+// checkpoint that proved the rows before it) is saved durably after each
+// delivered batch and before the next is sent, so a restart resumes with no gap and repeats at most
+// the batch that was in flight. A destination that is down makes this sink wait (retries with
+// back-off), not the other sinks and not Admin.
 #pragma once
 
 #include <atomic>
@@ -65,13 +66,12 @@ class SinkRunner {
   // a position past leaves the filter did not match.
   struct Item {
     std::optional<Row> row;
-    std::string token;     // without a row: the position to save
-    uint64_t covered = 0;  // leaves of the log before the position
+    client::Position position;  // without a row: the position to save
   };
 
   // The follower's side (its thread).
-  absl::StatusOr<bool> Take(const admin::v1::WatchedAuditLog& row);
-  void Passed(const std::string& token);
+  absl::StatusOr<bool> Take(const admin::v1::WatchedAuditLog& row, const client::Position& after);
+  void Passed(const client::Position& position);
   void Push(Item item);
 
   // The delivery thread: batches by rows, bytes and linger; delivers; saves
@@ -95,7 +95,7 @@ class SinkRunner {
   // error; while it exists the sink does not start.
   std::string StopMark() const;
   // Saves the position durably, retrying; false when stopped first.
-  bool Save(const std::string& token);
+  bool Save(const client::Position& position);
   void SetLag();
 
   const SinkOptions options_;
@@ -109,7 +109,7 @@ class SinkRunner {
   std::condition_variable changed_;
   std::deque<Item> queue_;
   size_t queued_rows_ = 0;
-  std::string last_pushed_;  // the token of the newest item queued
+  std::string last_pushed_;  // the resume token of the newest item queued
   bool stopping_ = false;    // Stop(): end now, deliver nothing more
   bool draining_ = false;    // the follower ended: deliver what is queued, then end
   absl::Status fatal_;       // why the delivery thread stopped the sink, if it did
@@ -120,8 +120,7 @@ class SinkRunner {
   std::vector<Row> batch_;
   size_t batch_bytes_ = 0;
   int poisoned_in_a_row_ = 0;
-  std::string batch_then_;  // a position to save once the batch is delivered
-  uint64_t batch_then_covered_ = 0;
+  std::optional<client::Position> batch_then_;  // to save once the batch is delivered
 
   prometheus::Counter& rows_delivered_;
   prometheus::Counter& batches_delivered_;

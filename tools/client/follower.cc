@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "admin/query/audit_rows.h"
 #include "common/backoff/backoff.h"
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
@@ -55,6 +56,23 @@ class RowVerifier {
         owners_(std::move(v.owners)),
         log_(v1::AuditLogService::NewStub(channel)) {}
 
+  // Where a verified position left off: its checkpoint, checked again
+  // against the policy, is the one every later checkpoint must extend.
+  absl::Status Resume(const v1::SignedCheckpoint& signed_checkpoint) {
+    auto checkpoint = verify::OpenWitnessed(signed_checkpoint, policy_);
+    if (!checkpoint.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the position's checkpoint ", signed_checkpoint.tree_size(),
+                       " does not meet the policy: ", checkpoint.status().message()));
+    }
+    accepted_ = *checkpoint;
+    accepted_signed_ = signed_checkpoint;
+    return absl::OkStatus();
+  }
+
+  // The checkpoint that proved every row handed over (none before the first).
+  const std::optional<v1::SignedCheckpoint>& accepted() const { return accepted_signed_; }
+
   // A row as it arrived: checked against its own leaf, then held.
   absl::Status Add(const v1::WatchedAuditLog& row) {
     RETURN_IF_ERROR(
@@ -76,7 +94,10 @@ class RowVerifier {
                                               checkpoint.status().message()));
     }
     RETURN_IF_ERROR(Extends(*checkpoint, token));
-    if (!accepted_ || checkpoint->size > accepted_->size) accepted_ = *checkpoint;
+    if (!accepted_ || checkpoint->size > accepted_->size) {
+      accepted_ = *checkpoint;
+      accepted_signed_ = signed_checkpoint;
+    }
     int refusals = 0;
     while (!held_.empty() && held_.front().audit_log().log_index() < accepted_->size) {
       absl::StatusOr<size_t> proved = ProveRun(token);
@@ -282,6 +303,7 @@ class RowVerifier {
   std::unique_ptr<v1::AuditLogService::Stub> log_;
   std::deque<v1::WatchedAuditLog> held_;
   std::optional<tlog::Checkpoint> accepted_;
+  std::optional<v1::SignedCheckpoint> accepted_signed_;  // accepted_, as the log signed it
   absl::Time polled_ = absl::InfinitePast();
 };
 
@@ -290,7 +312,12 @@ class RowVerifier {
 class Follower::Impl {
  public:
   Impl(FollowOptions o, FollowHandlers h) : o_(std::move(o)), h_(std::move(h)) {
-    position_ = o_.start;
+    if (o_.start) {
+      position_ = o_.start->token;
+      next_index_ = o_.start->next_index;
+    } else if (o_.from_beginning) {
+      next_index_ = 0;
+    }
   }
 
   absl::Status Run() {
@@ -299,6 +326,7 @@ class Follower::Impl {
     auto stub = v1::AdminService::NewStub(*channel);
     if (o_.verification) {
       verifier_.emplace(*o_.verification, *channel, [this] { return stopping_.load(); });
+      if (absl::Status s = StartVerified(); !s.ok()) return s;
     }
     std::thread watchdog([this] { Watchdog(); });
     int failures = 0;
@@ -350,9 +378,25 @@ class Follower::Impl {
     if (h_.say) h_.say(line);
   }
 
+  // A verifying follower filters the leaves itself (filters_) and starts
+  // where its verified position says.
+  absl::Status StartVerified() {
+    auto filters = admin::query::FiltersOf(o_.filter);
+    if (!filters.ok()) return filters.status();
+    filters_ = *std::move(filters);
+    if (!o_.start) return absl::OkStatus();
+    if (!o_.start->verified()) {
+      return absl::InvalidArgumentError(
+          "the position holds a resume token only, no verified place in the log (log index "
+          "and checkpoint): a verifying follower does not start where Admin alone says");
+    }
+    if (o_.start->checkpoint) return verifier_->Resume(*o_.start->checkpoint);
+    return absl::OkStatus();
+  }
+
   v1::WatchAuditLogsRequest Request() const {
     v1::WatchAuditLogsRequest req;
-    *req.mutable_filter() = o_.filter;
+    if (!verifier_) *req.mutable_filter() = o_.filter;
     if (position_) {
       req.set_resume_token(*position_);
     } else if (o_.from_beginning) {
@@ -424,21 +468,25 @@ class Follower::Impl {
   // A row handed over: the handler's answer decides what comes next.
   bool Hand(const v1::WatchedAuditLog& row) {
     if (verifier_) {
-      // Proved rows must also come in log order: a row repeated, moved
-      // back, or (with no filter, where every leaf is a row) a leaf
-      // skipped is a break, whatever each row's own proof says.
+      // Proved leaves must also come one by one in log order, from where
+      // the position (or the first frame at the head) said: a leaf
+      // repeated, moved back or skipped is a break, whatever each row's
+      // own proof says.
       const uint64_t index = row.audit_log().log_index();
-      const bool unfiltered = o_.filter.ByteSizeLong() == 0;
-      if (last_index_ && (index <= *last_index_ || (unfiltered && index != *last_index_ + 1))) {
+      if (next_index_ && index != *next_index_) {
         handler_error_ = absl::DataLossError(
             absl::StrCat("audit log ", row.audit_log().event_id(), " (log index ", index,
-                         ") came after log index ", *last_index_,
-                         unfiltered ? ": the log must come leaf by leaf" : ": out of log order"));
+                         ") came where log index ", *next_index_,
+                         " must: the log must come leaf by leaf from the follower's position"));
         return false;
       }
-      last_index_ = index;
+      next_index_ = index + 1;
+      if (!admin::query::Matches(filters_, row.audit_log())) {
+        Advance(row.resume_token(), /*tell=*/false);  // said with the next row or progress frame
+        return true;
+      }
     }
-    absl::StatusOr<bool> more = h_.row(row);
+    absl::StatusOr<bool> more = h_.row(row, PositionAt(row.resume_token()));
     if (!more.ok()) {
       handler_error_ = more.status();
       return false;
@@ -474,6 +522,9 @@ class Follower::Impl {
     }
     const v1::WatchProgress& p = frame.progress();
     if (h_.progress) h_.progress(p);
+    // At the head the first frame says where the log stands: the leaf that
+    // must come first.
+    if (!next_index_) next_index_ = p.log_size();
     if (p.has_checkpoint()) {
       if (grpc::Status s = Proved(verifier_->Checkpoint(p.checkpoint(), token, hand)); !s.ok()) {
         return s;
@@ -491,10 +542,21 @@ class Follower::Impl {
   }
 
   // Frames come in log order, so each token is at or after the one before.
-  void Advance(const std::string& token) {
+  // A verifying follower's position is also the next index it expects and
+  // the checkpoint that proved the leaves before it.
+  void Advance(const std::string& token, bool tell = true) {
     if (token.empty()) return;
     position_ = token;
-    if (h_.passed) h_.passed(token);
+    if (tell && h_.passed) h_.passed(PositionAt(token));
+  }
+
+  Position PositionAt(const std::string& token) const {
+    Position p{token, std::nullopt, std::nullopt};
+    if (verifier_) {
+      p.next_index = next_index_;
+      p.checkpoint = verifier_->accepted();
+    }
+    return p;
   }
 
   void Cancel() {
@@ -521,7 +583,10 @@ class Follower::Impl {
   const FollowHandlers h_;
   std::optional<RowVerifier> verifier_;
   std::optional<std::string> position_;  // the resume token to start with
-  std::optional<uint64_t> last_index_;   // of the last row handed over (verifying)
+  // Verifying: the log index the next leaf must have (unknown only at the
+  // head, before the first frame), and the filter applied to the leaves.
+  std::optional<uint64_t> next_index_;
+  admin::query::AuditFilters filters_;
   int64_t rows_in_stream_ = 0;
   absl::Status handler_error_;
   std::atomic<bool> stopping_{false};

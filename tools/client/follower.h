@@ -7,7 +7,12 @@
 // verification policy it hands over a row only once the row is its own
 // sealed log entry and is proved in a checkpoint that the witness policy
 // accepts and that extends every checkpoint accepted before; a break ends
-// it with DATA_LOSS naming the row or checkpoint.
+// it with DATA_LOSS naming the row or checkpoint. A verifying follower asks
+// Admin for every leaf and applies its filter itself: a leaf it was not
+// shown is one it could not prove did not match. Its place (Position) is
+// the next log index and the checkpoint that proved the leaves before it,
+// so a stream that does not go on at exactly that index, after a restart
+// too, or a log that does not extend that checkpoint, is a break.
 //
 // Used by ulticode-tail (a line per row on stdout) and ulticode-forward (a
 // batch per sink).
@@ -22,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/crypto/key_directory.h"
+#include "tools/client/position_file.h"
 #include "tools/verify/served_row.h"
 #include "ulticode/admin/v1/admin.pb.h"
 
@@ -46,20 +52,22 @@ struct FollowOptions {
   std::string token_file;  // read again on each reconnect
   std::string cacert;
   admin::v1::AuditLogFilter filter;
-  // Where the first stream starts: after this resume token; else the
-  // beginning of the log (from_beginning) or the head.
-  std::optional<std::string> start;
+  // Where the first stream starts: this position; else the beginning of
+  // the log (from_beginning) or the head. A verifying follower needs a
+  // verified position (INVALID_ARGUMENT otherwise).
+  std::optional<Position> start;
   bool from_beginning = false;
   absl::Duration idle_timeout = absl::Seconds(30);
   std::optional<Verification> verification;
 };
 
 struct FollowHandlers {
-  // Each row, in log order, once. true: go on; false: the follower stops
-  // (Run returns OK). An error stops it too, and Run returns that error.
-  std::function<absl::StatusOr<bool>(const admin::v1::WatchedAuditLog&)> row;
-  // Every leaf up to `resume_token` has been handed over or did not match.
-  std::function<void(const std::string& resume_token)> passed;
+  // Each row, in log order, once, with the position right after it. true:
+  // go on; false: the follower stops (Run returns OK). An error stops it
+  // too, and Run returns that error.
+  std::function<absl::StatusOr<bool>(const admin::v1::WatchedAuditLog&, const Position& after)> row;
+  // Every leaf before `position` has been handed over or did not match.
+  std::function<void(const Position& position)> passed;
   // Each progress frame, as it comes (optional).
   std::function<void(const admin::v1::WatchProgress&)> progress;
   // A line about the follower's own life: reconnects, their reasons.

@@ -21,6 +21,11 @@
 // before (GetConsistencyProof). Rows wait for such a checkpoint (about a
 // second). On a break it prints nothing more, names the row or checkpoint,
 // and exits 1; the position file then holds the last row that verified.
+// A verifying tail asks for every leaf and filters them itself, and its
+// position file holds its verified place (the next log index and the
+// checkpoint that proved the leaves before it): a restart must go on at
+// exactly that index in a log that extends that checkpoint, so
+// --resume-token (Admin's word alone) does not go with --verify.
 //
 // It reconnects (with back-off, reading the token file again) whenever the
 // stream ends in a way a retry can fix: Admin restarting or shutting down,
@@ -120,7 +125,7 @@ v1::AuditLogFilter FilterOf(const Options& o) {
 // The follower of `o`, printing each row; `rows` counts them.
 std::unique_ptr<client::Follower> FollowerOf(const Options& o,
                                              std::optional<client::Verification> verification,
-                                             std::optional<std::string> start, int64_t* rows) {
+                                             std::optional<client::Position> start, int64_t* rows) {
   client::FollowOptions f;
   f.admin = o.admin;
   f.token_file = o.token_file;
@@ -131,14 +136,15 @@ std::unique_ptr<client::Follower> FollowerOf(const Options& o,
   f.idle_timeout = o.idle_timeout;
   f.verification = std::move(verification);
   client::FollowHandlers h;
-  h.row = [&o, rows](const v1::WatchedAuditLog& row) -> absl::StatusOr<bool> {
+  h.row = [&o, rows](const v1::WatchedAuditLog& row,
+                     const client::Position&) -> absl::StatusOr<bool> {
     // Not retried: the row was not printed, and its index not saved.
     if (!Print(row.audit_log())) return absl::FailedPreconditionError("cannot write to stdout");
     return o.max_rows == 0 || ++*rows < o.max_rows;
   };
-  h.passed = [&o](const std::string& token) {
+  h.passed = [&o](const client::Position& position) {
     if (o.position_file.empty()) return;
-    if (absl::Status s = SavePosition(o.position_file, token); !s.ok()) {
+    if (absl::Status s = SavePosition(o.position_file, position); !s.ok()) {
       Say(std::string(s.message()));
     }
   };
@@ -148,7 +154,7 @@ std::unique_ptr<client::Follower> FollowerOf(const Options& o,
 }
 
 // Where the first stream starts: the position file, else the flags.
-absl::StatusOr<std::optional<std::string>> Start(const Options& o) {
+absl::StatusOr<std::optional<client::Position>> Start(const Options& o) {
   if (!o.position_file.empty()) {
     auto saved = LoadPosition(o.position_file);
     if (!saved.ok()) {
@@ -156,8 +162,10 @@ absl::StatusOr<std::optional<std::string>> Start(const Options& o) {
     }
     if (*saved) return saved;
   }
-  if (!o.resume_token.empty()) return std::optional<std::string>(o.resume_token);
-  return std::optional<std::string>();
+  if (!o.resume_token.empty()) {
+    return std::optional<client::Position>(client::Position{o.resume_token, {}, {}});
+  }
+  return std::optional<client::Position>();
 }
 
 }  // namespace
@@ -172,6 +180,11 @@ absl::StatusOr<std::optional<client::Verification>> Policy(const Options& o) {
     return std::nullopt;
   }
   if (o.log_keys_file.empty()) return absl::InvalidArgumentError("--verify: needs --log-keys-file");
+  if (!o.resume_token.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume-token does not go with --verify: a verifying tail starts at a place it verified "
+        "(--position-file), the beginning or the head");
+  }
   return client::VerificationFromFiles(o.log_keys_file, o.witness_keys_file, o.witness_quorum,
                                        o.owner_keys_file);
 }

@@ -247,7 +247,7 @@ const std::vector<std::string>& RuntimeGrants() {
       // (0001_admin.sql), which records every erasure.
       "GRANT SELECT, INSERT ON personal_values TO {role}",
       "GRANT SELECT ON personal_erasures TO {role}",
-      "GRANT EXECUTE ON FUNCTION erase_personal_data(text, timestamptz, text) TO {role}",
+      "GRANT EXECUTE ON FUNCTION erase_personal_data(text, timestamptz, text, uuid) TO {role}",
       "GRANT USAGE ON SEQUENCE consumer_inbox_id_seq, poison_events_id_seq,"
       " consumer_inbox_fencing_token, log_queue_seq_seq TO {role}",
   };

@@ -392,53 +392,139 @@ REVOKE ALL ON FUNCTION idempotency_retention(float8, integer) FROM PUBLIC;
 -- envelope, keyed by the data subject they are about, so that they can be
 -- erased while audit_logs, the log and every proof stay as they are.
 --
--- A value is stored only if it opens its commitment in the sealed envelope
--- (admin/inbox/entry_validation.h), so a stored value is the true one.
+-- Admin stores a value only if it opens its commitment in the sealed
+-- envelope (admin/inbox/entry_validation.h). The table holds each row's
+-- commitment, checked against the row itself as it is written
+-- (personal_values_checked), and a read takes only the row whose
+-- commitment is the envelope's: a row a runtime login wrote for another
+-- commitment is never the event's value and cannot stand in its way, and
+-- one that claims the envelope's commitment cannot be written without the
+-- value and salt that open it.
 CREATE TABLE personal_values (
   event_id    uuid NOT NULL,
   path        text NOT NULL,
   subject     text NOT NULL,
   value       text NOT NULL,
   salt        bytea NOT NULL CHECK (length(salt) = 32),
+  commitment  bytea NOT NULL,
   -- The event's occurred_at: an erasure covers the values of events up to
   -- its erased_through.
   occurred_at timestamptz NOT NULL,
-  PRIMARY KEY (event_id, path)
+  PRIMARY KEY (event_id, path, commitment)
 );
 CREATE INDEX personal_values_subject ON personal_values (subject, occurred_at);
+
+-- A data subject as audit::ValidateSubject takes it, as far as SQL can
+-- tell: 1..256 characters, no space or control character.
+CREATE FUNCTION personal_subject_ok(p_subject text) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $$
+  SELECT p_subject IS NOT NULL AND char_length(p_subject) BETWEEN 1 AND 256
+     AND p_subject !~ '[[:space:][:cntrl:]]'
+$$;
+
+-- audit::Commitment (common/audit/personal.h): SHA-256 of the domain, then
+-- each field as a 4-byte big-endian length and its bytes.
+CREATE FUNCTION personal_commitment(p_event_id uuid, p_path text, p_subject text, p_salt bytea,
+                                    p_value text) RETURNS bytea
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $$
+  SELECT sha256(convert_to('ulticode/personal-value/v1', 'UTF8')
+    || int4send(octet_length(p_event_id::text)) || convert_to(p_event_id::text, 'UTF8')
+    || int4send(octet_length(p_path)) || convert_to(p_path, 'UTF8')
+    || int4send(octet_length(p_subject)) || convert_to(p_subject, 'UTF8')
+    || int4send(length(p_salt)) || p_salt
+    || int4send(octet_length(p_value)) || convert_to(p_value, 'UTF8'))
+$$;
 
 -- Every erasure (AdminOperations.ErasePersonalData), kept: who asked, for
 -- which subject, through when, and how many values it erased here. A value
 -- arriving later (in flight during the erasure, or delivered again) for a
 -- subject erased through a time at or after its event's occurred_at is
 -- never stored (personal_values_store).
+--
+-- An erasure is in the log with its deletion: event_id is its
+-- admin.personal_data.erased record, written in the same transaction
+-- (checked at commit by personal_erasures_logged), naming the subject and
+-- erased_through. A read shows a value erased only by such an erasure.
 CREATE TABLE personal_erasures (
   id             bigserial PRIMARY KEY,
-  subject        text NOT NULL,
+  subject        text NOT NULL CHECK (personal_subject_ok(subject)),
   erased_through timestamptz NOT NULL,
   requested_by   text NOT NULL,
   values_erased  bigint NOT NULL,
+  event_id       uuid NOT NULL REFERENCES audit_logs (event_id) DEFERRABLE INITIALLY DEFERRED,
   erased_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX personal_erasures_subject ON personal_erasures (subject, erased_through);
 
+CREATE FUNCTION personal_erasures_logged() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+BEGIN
+  IF NOT EXISTS (
+      SELECT 1 FROM audit_logs a
+      WHERE a.event_id = NEW.event_id AND a.event_type = 'admin.personal_data.erased'
+        AND a.entity_id = NEW.subject AND a.xmin::text = (txid_current() % 4294967296)::text
+        AND abs(extract(epoch FROM (a.new_value->>'erased_through')::timestamptz
+                                   - NEW.erased_through)) < 0.001) THEN
+    RAISE EXCEPTION 'personal_erasures: an erasure of % through % without its record in the log (event %, admin.personal_data.erased, written with it)',
+      NEW.subject, NEW.erased_through, NEW.event_id USING ERRCODE = 'integrity_constraint_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER personal_erasures_logged AFTER INSERT OR UPDATE ON personal_erasures
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION personal_erasures_logged();
+
+-- Every row as it is written: its commitment is its own, its subject well
+-- formed, and no logged erasure covers it (an erased value is never
+-- written back, whoever writes it).
+CREATE FUNCTION personal_values_checked() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+BEGIN
+  IF NOT personal_subject_ok(NEW.subject) THEN
+    RAISE EXCEPTION 'personal_values: subject "%" is empty or malformed', left(NEW.subject, 64)
+      USING ERRCODE = 'check_violation';
+  END IF;
+  IF NEW.commitment IS DISTINCT FROM
+     personal_commitment(NEW.event_id, NEW.path, NEW.subject, NEW.salt, NEW.value) THEN
+    RAISE EXCEPTION 'personal_values: event % %: the value and salt do not open the row''s commitment',
+      NEW.event_id, NEW.path USING ERRCODE = 'check_violation';
+  END IF;
+  -- The event's own time when it is in audit_logs, whatever the row says.
+  NEW.occurred_at := coalesce((SELECT a.occurred_at FROM audit_logs a
+                               WHERE a.event_id = NEW.event_id), NEW.occurred_at);
+  IF EXISTS (SELECT 1 FROM personal_erasures e
+             WHERE e.subject = NEW.subject AND e.erased_through >= NEW.occurred_at) THEN
+    RAISE EXCEPTION 'personal_values: event % %: subject "%" was erased through its time',
+      NEW.event_id, NEW.path, NEW.subject USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER personal_values_checked BEFORE INSERT OR UPDATE ON personal_values
+  FOR EACH ROW EXECUTE FUNCTION personal_values_checked();
+
 -- Erases `subject`'s values of events that occurred through `through` and
--- records the erasure, returning how many values it erased. The lock waits
+-- records the erasure with its logged record `p_event_id` (written in the
+-- same transaction, checked at commit), returning how many values it
+-- erased. The lock waits
 -- for every transaction that is storing values and holds off new ones
 -- until the erasure commits, so none of them can store a value the
 -- erasure did not see; after it, personal_erasures keeps them out. The
 -- runtime role has no DELETE on personal_values: this is the only way a
 -- value goes, and it always leaves its record.
-CREATE FUNCTION erase_personal_data(p_subject text, p_through timestamptz, p_by text)
+CREATE FUNCTION erase_personal_data(p_subject text, p_through timestamptz, p_by text,
+                                    p_event_id uuid)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
   erased bigint;
 BEGIN
+  IF NOT personal_subject_ok(p_subject) OR p_through IS NULL OR p_event_id IS NULL THEN
+    RAISE EXCEPTION 'erase_personal_data: subject "%" is empty or malformed, or through or event id is missing',
+      left(coalesce(p_subject, ''), 64) USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   LOCK TABLE personal_values IN SHARE ROW EXCLUSIVE MODE;
   DELETE FROM personal_values WHERE subject = p_subject AND occurred_at <= p_through;
   GET DIAGNOSTICS erased = ROW_COUNT;
-  INSERT INTO personal_erasures (subject, erased_through, requested_by, values_erased)
-    VALUES (p_subject, p_through, p_by, erased);
+  INSERT INTO personal_erasures (subject, erased_through, requested_by, values_erased, event_id)
+    VALUES (p_subject, p_through, p_by, erased, p_event_id);
   RETURN erased;
 END $$;
-REVOKE ALL ON FUNCTION erase_personal_data(text, timestamptz, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION erase_personal_data(text, timestamptz, text, uuid) FROM PUBLIC;

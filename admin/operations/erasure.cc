@@ -121,8 +121,11 @@ grpc::Status AdminOperationsService::ErasePersonalData(grpc::ServerContext* ctx,
         *resp = std::move(first);
         return tx.Commit();
       }
+      // The erasure and its record go together: the database refuses to
+      // commit one without the other.
+      const std::string record_id = ids::NewUuidV7At(absl::Now());
       ASSIGN_OR_RETURN(const int64_t erased,
-                       personal::Erase(tx, req->subject(), through, actor->principal));
+                       personal::Erase(tx, req->subject(), through, actor->principal, record_id));
       resp->set_values_erased(erased);
       mutation::Values values;
       values.Set("values_erased", erased)
@@ -132,7 +135,7 @@ grpc::Status AdminOperationsService::ErasePersonalData(grpc::ServerContext* ctx,
       (*recorded.mutable_fields())["owners"].mutable_struct_value()->CopyFrom(owners_erased.get());
       ASSIGN_OR_RETURN(const std::string event_id,
                        Record(tx, *actor, "admin.personal_data.erased", "erase_personal_data",
-                              "data_subject", recorded, req->subject()));
+                              "data_subject", recorded, req->subject(), record_id));
       resp->set_event_id(event_id);
       key.Save(tx, *resp);
       return tx.Commit();

@@ -251,8 +251,13 @@ grpc::Status AdminOperationsService::Mutate(
 
 absl::StatusOr<std::string> AdminOperationsService::Record(
     pg::Transaction& tx, const audit::Actor& actor, const char* event_type, const char* action,
-    const char* entity_type, const google::protobuf::Struct& values, const std::string& entity_id) {
+    const char* entity_type, const google::protobuf::Struct& values, const std::string& entity_id,
+    const std::string& event_id) {
   audit::AuditEvent event = audit::NewEvent(audit::v1::OWNER_ADMIN, event_type, actor, absl::Now());
+  if (!event_id.empty()) {
+    event.set_event_id(event_id);
+    event.mutable_record()->set_audit_id(event_id);
+  }
   auto* r = event.mutable_record();
   r->set_action(action);
   r->set_entity_type(entity_type);

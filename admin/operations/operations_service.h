@@ -86,13 +86,15 @@ class AdminOperationsService final : public admin::v1::AdminOperations::Service 
       const std::string& request_id, google::protobuf::Message* resp, const absl::Status& valid,
       const std::function<absl::Status(pg::Transaction&, const audit::Actor&)>& change);
   // Inserts Admin's own audit record of an action inside `tx`; returns its
-  // id. The entity is this consumer's unless `entity_id` is given, which
-  // is then the record's subject too.
+  // id (`event_id` when given, else a new one). The entity is this
+  // consumer's unless `entity_id` is given, which is then the record's
+  // subject too.
   absl::StatusOr<std::string> Record(pg::Transaction& tx, const audit::Actor& actor,
                                      const char* event_type, const char* action,
                                      const char* entity_type,
                                      const google::protobuf::Struct& values,
-                                     const std::string& entity_id = "");
+                                     const std::string& entity_id = "",
+                                     const std::string& event_id = "");
   // ErasePersonalData at one owner (erasure.cc).
   absl::StatusOr<v1::OwnerErasure> EraseAtOwner(const OwnerEndpoint& owner,
                                                 const std::string& subject, absl::Time through);

@@ -12,25 +12,31 @@ namespace {
 
 constexpr pg::Statement kStore{
     "personal.store",
-    "INSERT INTO personal_values (event_id, path, subject, value, salt, occurred_at)"
-    " SELECT t.id, t.path, t.subject, t.value, decode(t.salt, 'hex'), t.at::timestamptz"
-    " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])"
-    "   AS t(id, path, subject, value, salt, at)"
+    "INSERT INTO personal_values (event_id, path, subject, value, salt, commitment, occurred_at)"
+    " SELECT t.id, t.path, t.subject, t.value, decode(t.salt, 'hex'), decode(t.c, 'hex'),"
+    "        t.at::timestamptz"
+    " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
+    "             $7::text[]) AS t(id, path, subject, value, salt, c, at)"
     " WHERE NOT EXISTS (SELECT 1 FROM personal_erasures e"
     "                   WHERE e.subject = t.subject AND e.erased_through >= t.at::timestamptz)"
-    " ON CONFLICT (event_id, path) DO NOTHING",
+    " ON CONFLICT (event_id, path, commitment) DO NOTHING",
     absl::Seconds(30)};
 
 constexpr pg::Statement kValuesOf{"personal.values_of",
-                                  "SELECT event_id::text, path, value, salt FROM personal_values"
+                                  "SELECT event_id::text, path, value, salt, commitment"
+                                  " FROM personal_values"
                                   " WHERE event_id = ANY($1::uuid[]) ORDER BY event_id, path",
                                   absl::Seconds(30)};
 
-constexpr pg::Statement kErasedThrough{"personal.erased_through",
-                                       "SELECT subject, max(erased_through) FROM personal_erasures"
-                                       " WHERE subject = ANY($1::text[]) GROUP BY subject"};
+// Only erasures in the log: each with its admin.personal_data.erased record.
+constexpr pg::Statement kErasedThrough{
+    "personal.erased_through",
+    "SELECT e.subject, max(e.erased_through) FROM personal_erasures e"
+    " JOIN audit_logs a ON a.event_id = e.event_id"
+    "  AND a.event_type = 'admin.personal_data.erased' AND a.entity_id = e.subject"
+    " WHERE e.subject = ANY($1::text[]) GROUP BY e.subject"};
 
-constexpr pg::Statement kErase{"personal.erase", "SELECT erase_personal_data($1, $2, $3)",
+constexpr pg::Statement kErase{"personal.erase", "SELECT erase_personal_data($1, $2, $3, $4::uuid)",
                                absl::Seconds(30)};
 
 std::string Rfc3339(const google::protobuf::Timestamp& ts) {
@@ -55,15 +61,15 @@ void RestoreIntoLog(const audit::AuditEvent& e, const std::vector<audit::Persona
     v->set_commitment(c.commitment());
     auto held = std::find_if(opened.begin(), opened.end(),
                              [&](const audit::PersonalValue& p) { return p.path() == c.path(); });
-    if (held != opened.end()) {
+    auto through = erased.find(c.subject());
+    const bool is_erased = through != erased.end() && through->second >= at;
+    if (held != opened.end() && !is_erased) {
       v->set_state(LogValue::STATE_PRESENT);
       v->set_value(held->value());
       v->set_salt(held->salt());
       continue;
     }
-    auto through = erased.find(c.subject());
-    v->set_state(through != erased.end() && through->second >= at ? LogValue::STATE_ERASED
-                                                                  : LogValue::STATE_NOT_HELD);
+    v->set_state(is_erased ? LogValue::STATE_ERASED : LogValue::STATE_NOT_HELD);
   }
   // Every field as the event was built, with what the reader holds kept.
   audit::AuditEvent restored = e;
@@ -80,7 +86,7 @@ void RestoreIntoLog(const audit::AuditEvent& e, const std::vector<audit::Persona
 }  // namespace
 
 absl::StatusOr<int64_t> StoreValues(pg::Transaction& tx, const std::vector<EventValues>& events) {
-  std::vector<std::string> ids, paths, subjects, values, salts, times;
+  std::vector<std::string> ids, paths, subjects, values, salts, commitments, times;
   for (const EventValues& e : events) {
     for (const audit::PersonalValue& v : *e.values) {
       const audit::PersonalCommitment* c = audit::FindCommitment(*e.event, v.path());
@@ -90,13 +96,16 @@ absl::StatusOr<int64_t> StoreValues(pg::Transaction& tx, const std::vector<Event
       subjects.push_back(c->subject());
       values.push_back(v.value());
       salts.push_back(absl::BytesToHexString(v.salt()));
+      commitments.push_back(absl::BytesToHexString(c->commitment()));
       times.push_back(Rfc3339(e.event->occurred_at()));
     }
   }
   if (ids.empty()) return 0;
-  ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kStore, {pg::TextArray(ids), pg::TextArray(paths),
-                                                     pg::TextArray(subjects), pg::TextArray(values),
-                                                     pg::TextArray(salts), pg::TextArray(times)}));
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      tx.Execute(kStore, {pg::TextArray(ids), pg::TextArray(paths), pg::TextArray(subjects),
+                          pg::TextArray(values), pg::TextArray(salts), pg::TextArray(commitments),
+                          pg::TextArray(times)}));
   return r.affected_rows();
 }
 
@@ -110,7 +119,7 @@ absl::StatusOr<ValuesByEvent> ValuesOf(pg::Connection& conn,
     v.set_path(r.GetString(i, 1));
     v.set_value(r.GetString(i, 2));
     v.set_salt(r.GetBytes(i, 3));
-    out[r.GetString(i, 0)].push_back(std::move(v));
+    out[r.GetString(i, 0)].push_back({std::move(v), r.GetBytes(i, 4)});
   }
   return out;
 }
@@ -127,9 +136,9 @@ absl::StatusOr<absl::flat_hash_map<std::string, absl::Time>> ErasedThrough(
 }
 
 absl::StatusOr<int64_t> Erase(pg::Transaction& tx, const std::string& subject, absl::Time through,
-                              const std::string& requested_by) {
+                              const std::string& requested_by, const std::string& event_id) {
   ASSIGN_OR_RETURN(pg::Result r, tx.Execute(kErase, {pg::Text(subject), pg::Time(through),
-                                                     pg::Text(requested_by)}));
+                                                     pg::Text(requested_by), pg::Text(event_id)}));
   return r.GetInt64(0, 0);
 }
 
@@ -148,8 +157,14 @@ absl::Status AttachPersonalValues(pg::Connection& conn, const std::vector<Served
     if (e.record().personal().empty()) continue;
     std::vector<audit::PersonalValue> opened;
     if (auto it = held.find(e.event_id()); it != held.end()) {
+      // Only the rows kept for the envelope's own commitments: any other
+      // was never this event's value (a row written for a commitment the
+      // envelope does not hold), and is not read.
       audit::PersonalValues values;
-      for (const auto& v : it->second) *values.add_values() = v;
+      for (const KeptValue& v : it->second) {
+        const audit::PersonalCommitment* c = audit::FindCommitment(e, v.value.path());
+        if (c != nullptr && c->commitment() == v.commitment) *values.add_values() = v.value;
+      }
       std::vector<std::string> refused;
       opened = audit::OpenCommitments(e, values, &refused);
       if (!refused.empty()) {

@@ -66,7 +66,8 @@ const char* Name(Lie lie) {
 std::unique_ptr<grpc::ClientContext> Upstream(const grpc::ServerContext& in) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   for (const auto& [key, value] : in.client_metadata()) {
-    if (key == "authorization") ctx->AddMetadata("authorization", std::string(value.data(), value.size()));
+    if (key == "authorization")
+      ctx->AddMetadata("authorization", std::string(value.data(), value.size()));
   }
   return ctx;
 }
@@ -212,9 +213,9 @@ class FollowerAdversaryTest : public ::testing::Test {
     b.RegisterService(watch_.get());
     proxy_ = b.BuildAndStart();
     ASSERT_NE(proxy_, nullptr);
-    auto v = client::VerificationFromFiles(mesh_->keys().LogVerifierKeyFile(),
-                                           dir_ + "/witnesses.vkey", 0,
-                                           mesh_->keys().public_keys_file());
+    auto v =
+        client::VerificationFromFiles(mesh_->keys().LogVerifierKeyFile(), dir_ + "/witnesses.vkey",
+                                      0, mesh_->keys().public_keys_file());
     ASSERT_TRUE(v.ok()) << v.status();
     verification_ = *v;
     WaitForTheLog();
@@ -311,8 +312,7 @@ void ExpectInOrder(const std::vector<uint64_t>& rows, bool filtered, uint64_t fi
 }
 
 TEST_F(FollowerAdversaryTest, EveryLieOfTheStreamIsABreakAtStartAndOnTheWay) {
-  std::mt19937 rng(
-      testing::SeedFromEnv("ULTICODE_FOLLOWER_ADVERSARY_SEED", "follower adversary"));
+  std::mt19937 rng(testing::SeedFromEnv("ULTICODE_FOLLOWER_ADVERSARY_SEED", "follower adversary"));
   for (const bool filtered : {false, true}) {
     const v1::AuditLogFilter filter = filtered ? AuthOnly() : v1::AuditLogFilter();
     // A first run stops after a few rows: its position is where the next starts.
@@ -329,8 +329,8 @@ TEST_F(FollowerAdversaryTest, EveryLieOfTheStreamIsABreakAtStartAndOnTheWay) {
     for (Lie lie : {Lie::kNone, Lie::kSkipFirst, Lie::kSkipOne, Lie::kRepeat, Lie::kMoveBack}) {
       const int at = lie == Lie::kSkipFirst ? 1 + static_cast<int>(rng() % 3)
                                             : 2 + static_cast<int>(rng() % 6);
-      SCOPED_TRACE(absl::StrCat(filtered ? "filtered" : "unfiltered", ", lie ", Name(lie),
-                                " at ", at));
+      SCOPED_TRACE(
+          absl::StrCat(filtered ? "filtered" : "unfiltered", ", lie ", Name(lie), " at ", at));
       watch_->Tell(lie, at);
       Run run = Follow(filter, first.last, kRows);
       ExpectInOrder(run.rows, filtered, next);
@@ -342,8 +342,7 @@ TEST_F(FollowerAdversaryTest, EveryLieOfTheStreamIsABreakAtStartAndOnTheWay) {
       }
       ASSERT_TRUE(watch_->told()) << "the proxy never lied";
       EXPECT_TRUE(absl::IsDataLoss(run.status)) << run.status;
-      EXPECT_TRUE(absl::StrContains(run.status.message(), "came where log index"))
-          << run.status;
+      EXPECT_TRUE(absl::StrContains(run.status.message(), "came where log index")) << run.status;
       // Nothing the lie moved was handed: every row before it was, and the
       // position stayed before it.
       const uint64_t lied_at = next + (lie == Lie::kSkipFirst ? 0 : static_cast<uint64_t>(at));

@@ -123,7 +123,8 @@ TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnc
                   .Execute(pg::Statement{"wipe",
                                          "TRUNCATE audit_logs, consumer_inbox, poison_events,"
                                          " log_leaves, log_queue, log_nodes, log_checkpoints,"
-                                         " log_cosignatures, log_witnesses, log_proof_requests"},
+                                         " log_cosignatures, log_witnesses, log_proof_requests,"
+                                         " personal_values, personal_erasures"},
                            {})
                   .ok());
   ASSERT_EQ(Admin("SELECT count(*) FROM audit_logs"), 0);

@@ -226,7 +226,19 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
         << name;
   }
 
-  // A kept value changed in Admin's database is never served.
+  // A kept value changed in Admin's database is refused as it is written
+  // (its row's commitment no longer opens), and one changed behind the
+  // database's back (a superuser with triggers off) is never served.
+  EXPECT_FALSE(Db(Service::kAdmin)
+                   .ExecuteScript("change",
+                                  absl::StrCat("UPDATE personal_values SET value = 'x' WHERE "
+                                               "event_id = '",
+                                               *kept_event, "' AND path = 'new_value.email'"),
+                                  absl::Seconds(10))
+                   .ok());
+  ASSERT_TRUE(Db(Service::kAdmin)
+                  .ExecuteScript("off", "SET session_replication_role = replica", absl::Seconds(10))
+                  .ok());
   const std::string leaf_before =
       QueryText(Db(Service::kAdmin),
                 absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
@@ -247,13 +259,16 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
                             "@example.com' WHERE event_id = '", *kept_event,
                             "' AND path = 'new_value.email' RETURNING 1) SELECT count(*) FROM u")),
       1);
+  ASSERT_TRUE(Db(Service::kAdmin)
+                  .ExecuteScript("on", "SET session_replication_role = origin", absl::Seconds(10))
+                  .ok());
   ASSERT_TRUE(Get(*kept_event).ok());
 
   // Erased on Admin: the commitments stay, the values go, nothing else
   // about the event changes.
-  EXPECT_EQ(QueryInt(Db(Service::kAdmin),
-                     absl::StrCat("SELECT erase_personal_data('", user_id, "', now(), 'test')")),
-            3);
+  auto report = Erase(user_id, "privacy.officer");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->values_erased(), 3);
   auto after = Get(*erased_event);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_FALSE(after->new_value().fields().contains("email"));
@@ -283,10 +298,125 @@ TEST_F(PersonalDataE2ETest, ValuesAreServedInPlaceKeptApartAndErasedWithoutTouch
                 absl::StrCat("SELECT encode(envelope, 'hex') FROM audit_logs WHERE event_id = '",
                              *kept_event, "'")),
       leaf_before);
+  EXPECT_EQ(
+      QueryInt(Db(Service::kAdmin),
+               absl::StrCat("SELECT count(*) FROM personal_erasures WHERE subject = '", user_id,
+                            "' AND values_erased = 3 AND event_id = '", report->event_id(), "'")),
+      1);
+}
+
+// What each runtime login can do to personal data, as that login: erase
+// without the privacy officer (refused at commit: no erasure without its
+// record in the log), erase an empty subject (refused at Admin and at the
+// owner, whose kept responses all stay), write an erased value back (under
+// its subject: refused; under another: never read), or plant a value for
+// an event (under the envelope's commitment: refused; under another: the
+// true value is still stored beside it and served).
+TEST_F(PersonalDataE2ETest, OnlyTheOfficerErasesAndNoRuntimeLoginUndoesOrBlocksIt) {
+  const std::string tag = testing::RandomSuffix();
+  auto gone = testing::CreateUser(*mesh_, "rtgone" + tag);
+  auto kept = testing::CreateUser(*mesh_, "rtkept" + tag);
+  ASSERT_TRUE(gone.ok() && kept.ok());
+  ASSERT_TRUE(WaitFor([&] { return Delivered(2) && Logged(2); }, std::chrono::seconds(30)));
+  auto before = Get(*gone);
+  ASSERT_TRUE(before.ok()) << before.status();
+  const std::string subject = before->subject();
+  auto runtime = [&](Service s) {
+    pg::ConnectOptions o;
+    const std::string dsn = mesh_->Dsn(s);
+    o.conninfo = dsn.substr(0, dsn.find(" user=")) + dsn.substr(dsn.find(" dbname="));
+    o.user = mesh_->RuntimeRole(s);
+    o.password = mesh_->RuntimePassword(s);
+    return pg::Connection::Connect(o).value();
+  };
+  auto admin = runtime(Service::kAdmin);
+  auto auth = runtime(Service::kAuth);
+
+  // Erasing without the officer: the erasure has no record, and its
+  // transaction does not commit.
+  for (const std::string& sql :
+       {absl::StrCat("SELECT erase_personal_data('", subject, "', now(), 'me', gen_random_uuid())"),
+        absl::StrCat("SELECT erase_personal_data('", subject, "', now(), 'me', '", *kept, "')")}) {
+    const absl::Status s = admin->ExecuteScript("erase", sql, absl::Seconds(10));
+    EXPECT_FALSE(s.ok()) << sql;
+  }
+  auto still = Get(*gone);
+  ASSERT_TRUE(still.ok()) << still.status();
+  EXPECT_EQ(ValueAt(*still, "new_value.email")->state(), LogValue::STATE_PRESENT);
+
+  // An empty or malformed subject, at Admin and at the owner.
+  const int64_t keys = QueryInt(Db(Service::kAuth), "SELECT count(*) FROM idempotency_keys");
+  for (const char* bad : {"", " ", "a b", "x\n"}) {
+    EXPECT_FALSE(admin
+                     ->ExecuteScript("erase",
+                                     absl::StrCat("SELECT erase_personal_data(E'", bad,
+                                                  "', now(), 'me', gen_random_uuid())"),
+                                     absl::Seconds(10))
+                     .ok())
+        << "Admin, subject \"" << bad << "\"";
+    EXPECT_FALSE(
+        auth->ExecuteScript("erase",
+                            absl::StrCat("SELECT erase_personal_data(E'", bad, "', now(), 'me')"),
+                            absl::Seconds(10))
+            .ok())
+        << "owner, subject \"" << bad << "\"";
+  }
+  EXPECT_EQ(QueryInt(Db(Service::kAuth), "SELECT count(*) FROM idempotency_keys"), keys);
+
+  // Planting: under the envelope's commitment (a value that does not open
+  // it) refused; under one of its own, stored beside the true value, which
+  // is what is served.
+  const std::string email_commitment =
+      absl::BytesToHexString(ValueAt(*before, "new_value.email")->commitment());
+  const std::string plant = absl::StrCat(
+      "INSERT INTO personal_values (event_id, path, subject, value, salt, commitment, occurred_at)"
+      " SELECT '",
+      *kept, "', 'new_value.email', '", subject, "', 'mallory@example.org', s, ");
+  const std::string from =
+      absl::StrCat(", now() FROM (SELECT decode(repeat('ab', 32), 'hex') AS s) x");
+  EXPECT_FALSE(admin
+                   ->ExecuteScript("plant", plant + "'\\x" + email_commitment + "'::bytea" + from,
+                                   absl::Seconds(10))
+                   .ok());
+  EXPECT_TRUE(admin
+                  ->ExecuteScript("plant",
+                                  plant + "personal_commitment('" + *kept +
+                                      "', 'new_value.email', '" + subject +
+                                      "', s, 'mallory@example.org')" + from,
+                                  absl::Seconds(10))
+                  .ok());
+  auto served = Get(*kept);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(ValueAt(*served, "new_value.email")->state(), LogValue::STATE_PRESENT);
+  EXPECT_EQ(served->new_value().fields().at("email").string_value(),
+            "rtkept" + tag + "@example.com");
+
+  // The officer erases; the value cannot come back under its subject, and
+  // one written under another subject is never read as the event's.
+  auto report = Erase(subject, "privacy.officer");
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string value = "rtgone" + tag + "@example.com";
+  const std::string salt = absl::BytesToHexString(ValueAt(*before, "new_value.email")->salt());
+  for (const auto& [who, when] : {std::pair{subject, "now() - interval '1 hour'"},
+                                  std::pair{subject, "now() + interval '1 day'"},
+                                  std::pair{std::string("someone-else"), "now()"}}) {
+    (void)admin->ExecuteScript(
+        "write back",
+        absl::StrCat("INSERT INTO personal_values (event_id, path, subject, value, salt,"
+                     " commitment, occurred_at) SELECT '",
+                     *gone, "', 'new_value.email', '", who, "', '", value, "', decode('", salt,
+                     "', 'hex'), personal_commitment('", *gone, "', 'new_value.email', '", who,
+                     "', decode('", salt, "', 'hex'), '", value, "'), ", when),
+        absl::Seconds(10));
+  }
   EXPECT_EQ(QueryInt(Db(Service::kAdmin),
-                     absl::StrCat("SELECT count(*) FROM personal_erasures WHERE subject = '",
-                                  user_id, "' AND values_erased = 3 AND requested_by = 'test'")),
-            1);
+                     absl::StrCat("SELECT count(*) FROM personal_values WHERE subject = '", subject,
+                                  "'")),
+            0);
+  auto after = Get(*gone);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(ValueAt(*after, "new_value.email")->state(), LogValue::STATE_ERASED);
+  EXPECT_FALSE(after->new_value().fields().contains("email"));
 }
 
 // ErasePersonalData as a privacy officer would call it, with one of the

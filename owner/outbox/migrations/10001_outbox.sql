@@ -370,6 +370,14 @@ RETURNS SETOF uuid LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalo
 DECLARE
   erased uuid[];
 BEGIN
+  -- An empty subject is in every response: it would delete every kept
+  -- response. A subject is 1..256 characters without space or control
+  -- character (audit::ValidateSubject), here as everywhere.
+  IF p_subject IS NULL OR char_length(p_subject) NOT BETWEEN 1 AND 256
+     OR p_subject ~ '[[:space:][:cntrl:]]' OR p_through IS NULL THEN
+    RAISE EXCEPTION 'erase_personal_data: subject "%" is empty or malformed, or through is missing',
+      left(coalesce(p_subject, ''), 64) USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   LOCK TABLE audit_outbox_personal IN SHARE ROW EXCLUSIVE MODE;
   PERFORM 1 FROM audit_outbox o
     WHERE o.event_id IN (SELECT event_id FROM audit_outbox_personal

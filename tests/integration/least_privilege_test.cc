@@ -120,6 +120,82 @@ TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeve
   EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);
 }
 
+// Every privilege a runtime role holds, read from the catalog: each table
+// privilege and each function it may execute (SECURITY DEFINER ones
+// marked). The lists below are the catalogue of what each login can do
+// (docs/security.md); a grant added without a line here fails the test.
+std::string PrivilegesOf(pg::Connection& c, const std::string& role) {
+  return testing::QueryText(
+      c,
+      absl::StrCat("SELECT coalesce(string_agg(p, ' ' ORDER BY p), '') FROM ("
+                   "  SELECT t.table_name || ':' || t.privilege_type AS p"
+                   "    FROM information_schema.role_table_grants t"
+                   "    WHERE t.grantee = '",
+                   role,
+                   "'"
+                   "  UNION ALL"
+                   "  SELECT f.proname || CASE WHEN f.prosecdef THEN ':definer' ELSE ':execute' END"
+                   "    FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace"
+                   "    WHERE n.nspname = 'public'"
+                   "      AND has_function_privilege('",
+                   role,
+                   "', f.oid, 'EXECUTE')"
+                   "      AND EXISTS (SELECT 1 FROM aclexplode(f.proacl) a"
+                   "                  WHERE a.grantee = '",
+                   role, "'::regrole)) x"));
+}
+
+TEST_F(LeastPrivilegeTest, EveryPrivilegeOfARuntimeRoleIsInTheCatalogue) {
+  const std::pair<Service, const char*> catalogue[] = {
+      {Service::kAdmin,
+       "audit_logs:INSERT audit_logs:SELECT consumer_inbox:INSERT "
+       "consumer_inbox:SELECT consumer_inbox:UPDATE "
+       "erase_personal_data:definer idempotency_keys:INSERT "
+       "idempotency_keys:SELECT idempotency_retention:definer "
+       "inbox_retention:definer log_checkpoints:INSERT log_checkpoints:SELECT "
+       "log_cosignatures:INSERT log_cosignatures:SELECT log_leaves:INSERT "
+       "log_leaves:SELECT log_nodes:INSERT log_nodes:SELECT "
+       "log_proof_requests:DELETE log_proof_requests:INSERT "
+       "log_proof_requests:SELECT log_queue:INSERT log_queue:SELECT "
+       "log_queue_done:definer log_witnesses:INSERT log_witnesses:SELECT "
+       "log_witnesses:UPDATE owner_sequence_checked:INSERT "
+       "owner_sequence_checked:SELECT owner_sequence_checked:UPDATE "
+       "owner_sequence_gaps:INSERT owner_sequence_gaps:SELECT "
+       "owner_sequence_gaps:UPDATE personal_erasures:SELECT "
+       "personal_values:INSERT personal_values:SELECT poison_events:INSERT "
+       "poison_events:SELECT poison_retention:definer schema_migrations:SELECT"},
+      {Service::kAuth,
+       "audit_outbox:INSERT audit_outbox:SELECT audit_outbox_personal:INSERT "
+       "audit_outbox_personal:SELECT erase_personal_data:definer "
+       "idempotency_keys:INSERT idempotency_keys:SELECT "
+       "idempotency_retention:definer log_witnessed:INSERT "
+       "log_witnessed:SELECT log_witnessed:UPDATE login_policy:SELECT "
+       "login_policy:UPDATE outbox_numbers_attested:INSERT "
+       "outbox_numbers_attested:SELECT outbox_numbers_attested:UPDATE "
+       "outbox_retention:definer personal_erasures:SELECT roles:SELECT "
+       "schema_migrations:SELECT user_roles:DELETE user_roles:INSERT "
+       "user_roles:SELECT users:INSERT users:SELECT users:UPDATE"},
+      {Service::kApp,
+       "audit_outbox:INSERT audit_outbox:SELECT audit_outbox_personal:INSERT "
+       "audit_outbox_personal:SELECT contest_problems:DELETE "
+       "contest_problems:INSERT contest_problems:SELECT contests:INSERT "
+       "contests:SELECT contests:UPDATE erase_personal_data:definer "
+       "idempotency_keys:INSERT idempotency_keys:SELECT "
+       "idempotency_retention:definer log_witnessed:INSERT "
+       "log_witnessed:SELECT log_witnessed:UPDATE "
+       "outbox_numbers_attested:INSERT outbox_numbers_attested:SELECT "
+       "outbox_numbers_attested:UPDATE outbox_retention:definer "
+       "personal_erasures:SELECT problems:INSERT problems:SELECT "
+       "problems:UPDATE schema_migrations:SELECT"},
+  };
+  for (const auto& [s, want] : catalogue) {
+    auto conn = AsRuntime(s, s);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    EXPECT_EQ(PrivilegesOf(**conn, mesh_->RuntimeRole(s)), want)
+        << mesh_->RuntimeRole(s) << ": a privilege not in the catalogue (or one gone from it)";
+  }
+}
+
 TEST_F(LeastPrivilegeTest, NoServiceRoleCanConnectToAnotherServicesDatabase) {
   for (Service who : {Service::kAuth, Service::kApp, Service::kAdmin}) {
     for (Service where : {Service::kAuth, Service::kApp, Service::kAdmin}) {

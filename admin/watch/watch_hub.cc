@@ -68,6 +68,12 @@ constexpr char kOrderSql[] = " ORDER BY l.log_index LIMIT $3";
 
 using Frame = std::shared_ptr<const v1::WatchAuditLogsResponse>;
 
+// What a caller can tell of a checkpoint: its size and how many cosigned it.
+std::pair<uint64_t, int> CheckpointKey(const std::shared_ptr<const v1::SignedCheckpoint>& c) {
+  if (!c) return {0, 0};
+  return {c->tree_size(), c->cosignatures_size()};
+}
+
 // The rows `sql` (kRowsSql, conditions, kOrderSql) returns for leaves
 // [from, to), at most `limit`; `next` is where the next read starts.
 struct Fetched {
@@ -184,6 +190,8 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   void OnDone() override;
 
  private:
+  bool ProvingFrameDue(const WatchHub::Tail& tail, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Frame ProgressFrame(uint64_t size, const std::shared_ptr<const v1::SignedCheckpoint>& checkpoint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends fetched frames; `next` is the leaf after the last considered.
@@ -223,6 +231,10 @@ class Watch final : public grpc::ServerWriteReactor<v1::WatchAuditLogsResponse> 
   bool issuing_ ABSL_GUARDED_BY(mu_) = false;  // a write chosen, StartWrite not yet called
   absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   absl::Time last_frame_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_row_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // the newest row written
+  bool rows_since_progress_ ABSL_GUARDED_BY(mu_) = false;
+  // The newest progress frame's checkpoint: its size and cosignatures.
+  std::pair<uint64_t, int> sent_checkpoint_ ABSL_GUARDED_BY(mu_){0, 0};
   std::optional<absl::Status> ending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_reason_ ABSL_GUARDED_BY(mu_) = "cancelled";
@@ -241,7 +253,11 @@ Frame Watch::ProgressFrame(uint64_t size,
   v1::WatchProgress* p = frame->mutable_progress();
   p->set_log_size(size);
   p->set_resume_token(ResumeToken(next_));
-  if (checkpoint) *p->mutable_checkpoint() = *checkpoint;
+  if (checkpoint) {
+    *p->mutable_checkpoint() = *checkpoint;
+    sent_checkpoint_ = CheckpointKey(checkpoint);
+  }
+  rows_since_progress_ = false;
   return frame;
 }
 
@@ -352,13 +368,24 @@ void Watch::Tick(const WatchHub::Tail& tail, absl::Time now) {
     } else if (queue_.empty() && !fetching_) {
       if (!started_ || next_ < tail.size) {
         if (now >= retry_at_) WantRowsIfBehind(tail.size);
-      } else if (started_ && now - last_frame_ >= hub_.options_.progress_interval) {
+      } else if (started_ && (now - last_frame_ >= hub_.options_.progress_interval ||
+                              ProvingFrameDue(tail, now))) {
         queue_.push_back(ProgressFrame(tail.size, tail.checkpoint));
         queue_next_.push_back(next_);
       }
     }
   }
   Pump();
+}
+
+// Caught up, a progress frame goes at once, not at the next interval, when
+// the caller may now prove the rows it was sent: the last checkpoint sent
+// covers rows sent after it, or the log's checkpoint moved on (grew, or
+// gained cosignatures) while rows were sent lately.
+bool Watch::ProvingFrameDue(const WatchHub::Tail& tail, absl::Time now) const {
+  if (rows_since_progress_ && sent_checkpoint_.first >= next_) return true;
+  return now - last_row_ < hub_.options_.progress_interval &&
+         CheckpointKey(tail.checkpoint) != sent_checkpoint_;
 }
 
 void Watch::WantRowsIfBehind(uint64_t tail_size) {
@@ -412,7 +439,11 @@ void Watch::Pump() {
       queue_next_.pop_front();
       writing_ = true;
       write_started_ = last_frame_ = absl::Now();
-      if (current_->has_audit_log()) ++rows_sent_;
+      if (current_->has_audit_log()) {
+        ++rows_sent_;
+        last_row_ = last_frame_;
+        rows_since_progress_ = true;
+      }
       issuing_ = true;
       action = kWrite;
     }

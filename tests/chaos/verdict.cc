@@ -1,6 +1,5 @@
 #include "tests/chaos/verdict.h"
 
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -8,7 +7,6 @@
 #include "absl/time/clock.h"
 #include "common/crypto/crypto.h"
 #include "common/pg/connection.h"
-#include "common/tlog/note.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -76,12 +74,6 @@ void VerifyLog(testing::Mesh& mesh, pg::Connection& admin_db, Verdict& v) {
   EXPECT_TRUE(signed_all) << "the log's checkpoints do not cover every audit row";
   const testing::TestKeys& keys = mesh.keys();
   const std::string dir = keys.dir();
-  std::ofstream(dir + "/chaos-witnesses.vkey")
-      << tlog::FormatVerifierKey("auth", tlog::kCosignatureV1Ed25519,
-                                 keys.auth().public_key().raw())
-      << "\n"
-      << tlog::FormatVerifierKey("app", tlog::kCosignatureV1Ed25519, keys.app().public_key().raw())
-      << "\n";
   testing::TokenSpec spec;
   spec.subject = "chaos-auditor";
   spec.roles = {"audit.reader"};
@@ -96,8 +88,8 @@ void VerifyLog(testing::Mesh& mesh, pg::Connection& admin_db, Verdict& v) {
   if (exported.exit_code != 0) return;
   const auto checked = testing::RunCommand(absl::StrCat(
       verify, " check --dir=", dir, "/chaos-export --log-keys-file=", keys.LogVerifierKeyFile(),
-      " --owner-keys-file=", keys.public_keys_file(), " --witness-keys-file=", dir,
-      "/chaos-witnesses.vkey"));
+      " --owner-keys-file=", keys.public_keys_file(),
+      " --witness-keys-file=", keys.WitnessKeysFile()));
   v.log_report += checked.output;
   v.log_verified = checked.exit_code == 0;
 }

@@ -12,7 +12,6 @@
 // The seed is printed; ULTICODE_FOLLOWER_ADVERSARY_SEED=N reproduces a run.
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -23,8 +22,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto/crypto.h"
-#include "common/tlog/cosignature.h"
-#include "common/tlog/note.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
@@ -185,14 +182,6 @@ class FollowerAdversaryTest : public ::testing::Test {
       ASSERT_TRUE(mesh_->Start(s, 0, &error)) << error;
     }
     dir_ = mesh_->keys().dir();
-    {
-      std::ofstream w(dir_ + "/witnesses.vkey");
-      for (const char* owner : {"auth", "app"}) {
-        w << tlog::FormatVerifierKey(owner, tlog::kCosignatureV1Ed25519,
-                                     mesh_->keys().owner(owner).public_key().raw())
-          << "\n";
-      }
-    }
     testing::TokenSpec spec;
     spec.subject = "follower";
     spec.roles = {"audit.reader"};
@@ -213,9 +202,9 @@ class FollowerAdversaryTest : public ::testing::Test {
     b.RegisterService(watch_.get());
     proxy_ = b.BuildAndStart();
     ASSERT_NE(proxy_, nullptr);
-    auto v =
-        client::VerificationFromFiles(mesh_->keys().LogVerifierKeyFile(), dir_ + "/witnesses.vkey",
-                                      0, mesh_->keys().public_keys_file());
+    auto v = client::VerificationFromFiles(mesh_->keys().LogVerifierKeyFile(),
+                                           mesh_->keys().WitnessKeysFile(), 0,
+                                           mesh_->keys().public_keys_file());
     ASSERT_TRUE(v.ok()) << v.status();
     verification_ = *v;
     WaitForTheLog();
@@ -278,9 +267,12 @@ class FollowerAdversaryTest : public ::testing::Test {
       for (int i = 0; i < 300 && !over; ++i) absl::SleepFor(absl::Milliseconds(100));
       follower->Stop();
     });
+    const absl::Time began = absl::Now();
     run.status = follower->Run();
     over = true;
     timer.join();
+    std::printf("[follower adversary] %zu rows in %s: %s\n", run.rows.size(),
+                absl::FormatDuration(absl::Now() - began).c_str(), run.status.ToString().c_str());
     return run;
   }
 

@@ -39,7 +39,6 @@
 #include "common/pg/connection.h"
 #include "common/pg/params.h"
 #include "common/seal/seal.h"
-#include "common/tlog/cosignature.h"
 #include "common/tlog/leaf.h"
 #include "common/tlog/note.h"
 #include "google/protobuf/struct.pb.h"
@@ -242,8 +241,6 @@ class ForwardTest : public ::testing::Test {
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
     dir_ = mesh_->keys().dir();
-    std::ofstream(dir_ + "/witnesses.vkey") << WitnessKey("auth") << "\n"
-                                            << WitnessKey("app") << "\n";
     testing::TokenSpec spec;
     spec.subject = "forwarder";
     spec.roles = {"audit.reader"};
@@ -256,11 +253,6 @@ class ForwardTest : public ::testing::Test {
     ASSERT_TRUE(crypto::WriteSecretFile(dir_ + "/webhook.secret", secret_ + "\n").ok());
   }
 
-  std::string WitnessKey(const std::string& owner) const {
-    return tlog::FormatVerifierKey(owner, tlog::kCosignatureV1Ed25519,
-                                   mesh_->keys().owner(owner).public_key().raw());
-  }
-
   std::vector<std::string> ForwarderArgs(const std::string& sinks_file,
                                          const std::string& state_dir) const {
     return {absl::StrCat(testing::BinDir(), "/forward/ulticode-forward"),
@@ -269,7 +261,7 @@ class ForwardTest : public ::testing::Test {
             "--sinks-file=" + sinks_file,
             "--state-dir=" + state_dir,
             "--log-keys-file=" + mesh_->keys().LogVerifierKeyFile(),
-            "--witness-keys-file=" + dir_ + "/witnesses.vkey",
+            "--witness-keys-file=" + mesh_->keys().WitnessKeysFile(),
             "--owner-keys-file=" + mesh_->keys().public_keys_file(),
             absl::StrCat("--metrics-listen=127.0.0.1:", metrics_port_),
             absl::StrCat("--health-listen=127.0.0.1:", testing::FreePort()),

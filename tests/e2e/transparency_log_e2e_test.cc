@@ -79,8 +79,6 @@ class TransparencyLogTest : public ::testing::Test {
     }
     WaitUntilSigned(2 * kUsers);
     dir_ = mesh_->keys().dir();
-    std::ofstream(dir_ + "/witnesses.vkey") << WitnessKey("auth", mesh_->keys().auth()) << "\n"
-                                            << WitnessKey("app", mesh_->keys().app()) << "\n";
     testing::TokenSpec spec;
     spec.subject = "auditor";
     spec.roles = {"audit.reader"};
@@ -173,9 +171,10 @@ class TransparencyLogTest : public ::testing::Test {
 
   static testing::CommandResult Check(const std::string& export_dir,
                                       const std::string& extra = "") {
-    return testing::RunCommand(Verify(absl::StrCat(
-        "check --dir=", export_dir, " --log-keys-file=", dir_, "/log.vkey --witness-keys-file=",
-        dir_, "/witnesses.vkey --owner-keys-file=", mesh_->keys().public_keys_file(), " ", extra)));
+    return testing::RunCommand(
+        Verify(absl::StrCat("check --dir=", export_dir, " --log-keys-file=", dir_,
+                            "/log.vkey --witness-keys-file=", mesh_->keys().WitnessKeysFile(),
+                            " --owner-keys-file=", mesh_->keys().public_keys_file(), " ", extra)));
   }
 
   // The first break `check` reports for the log as it is now.
@@ -472,7 +471,7 @@ TEST_F(TransparencyLogTest, TheVerifyingTailPrintsOnlyProvedRowsAndStopsAtABreak
         testing::BinDir(),
         "/tools/tail/ulticode-tail --admin=127.0.0.1:", mesh_->grpc_port(Service::kAdmin, 0),
         " --token-file=", dir_, "/auditor.token --from-beginning --verify --log-keys-file=", dir_,
-        "/log.vkey --witness-keys-file=", dir_, "/witnesses.vkey --owner-keys-file=",
+        "/log.vkey --witness-keys-file=", mesh_->keys().WitnessKeysFile(), " --owner-keys-file=",
         mesh_->keys().public_keys_file(), " --max-rows=", rows, " --idle-timeout=20s"));
   };
   auto r = tail(size);

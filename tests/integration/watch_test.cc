@@ -455,6 +455,38 @@ TEST_P(WatchTest, ProgressFramesCarryTheLogSizeTheNewestCheckpointAndTheResumeTo
   rctx->TryCancel();
 }
 
+// A caught-up watch does not leave its rows waiting for the progress
+// interval: a progress frame follows at once when the checkpoint last sent
+// covers them, and when the log's checkpoint moves on after rows; and none
+// more while nothing changes (the interval here is a minute).
+TEST_P(WatchTest, AProgressFrameFollowsRowsAsSoonAsACheckpointCanProveThem) {
+  options_.progress_interval = absl::Minutes(1);
+  Exec("INSERT INTO log_checkpoints (size, root, note) VALUES (4, sha256('r'), 'note 4')");
+  Serve();
+  Append(4);
+  auto ctx = Ctx("auditor", absl::Seconds(4));
+  auto reader = stub_->WatchAuditLogs(ctx.get(), FromBeginning());
+  Frames frames;
+  std::vector<absl::Time> progress_at;
+  bool grown = false;
+  const grpc::Status ended = ReadUntil(*reader, frames, [&](const Frames& f) {
+    if (progress_at.size() < f.progress.size()) progress_at.push_back(absl::Now());
+    if (!grown && f.progress.size() == 2) {
+      grown = true;
+      Append(2);
+      Exec("INSERT INTO log_checkpoints (size, root, note) VALUES (6, sha256('s'), 'note 6')");
+    }
+    return false;
+  });
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << ended.error_message();
+  ASSERT_EQ(frames.progress.size(), 3u) << "one at the start, one after each burst, no more";
+  EXPECT_EQ(frames.indexes, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(frames.progress[1].checkpoint().tree_size(), 4u);
+  EXPECT_EQ(frames.progress[2].checkpoint().tree_size(), 6u);
+  EXPECT_EQ(frames.progress[2].checkpoint().checkpoint(), "note 6");
+  EXPECT_LT(progress_at[2] - progress_at[0], absl::Seconds(3));
+}
+
 TEST_P(WatchTest, EachRowCarriesItsLogEntry) {
   Serve();
   const std::vector<std::string> ids = Append(2, "alice", "create_user", "app");

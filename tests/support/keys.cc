@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/tlog/cosignature.h"
 #include "common/tlog/note.h"
 
 namespace ulticode::testing {
@@ -36,6 +37,11 @@ TestKeys::TestKeys()
     if (!crypto::WriteSecretFile(KeyFile(party), k->PrivatePem().value()).ok()) std::abort();
   }
   std::ofstream(LogVerifierKeyFile()) << LogVerifierKey() << "\n";
+  std::ofstream(WitnessKeysFile())
+      << tlog::FormatVerifierKey("auth", tlog::kCosignatureV1Ed25519, auth_.public_key().raw())
+      << "\n"
+      << tlog::FormatVerifierKey("app", tlog::kCosignatureV1Ed25519, app_.public_key().raw())
+      << "\n";
   public_keys_file_ = dir_ + "/public-keys";
   std::ofstream(public_keys_file_)
       << "# test keys\n"

@@ -26,6 +26,9 @@ class TestKeys {
   // A file holding LogVerifierKey() (what owners and auditors are given).
   std::string LogVerifierKeyFile() const { return dir_ + "/log.vkey"; }
   static constexpr char kLogOrigin[] = "ulticode.test/audit";
+  // The witnessing owners' cosignature verifier keys (auth, app), a line
+  // each: what --witness-keys-file takes.
+  std::string WitnessKeysFile() const { return dir_ + "/witnesses.vkey"; }
   // The signing key of an owner by name ("auth" / "app").
   const crypto::SigningKey& owner(const std::string& name) const;
 

@@ -30,6 +30,8 @@ caught).
 """
 import collections, os, re, shlex, shutil, subprocess, sys, time
 
+import debian_packages  # beside this script
+
 if len(sys.argv) != 4:
     sys.exit("usage: containerfile_build.py REPO_ROOT MAIN_BUILD_DIR WORK_DIR")
 root, main = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2])
@@ -249,19 +251,7 @@ stamp(f"3. {sum(v[0] is not None for v in deps.values())}/{len(objects)} objects
       f"{protos} protoc imports, manifest inputs: checked against COPY {' '.join(allowed)}")
 
 # -- 4. system files come from the build stage's packages ----------------------------
-def field(fmt, pkgs):
-    return run("dpkg-query", "-W", "-f", fmt, *pkgs).stdout
-
-closure, todo = set(), list(apt)
-while todo:
-    p = todo.pop()
-    if p in closure:
-        continue
-    closure.add(p)
-    for dep in field("${Depends},${Pre-Depends}", [p]).split(","):
-        options = [a.strip().split(" ")[0].split(":")[0] for a in dep.split("|") if a.strip()]
-        if options:
-            todo.extend(o for o in options if o not in closure)  # any alternative may do
+closure = debian_packages.closure(apt, alternatives="any")
 owner, unowned = {}, []
 files = sorted(system)
 for i in range(0, len(files), 500):
@@ -287,7 +277,7 @@ for f in files:
     pk = dpkg_owner(f)
     if not pk:
         unowned.append(f)
-    elif not any(p in closure or field("${Priority}", [p]) == "required" for p in pk):
+    elif not any(p in closure or debian_packages.query("${Priority}", [p]) == "required" for p in pk):
         problems.append(f"{f} ({sorted(system[f])[0]}) is from {', '.join(pk)}, "
                         "which the build stage does not install")
 for f in unowned:

@@ -44,9 +44,10 @@ targets="$(sed -n 's/.*cmake --build \/build --target \([a-z -]*\).*/\1/p' "${fi
 echo "1. the build stage builds ${targets} (the main build's commands, on COPY'd files)"
 
 # shellcheck disable=SC2086  # word splitting intended
-/usr/bin/python3 - "${file}" "${root}/scripts/lib/deps.sh" "${build}" ${targets} <<'PY'
+PYTHONPATH="${root}/tests/deploy" /usr/bin/python3 - "${file}" "${root}/scripts/lib/deps.sh" "${build}" ${targets} <<'PY'
 import glob, os, re, subprocess, sys
 containerfile, deps_sh, build, targets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+import debian_packages  # tests/deploy, on PYTHONPATH
 text = open(containerfile).read().replace("\\\n", " ")
 stages = re.split(r"^FROM ", text, flags=re.M)[1:]
 def installed(stage):
@@ -64,24 +65,8 @@ for p in deps:
         problems.append(f"build stage lacks {p} (scripts/lib/deps.sh builds with it)")
 print(f"2. build stage: {len(build_pkgs)} packages")
 
-def q(fmt, pkgs):
-    out = subprocess.run(["dpkg-query", "-W", "-f", fmt, *pkgs], capture_output=True, text=True)
-    return out.stdout
-def names(alternatives):
-    return [a.strip().split(" ")[0].split(":")[0] for a in alternatives.split("|")]
-# What apt installs: of "a | b" it takes one already chosen, else the first.
-closure, todo = set(), list(runtime_pkgs)
-while todo:
-    p = todo.pop()
-    if p in closure:
-        continue
-    closure.add(p)
-    for dep in q("${Depends},${Pre-Depends}", [p]).split(","):
-        if not dep.strip():
-            continue
-        options = names(dep)
-        chosen = [o for o in options if o in runtime_pkgs or o in closure]
-        todo.append(chosen[0] if chosen else options[0])
+closure = debian_packages.closure(runtime_pkgs, alternatives="apt")
+q = debian_packages.query
 if "systemd" in closure:
     problems.append("the runtime stage would install systemd (name the alternative to take)")
 binaries = [b for t in targets for b in glob.glob(f"{build}/**/{t}", recursive=True)

@@ -2,15 +2,22 @@
 // migrate as their migration roles and run as their runtime roles and Redis
 // ACL users (tools/bootstrap, as scripts/run-local.sh sets them up). Then
 // each role and user is tried against what it must not do.
+#include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/pg/connection.h"
 #include "common/redis/redis_client.h"
 #include "gtest/gtest.h"
 #include "tests/support/mesh.h"
+#include "tests/support/mesh_calls.h"
 #include "tests/support/pg_query.h"
 #include "tests/support/test_env.h"
 #include "tools/bootstrap/bootstrap.h"
@@ -193,6 +200,174 @@ TEST_F(LeastPrivilegeTest, EveryPrivilegeOfARuntimeRoleIsInTheCatalogue) {
     ASSERT_TRUE(conn.ok()) << conn.status();
     EXPECT_EQ(PrivilegesOf(**conn, mesh_->RuntimeRole(s)), want)
         << mesh_->RuntimeRole(s) << ": a privilege not in the catalogue (or one gone from it)";
+  }
+}
+
+// What each SECURITY DEFINER function a runtime role may execute must keep,
+// whatever arguments that role passes: a count that must not drop, or an
+// invariant query that must stay 0. `erasure` marks the owner's erase
+// function: it may delete, but only with its erasure recorded.
+struct DefinerPlan {
+  Service db;
+  const char* function;
+  std::vector<std::string> kept;  // "SELECT count(*) ..." that must not drop
+  std::vector<std::string> zero;  // queries that must stay 0
+  bool erasure = false;
+};
+
+std::vector<DefinerPlan> DefinerPlans() {
+  const char* young_keys = "SELECT count(*) FROM idempotency_keys";
+  return {
+      {Service::kAdmin, "idempotency_retention", {young_keys}, {}},
+      {Service::kAdmin, "inbox_retention", {"SELECT count(*) FROM consumer_inbox"}, {}},
+      {Service::kAdmin, "poison_retention", {"SELECT count(*) FROM poison_events"}, {}},
+      {Service::kAdmin,
+       "log_queue_done",
+       {},
+       {"SELECT count(*) FROM audit_logs a WHERE NOT EXISTS (SELECT 1 FROM log_leaves l"
+        " WHERE l.event_id = a.event_id) AND NOT EXISTS (SELECT 1 FROM log_queue q"
+        " WHERE q.event_id = a.event_id)"}},
+      {Service::kAdmin,
+       "erase_personal_data",
+       {"SELECT count(*) FROM personal_values", "SELECT count(*) FROM personal_erasures"},
+       {}},
+      {Service::kAuth, "idempotency_retention", {young_keys}, {}},
+      {Service::kAuth, "outbox_retention", {"SELECT count(*) FROM audit_outbox"}, {}},
+      {Service::kAuth, "erase_personal_data", {}, {}, /*erasure=*/true},
+  };
+}
+
+// Generated arguments of a PostgreSQL type: the edges and some honest values.
+std::string ArgumentOf(const std::string& type, std::mt19937& rng,
+                       const std::vector<std::string>& subjects,
+                       const std::vector<std::string>& event_ids) {
+  auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+  if (type == "double precision") {
+    return pick({"NULL", "'NaN'", "'Infinity'", "'-Infinity'", "-1e308", "0", "59", "1e12"}) +
+           "::float8";
+  }
+  if (type == "integer") return pick({"NULL", "-1", "0", "1", "2147483647"}) + "::integer";
+  if (type == "timestamp with time zone") {
+    return pick({"NULL", "'infinity'", "'-infinity'", "now()", "now() + interval '1 year'",
+                 "now() - interval '1 year'"}) +
+           "::timestamptz";
+  }
+  if (type == "uuid") {
+    return pick({"NULL", "gen_random_uuid()", "'" + pick(event_ids) + "'"}) + "::uuid";
+  }
+  if (type == "uuid[]") {
+    return pick({"NULL", "'{}'", "ARRAY[gen_random_uuid()]",
+                 "(SELECT array_agg(event_id) FROM audit_logs)",
+                 "ARRAY['" + pick(event_ids) + "']"}) +
+           "::uuid[]";
+  }
+  return pick({"NULL", "''", "' '", "'a b'", "repeat('x', 300)", "'x'", "'" + pick(subjects) + "'",
+               "'" + pick(subjects) + "'"}) +
+         "::text";
+}
+
+// Every SECURITY DEFINER function each runtime role may execute, called by
+// that role with generated arguments (ULTICODE_DEFINER_SEED reproduces a
+// run): refused, or what its plan protects is intact. A definer function
+// without a plan fails the test.
+TEST_F(LeastPrivilegeTest, EveryDefinerFunctionKeepsItsFloorWhateverItsRoleCallsItWith) {
+  std::mt19937 rng(testing::SeedFromEnv("ULTICODE_DEFINER_SEED", "definer functions"));
+  std::vector<std::string> made;
+  for (int i = 0; i < 3; ++i) {
+    auto id = testing::CreateUser(*mesh_, absl::StrCat("definer", i, testing::RandomSuffix()));
+    ASSERT_TRUE(id.ok()) << id.status();
+    made.push_back(*id);
+  }
+  std::map<Service, std::unique_ptr<pg::Connection>> super, runtime;
+  for (Service s : {Service::kAdmin, Service::kAuth}) {
+    pg::ConnectOptions o;
+    o.conninfo = mesh_->Dsn(s);
+    super[s] = pg::Connection::Connect(o).value();
+    auto r = AsRuntime(s, s);
+    ASSERT_TRUE(r.ok()) << r.status();
+    runtime[s] = *std::move(r);
+    // Young rows in every table a retention function reaches.
+    ASSERT_TRUE(Exec(*super[s],
+                     "INSERT INTO idempotency_keys (principal, request_id, method,"
+                     " request_sha256, response) VALUES ('p', 'r', 'm', '', '')")
+                    .ok());
+  }
+  ASSERT_TRUE(Exec(*super[Service::kAdmin],
+                   "INSERT INTO poison_events (consumer, stream, stream_entry_id, reason, detail,"
+                   " fields) VALUES ('c', 's', '1-1', 'r', 'd', '[]')")
+                  .ok());
+  pg::Connection& admin = *super[Service::kAdmin];
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::QueryInt(admin, "SELECT count(*) FROM audit_logs") >= 3 &&
+               testing::QueryInt(admin, "SELECT count(*) FROM personal_values") > 0;
+      },
+      std::chrono::seconds(30)));
+  const std::vector<std::string> subjects = absl::StrSplit(
+      testing::QueryText(admin, "SELECT string_agg(DISTINCT subject, ',') FROM personal_values"),
+      ',');
+  const std::vector<std::string> events = absl::StrSplit(
+      testing::QueryText(admin, "SELECT string_agg(event_id::text, ',') FROM audit_logs"), ',');
+
+  const std::vector<DefinerPlan> plans = DefinerPlans();
+  std::vector<bool> tried(plans.size(), false);
+  for (Service s : {Service::kAdmin, Service::kAuth}) {
+    pg::Connection& db = *super[s];
+    const std::string role = mesh_->RuntimeRole(s);
+    // name:arg types;... of every definer function the role may execute.
+    const std::string functions = testing::QueryText(
+        db, absl::StrCat("SELECT coalesce(string_agg(f.proname || ':' ||"
+                         " pg_get_function_identity_arguments(f.oid), ';'), '') FROM pg_proc f"
+                         " WHERE f.prosecdef AND has_function_privilege('",
+                         role, "', f.oid, 'EXECUTE') AND f.pronamespace = 'public'::regnamespace"));
+    for (absl::string_view entry : absl::StrSplit(functions, ';', absl::SkipEmpty())) {
+      const std::pair<std::string, std::string> f = absl::StrSplit(entry, absl::MaxSplits(':', 1));
+      const auto plan = std::find_if(plans.begin(), plans.end(), [&](const DefinerPlan& p) {
+        return p.db == s && f.first == p.function;
+      });
+      if (plan == plans.end()) {
+        ADD_FAILURE() << role << " may execute " << entry << ", which has no plan here";
+        continue;
+      }
+      tried[plan - plans.begin()] = true;
+      std::vector<std::string> types;
+      for (absl::string_view arg : absl::StrSplit(f.second, ", ", absl::SkipEmpty())) {
+        types.push_back(std::string(arg.substr(arg.find(' ') + 1)));  // "name type"
+      }
+      for (int call = 0; call < 16; ++call) {
+        std::vector<std::string> args;
+        for (const std::string& t : types) args.push_back(ArgumentOf(t, rng, subjects, events));
+        const std::string sql =
+            absl::StrCat("SELECT ", f.first, "(", absl::StrJoin(args, ", "), ")");
+        std::vector<int64_t> before;
+        for (const std::string& q : plan->kept) before.push_back(testing::QueryInt(db, q));
+        const int64_t erasures = testing::QueryInt(db, "SELECT count(*) FROM personal_erasures");
+        const int64_t held =
+            plan->erasure ? testing::QueryInt(db,
+                                              "SELECT (SELECT count(*) FROM audit_outbox_personal)"
+                                              " + (SELECT count(*) FROM idempotency_keys)")
+                          : 0;
+        const absl::Status ran = runtime[s]->ExecuteScript("definer", sql, absl::Seconds(10));
+        SCOPED_TRACE(absl::StrCat(role, ": ", sql, " -> ", ran.ToString()));
+        for (size_t i = 0; i < plan->kept.size(); ++i) {
+          EXPECT_GE(testing::QueryInt(db, plan->kept[i]), before[i]) << plan->kept[i];
+        }
+        for (const std::string& q : plan->zero) EXPECT_EQ(testing::QueryInt(db, q), 0) << q;
+        if (plan->erasure) {
+          const int64_t now_held =
+              testing::QueryInt(db,
+                                "SELECT (SELECT count(*) FROM audit_outbox_personal)"
+                                " + (SELECT count(*) FROM idempotency_keys)");
+          if (now_held < held) {
+            EXPECT_EQ(testing::QueryInt(db, "SELECT count(*) FROM personal_erasures"), erasures + 1)
+                << "values went without their erasure recorded";
+          }
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < plans.size(); ++i) {
+    EXPECT_TRUE(tried[i]) << plans[i].function << ": planned, but no runtime role may execute it";
   }
 }
 

@@ -8,7 +8,8 @@
 //                at most --max-in-flight outstanding (beyond: counted as
 //                "dropped", never silently delayed).
 //
-// Every call carries a request id (bench-<run>-<n>) and a bearer token
+// Every call carries a request id (a UUID: <run-id>-8000-a000-<n in 12 hex
+// digits>, so a run's rows are found by the prefix) and a bearer token
 // (--token-file; the token never appears on the command line). Calls mix
 // CreateUser (Auth) and CreateProblem (App) by --mix.
 #include <sys/resource.h>
@@ -27,12 +28,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/config/flags.h"
 #include "common/crypto/crypto.h"
+#include "common/ids/uuid.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ulticode/app/v1/app.grpc.pb.h"
@@ -162,7 +165,7 @@ class LoadGenerator {
     auto ctx = std::make_shared<grpc::ClientContext>();
     ctx->AddMetadata("authorization", "Bearer " + token_);
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    const std::string id = absl::StrCat(o_.run_id, "-", n);
+    const std::string id = absl::StrFormat("%s-8000-a000-%012x", o_.run_id, n);
     auto finish = [this, scheduled, closed, ctx](grpc::Status s) {
       recorder_.Record(absl::Now() - scheduled, s.error_code());
       bool again = false;
@@ -239,9 +242,16 @@ int main(int argc, char** argv) {
                : absl::InvalidArgumentError("must be auth, app or both");
   });
   flags.String("out", &o.out, "also write the JSON here");
-  flags.String("run-id", &o.run_id, "request id prefix (default: bench-<unix seconds>)");
+  flags.String("run-id", &o.run_id,
+               "the first two groups of every request id, 8 and 4 hex digits (\"a1b2c3d4-e5f6\"; "
+               "default: the first 13 characters of a new UUID)",
+               [](const std::string& v) {
+                 return v.empty() || ids::IsValidUuid(v + "-8000-a000-000000000000")
+                            ? absl::OkStatus()
+                            : absl::InvalidArgumentError("must be 8 hex digits, '-', 4 hex digits");
+               });
   config::ParseOrExit(flags, argc, argv);
-  if (o.run_id.empty()) o.run_id = absl::StrCat("bench-", absl::ToUnixSeconds(absl::Now()));
+  if (o.run_id.empty()) o.run_id = ids::NewUuidV7().substr(0, 13);
   auto token = crypto::ReadSecretFile(o.token_file);
   if (!token.ok()) {
     std::fprintf(stderr, "ulticode-loadgen: %s\n", std::string(token.status().message()).c_str());

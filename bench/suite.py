@@ -93,6 +93,7 @@ the original settings').
 Every figure comes from this run. Writes bench/results/<run>.json and PNG
 plots beside it (python3-matplotlib, when installed).
 """
+import hashlib
 import json
 import os
 import re
@@ -278,11 +279,17 @@ class Suite:
         self.token = os.path.join(self.state, "token")
 
     # --- helpers -----------------------------------------------------------
+    def rid(self, tag):
+        """The request id prefix of one load phase: 8 and 4 hex digits
+        (request ids are UUIDs; ulticode-loadgen --run-id)."""
+        h = hashlib.sha256(f"{self.run_id}-{tag}".encode()).hexdigest()
+        return f"{h[:8]}-{h[8:12]}"
+
     def loadgen(self, tag, mode, clients=0, rate=0, seconds=None):
         args = [os.path.join(self.build_dir, "bench/ulticode-loadgen"),
                 f"--auth=127.0.0.1:{50051 + OFF}", f"--app=127.0.0.1:{50052 + OFF}",
                 f"--token-file={self.token}", f"--mode={mode}",
-                f"--duration={seconds or self.seconds}s", f"--run-id={self.run_id}-{tag}"]
+                f"--duration={seconds or self.seconds}s", f"--run-id={self.rid(tag)}"]
         args += [f"--clients={clients}"] if mode == "closed" else [f"--rate={rate}",
                                                                    "--max-in-flight=4096"]
         return json.loads(subprocess.run(args, check=True, capture_output=True,
@@ -290,7 +297,7 @@ class Suite:
 
     def landed(self, tag):
         return int(self.mesh.psql("ulticode_admin", "SELECT count(*) FROM audit_logs WHERE "
-                                  f"request_id LIKE '{self.run_id}-{tag}-%'"))
+                                  f"request_id LIKE '{self.rid(tag)}-%'"))
 
     def wait_landed(self, tag, n, timeout=600):
         deadline = time.time() + timeout
@@ -306,7 +313,7 @@ class Suite:
             extract(epoch FROM ingested_at - occurred_at))::numeric, 1) || ',' ||
           round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY
             extract(epoch FROM ingested_at - occurred_at))::numeric, 1)
-          FROM audit_logs WHERE request_id LIKE '{self.run_id}-{tag}-%'""").split(",")
+          FROM audit_logs WHERE request_id LIKE '{self.rid(tag)}-%'""").split(",")
         return {"p50": float(p[0]), "p99": float(p[1])}
 
     def pg_stats(self):
@@ -503,7 +510,7 @@ class Suite:
                    FROM log_cosignatures w WHERE w.size > l.log_index GROUP BY w.witness) f
                    HAVING count(*) = 2) - a.ingested_at) AS cosigned
           FROM audit_logs a JOIN log_leaves l USING (event_id)
-          WHERE request_id LIKE '{self.run_id}-{tag}-%')
+          WHERE request_id LIKE '{self.rid(tag)}-%')
           SELECT round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY signed)::numeric, 1)
             || ',' || round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY signed)::numeric, 1)
             || ',' || round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY cosigned)::numeric, 1)
@@ -519,7 +526,7 @@ class Suite:
         the signing of the first checkpoint that covers it, once every row
         of the tag is covered (p50, p99 in ms; None if that never came)."""
         covered = f"""SELECT count(*) FROM audit_logs a LEFT JOIN log_leaves l USING (event_id)
-          WHERE a.request_id LIKE '{self.run_id}-{tag}-%' AND (l.log_index IS NULL OR
+          WHERE a.request_id LIKE '{self.rid(tag)}-%' AND (l.log_index IS NULL OR
             NOT EXISTS (SELECT 1 FROM log_checkpoints c WHERE c.size > l.log_index))"""
         deadline = time.time() + timeout
         while int(self.mesh.psql("ulticode_admin", covered)) > 0:
@@ -530,7 +537,7 @@ class Suite:
           SELECT extract(epoch FROM (SELECT min(signed_at) FROM log_checkpoints c
                    WHERE c.size > l.log_index) - a.occurred_at) AS signed
           FROM audit_logs a JOIN log_leaves l USING (event_id)
-          WHERE request_id LIKE '{self.run_id}-{tag}-%')
+          WHERE request_id LIKE '{self.rid(tag)}-%')
           SELECT round(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY signed)::numeric, 1)
             || ',' || round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY signed)::numeric, 1)
           FROM t""").split(",")
@@ -1342,7 +1349,7 @@ input(type="imtcp" port="0" listenPortFileName="{work}/tls.port" ruleset="rows"
                 f"--auth=127.0.0.1:{50051 + OFF}", f"--app=127.0.0.1:{50052 + OFF}",
                 f"--token-file={self.token}", "--mode=open", f"--rate={rate}",
                 "--max-in-flight=4096", f"--duration={self.soak_seconds}s",
-                f"--run-id={self.run_id}-soak"]
+                f"--run-id={self.rid('soak')}"]
         gen = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         t0, samples = time.time(), []
         while True:

@@ -60,7 +60,7 @@ absl::StatusOr<v1::OwnerErasure> AdminOperationsService::EraseAtOwner(const Owne
   *req.mutable_erased_through() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(through));
   // A delivery repeated by the transport is one erasure; a repeat of the
   // whole request is another (and erases what arrived since).
-  req.set_request_id(absl::StrCat("erasure-", ids::NewUuidV7At(absl::Now())));
+  req.set_request_id(ids::NewUuidV7At(absl::Now()));
   outbox::v1::ErasePersonalDataResponse resp;
   RETURN_IF_ERROR(FromGrpc(stub->ErasePersonalData(&ctx, req, &resp)));
   v1::OwnerErasure out;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/crypto/crypto.h"
+#include "common/ids/uuid.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -44,15 +45,11 @@ std::string CanonicalHash(const google::protobuf::Message& request) {
 }  // namespace
 
 absl::Status ValidateRequestId(absl::string_view request_id) {
-  if (request_id.size() > 128) {
-    return absl::InvalidArgumentError("request_id: longer than 128 characters");
-  }
-  for (char c : request_id) {
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError("request_id: only printable ASCII without spaces");
-    }
-  }
-  return absl::OkStatus();
+  if (request_id.empty() || ids::IsValidUuid(request_id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "request_id: must be a UUID (8-4-4-4-12 hex digits, as "
+      "0190d5a3-6f1e-7c2a-9b4e-1d2c3b4a5f60): the audit record keeps it for good, so it may "
+      "not carry a name or any other personal data");
 }
 
 IdempotencyKey::IdempotencyKey(absl::string_view method, const google::protobuf::Message& request,

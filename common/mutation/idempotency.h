@@ -21,7 +21,9 @@
 
 namespace ulticode::mutation {
 
-// Validates a client-supplied request id: empty, or 1..128 visible ASCII (no spaces).
+// Validates a client-supplied request id: empty (no key), or a UUID in its
+// canonical text (8-4-4-4-12 hex digits, either case). The audit record
+// keeps it for good, so it may not be free text that could carry a name.
 absl::Status ValidateRequestId(absl::string_view request_id);
 
 class IdempotencyKey {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tokens.h"
 
 namespace ulticode::chaos {
@@ -141,7 +142,8 @@ void LoadDriver::Client(int c, std::atomic<bool>& stop) {
   static const char* kRoles[] = {"judge", "problem_setter", "admin"};
   for (int n = 0; !stop.load(); ++n) {
     ++operations_;
-    const std::string request_id = absl::StrCat("chaos-", seed_, "-", c, "-", n);
+    const std::string request_id =
+        ::ulticode::testing::RequestIdFor(absl::StrCat("chaos-", seed_, "-", c, "-", n));
     const int kind = users.empty() || problems.empty() ? n % 2 : static_cast<int>(rng() % 5);
     grpc::Status s;
     if (kind == 0) {

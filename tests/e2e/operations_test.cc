@@ -144,7 +144,7 @@ TEST_F(OperationsTest, ReplayFromBothOwnersRebuildsAWipedAdminDatabaseExactlyOnc
     *req.mutable_start_time() = from;
     *req.mutable_end_time() = to;
     req.set_reason("Admin database restored from an empty backup");
-    req.set_request_id("rebuild-1");
+    req.set_request_id(::ulticode::testing::RequestIdFor("rebuild-1"));
     {
       grpc::ClientContext ctx;
       As(&ctx, "olivia", {"audit.reader"});
@@ -341,7 +341,7 @@ TEST_F(OperationsTest, AdminRequeuesDeadInboxRowsAndReplaysOrDiscardsPoisonWithI
     keyed.mutable_ids()->add_ids(QueryInt(
         Db(Service::kAdmin), "SELECT id FROM consumer_inbox WHERE event_id = '" + ids[1] + "'"));
     keyed.set_reason("requeued with a request id");
-    keyed.set_request_id("requeue-7f3c");
+    keyed.set_request_id(::ulticode::testing::RequestIdFor("requeue-7f3c"));
     adminv1::RequeueDeadInboxResponse first, repeat;
     for (auto* resp : {&first, &repeat}) {
       grpc::ClientContext c;

@@ -92,7 +92,7 @@ class PersonalDataE2ETest : public ::testing::Test {
     testing::Authorize(&ctx, "dpo", {role});
     adminv1::ErasePersonalDataRequest req;
     req.set_subject(subject);
-    req.set_request_id(absl::StrCat("erase-", subject));
+    req.set_request_id(testing::RequestIdFor("erase-" + subject));
     adminv1::ErasePersonalDataResponse resp;
     const grpc::Status s = adminv1::AdminOperations::NewStub(mesh_->Channel(Service::kAdmin, 0))
                                ->ErasePersonalData(&ctx, req, &resp);

@@ -83,11 +83,12 @@ TEST_F(PipelineE2ETest, EveryCommittedMutationLeavesExactlyOneAuditRowAndNothing
     req.set_username("bob");
     req.set_email("bob@example.com");
     req.set_display_name("Bob");
-    req.set_request_id("e2e-create-bob");
+    req.set_request_id(::ulticode::testing::RequestIdFor("e2e-create-bob"));
     ASSERT_TRUE(auth_->CreateUser(&ctx, req, &user).ok());
     const std::string& id = user.user().user_id();
     expected.push_back({user.event_id(), audit::v1::OWNER_AUTH, "auth.user.created", "alice",
-                        "create_user", "user", id, "e2e-create-bob", "username", "bob"});
+                        "create_user", "user", id,
+                        ::ulticode::testing::RequestIdFor("e2e-create-bob"), "username", "bob"});
   }
   const std::string user_id = user.user().user_id();
   for (const char* verb : {"assign", "revoke"}) {

@@ -168,7 +168,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   *create.mutable_time_limit() = TimeUtil::MillisecondsToDuration(2000);
   create.set_memory_limit_mb(256);
   create.set_difficulty(3);
-  create.set_request_id("req-create-problem");
+  create.set_request_id(::ulticode::testing::RequestIdFor("req-create-problem"));
   v1::ProblemResponse created;
   ASSERT_TRUE(stub_->CreateProblem(Ctx(kActor).get(), create, &created).ok());
   ASSERT_TRUE(created.changed());
@@ -182,7 +182,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
       "two-sum|Two Sum|" + statement + "|2000|256|3|1");
   auto e = Event(created.event_id());
   ExpectEnvelope(e, created.event_id(), "app.problem.created", kActor, "create_problem", "problem",
-                 pid, pid, "req-create-problem");
+                 pid, pid, ::ulticode::testing::RequestIdFor("req-create-problem"));
   EXPECT_FALSE(e.record().has_old_value());
   EXPECT_EQ(e.record().new_value().fields_size(), 7);
   EXPECT_EQ(Str(e.record().new_value(), "slug"), "two-sum");
@@ -237,7 +237,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   contest.set_title("Weekly Round 1");
   *contest.mutable_starts_at() = Ts(kStart);
   *contest.mutable_ends_at() = Ts(kStart + 7200);
-  contest.set_request_id("req-create-contest");
+  contest.set_request_id(::ulticode::testing::RequestIdFor("req-create-contest"));
   v1::ContestResponse made;
   ASSERT_TRUE(stub_->CreateContest(Ctx(kActor).get(), contest, &made).ok());
   ASSERT_TRUE(made.changed());
@@ -256,7 +256,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   EXPECT_EQ(Rows(contest_sql), "weekly-1|Weekly Round 1|DRAFT|1|t|1893492000|1893499200");
   e = Event(made.event_id());
   ExpectEnvelope(e, made.event_id(), "app.contest.created", kActor, "create_contest", "contest",
-                 cid, cid, "req-create-contest");
+                 cid, cid, ::ulticode::testing::RequestIdFor("req-create-contest"));
   EXPECT_FALSE(e.record().has_old_value());
   EXPECT_EQ(e.record().new_value().fields_size(), 6);
   EXPECT_EQ(Str(e.record().new_value(), "slug"), "weekly-1");
@@ -273,7 +273,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   add.set_contest_id(cid);
   add.set_problem_id(pid);
   add.set_label("A");
-  add.set_request_id("req-add");
+  add.set_request_id(::ulticode::testing::RequestIdFor("req-add"));
   v1::ContestResponse added;
   ASSERT_TRUE(stub_->AddProblemToContest(Ctx(kActor).get(), add, &added).ok());
   ASSERT_TRUE(added.changed());
@@ -286,7 +286,8 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   EXPECT_EQ(Scalar(version_sql), 2);
   e = Event(added.event_id());
   ExpectEnvelope(e, added.event_id(), "app.contest.problem_added", kActor, "add_contest_problem",
-                 "contest_problem", cid + "/" + pid, cid, "req-add");
+                 "contest_problem", cid + "/" + pid, cid,
+                 ::ulticode::testing::RequestIdFor("req-add"));
   EXPECT_FALSE(e.record().has_old_value());
   EXPECT_EQ(e.record().new_value().fields_size(), 2);
   EXPECT_EQ(Str(e.record().new_value(), "problem_id"), pid);
@@ -327,7 +328,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
 
   v1::PublishContestRequest publish;
   publish.set_contest_id(cid);
-  publish.set_request_id("req-publish");
+  publish.set_request_id(::ulticode::testing::RequestIdFor("req-publish"));
   v1::ContestResponse published;
   ASSERT_TRUE(stub_->PublishContest(Ctx(kActor).get(), publish, &published).ok());
   ASSERT_TRUE(published.changed());
@@ -339,7 +340,7 @@ TEST_F(AppServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCont
   EXPECT_EQ(Rows(contest_sql), "weekly-1|Weekly Round 1|PUBLISHED|5|f|1893492000|1893499200");
   e = Event(published.event_id());
   ExpectEnvelope(e, published.event_id(), "app.contest.published", kActor, "publish_contest",
-                 "contest", cid, cid, "req-publish");
+                 "contest", cid, cid, ::ulticode::testing::RequestIdFor("req-publish"));
   EXPECT_EQ(e.record().old_value().fields_size(), 1);
   EXPECT_EQ(e.record().new_value().fields_size(), 1);
   EXPECT_EQ(Str(e.record().old_value(), "status"), "DRAFT");
@@ -356,7 +357,7 @@ TEST_F(AppServiceTest, FaultAfterOutboxInsertBeforeCommitLeavesNeitherRow) {
     return absl::InternalError("injected fault before COMMIT");
   };
   v1::CreateProblemRequest req = ProblemReq("faulty");
-  req.set_request_id("fault-create");
+  req.set_request_id(::ulticode::testing::RequestIdFor("fault-create"));
   v1::ProblemResponse resp;
   grpc::Status s = stub_->CreateProblem(Ctx().get(), req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
@@ -407,7 +408,7 @@ TEST_F(AppServiceTest, BusinessErrorsLeaveNoOutboxRow) {
   ASSERT_EQ(OutboxRows(), 3);
 
   v1::CreateProblemRequest dup = ProblemReq("alpha");
-  dup.set_request_id("biz-dup-problem");
+  dup.set_request_id(::ulticode::testing::RequestIdFor("biz-dup-problem"));
   v1::ProblemResponse pr;
   grpc::Status s = stub_->CreateProblem(Ctx().get(), dup, &pr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
@@ -574,7 +575,7 @@ TEST_F(AppServiceTest, NoOpChangesSucceedAndWriteNoEvent) {
 
 TEST_F(AppServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingMore) {
   v1::CreateProblemRequest req = ProblemReq("epsilon");
-  req.set_request_id("idem-1");
+  req.set_request_id(::ulticode::testing::RequestIdFor("idem-1"));
   v1::ProblemResponse first, second;
   ASSERT_TRUE(stub_->CreateProblem(Ctx().get(), req, &first).ok());
   ASSERT_TRUE(stub_->CreateProblem(Ctx().get(), req, &second).ok());
@@ -591,7 +592,7 @@ TEST_F(AppServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingMo
   EXPECT_NE(s.error_message().find("request_id"), std::string::npos) << s.error_message();
   // The same id on another method is a different request too.
   v1::CreateContestRequest contest = ContestReq("idem-round");
-  contest.set_request_id("idem-1");
+  contest.set_request_id(::ulticode::testing::RequestIdFor("idem-1"));
   v1::ContestResponse cr;
   s = stub_->CreateContest(Ctx().get(), contest, &cr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -607,7 +608,7 @@ TEST_F(AppServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingMo
   add.set_contest_id(c.contest_id());
   add.set_problem_id(first.problem().problem_id());
   add.set_label("A");
-  add.set_request_id("idem-2");
+  add.set_request_id(::ulticode::testing::RequestIdFor("idem-2"));
   constexpr int kThreads = 6;
   std::vector<std::thread> threads;
   std::vector<std::string> answers(kThreads);
@@ -734,8 +735,16 @@ TEST_F(AppServiceTest, InvalidInputGetsInvalidArgumentNamingTheFieldAndWritesNot
                                             std::string(kUnknownId) + "0",
                                             "0190a8e4-7b5c-7d3e-8f00-0123456789ag",
                                             "0190a8e4_7b5c_7d3e_8f00_0123456789ab"};
-  const std::vector<std::string> bad_request_ids = {std::string(129, 'r'), "has space", "tab\tid",
-                                                    "caf\xC3\xA9", "del\x7f"};
+  // Anything but a UUID: a name, a UUID without its hyphens or with a
+  // letter past f, bytes that are not ASCII.
+  const std::vector<std::string> bad_request_ids = {std::string(129, 'r'),
+                                                    "has space",
+                                                    "tab\tid",
+                                                    "caf\xC3\xA9",
+                                                    "del\x7f",
+                                                    "alice",
+                                                    "0190a8e47b5c7d3e8f000123456789ab",
+                                                    "0190a8e4-7b5c-7d3e-8f00-0123456789ag"};
 
   for (const auto& slug : bad_slugs) {
     create_problem("slug", [&](auto& r) { r.set_slug(slug); });
@@ -872,7 +881,7 @@ TEST_F(AppServiceTest, BoundaryValuesAreAccepted) {
   *big.mutable_time_limit() = TimeUtil::MillisecondsToDuration(60000);
   big.set_memory_limit_mb(4096);
   big.set_difficulty(10);
-  big.set_request_id(std::string(128, '~'));
+  big.set_request_id(::ulticode::testing::RequestIdFor("big"));
   v1::ProblemResponse r1;
   grpc::Status s = stub_->CreateProblem(Ctx().get(), big, &r1);
   ASSERT_TRUE(s.ok()) << s.error_message();

@@ -76,7 +76,7 @@ TEST_F(AuthServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCon
   create.set_username("bob");
   create.set_email("bob@example.com");
   create.set_display_name("Bob B");
-  create.set_request_id("req-create-bob");
+  create.set_request_id(::ulticode::testing::RequestIdFor("req-create-bob"));
   v1::CreateUserResponse created;
   ASSERT_TRUE(stub_->CreateUser(Ctx().get(), create, &created).ok());
   ASSERT_TRUE(created.changed());
@@ -84,7 +84,7 @@ TEST_F(AuthServiceTest, EveryMutatingRpcWritesExactlyOneOutboxRowWithTheRightCon
   const std::string uid = created.user().user_id();
   auto e = Event(created.event_id());
   ExpectEnvelope(e, created.event_id(), "auth.user.created", "create_user", "user", uid,
-                 "req-create-bob");
+                 ::ulticode::testing::RequestIdFor("req-create-bob"));
   EXPECT_EQ(e.record().subject(), uid);
   EXPECT_FALSE(e.record().has_old_value());
   EXPECT_EQ(Str(e.record().new_value(), "username"), "bob");
@@ -251,7 +251,7 @@ TEST_F(AuthServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingM
   v1::CreateUserRequest req;
   req.set_username("frank");
   req.set_email("frank@example.com");
-  req.set_request_id("idem-1");
+  req.set_request_id(::ulticode::testing::RequestIdFor("idem-1"));
   v1::CreateUserResponse first, second;
   ASSERT_TRUE(stub_->CreateUser(Ctx().get(), req, &first).ok());
   ASSERT_TRUE(stub_->CreateUser(Ctx().get(), req, &second).ok());
@@ -270,7 +270,7 @@ TEST_F(AuthServiceTest, RepeatedRequestIdReturnsTheFirstResultAndChangesNothingM
   v1::AssignRoleRequest assign;
   assign.set_user_id(first.user().user_id());
   assign.set_role("judge");
-  assign.set_request_id("idem-2");
+  assign.set_request_id(::ulticode::testing::RequestIdFor("idem-2"));
   std::vector<std::thread> threads;
   std::vector<std::string> event_ids(6);
   std::vector<bool> ok(6);
@@ -294,7 +294,7 @@ TEST_F(AuthServiceTest, RequestIdsAreScopedToTheCallingPrincipal) {
   v1::CreateUserRequest req;
   req.set_username("kate");
   req.set_email("kate@example.com");
-  req.set_request_id("shared-id");
+  req.set_request_id(::ulticode::testing::RequestIdFor("shared-id"));
   v1::CreateUserResponse alice, mallory;
   ASSERT_TRUE(stub_->CreateUser(Ctx("alice").get(), req, &alice).ok());
   // Another caller with the same id does not get alice's stored response: its

@@ -135,7 +135,7 @@ class Generator {
     if (!known.empty() && Chance(70)) return Pick(known);
     return Chance(50) ? ids::NewUuidV7() : Text();
   }
-  std::string RequestId() { return Chance(70) ? "" : Name(absl::StrCat("r-", Int(0, 1 << 30))); }
+  std::string RequestId() { return Chance(70) ? "" : Name(ids::NewUuidV7()); }
 
  private:
   std::mt19937_64 rng_;
@@ -591,7 +591,7 @@ TEST_F(AuthHostileTest, IdempotencyKeysStoreTheHashOfTheCanonicalRequest) {
   auth::v1::CreateUserRequest req;
   req.set_username("hashme");
   req.set_email("hashme@example.com");
-  req.set_request_id("r-hash-1");
+  req.set_request_id(::ulticode::testing::RequestIdFor("r-hash-1"));
   auth::v1::CreateUserResponse first, second;
   ASSERT_TRUE(stub_->CreateUser(Ctx().get(), req, &first).ok());
   auth::v1::CreateUserRequest with_unknown = req;

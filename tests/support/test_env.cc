@@ -73,6 +73,21 @@ uint32_t SeedFromEnv(const char* env_var, const char* tag) {
   return seed;
 }
 
+std::string RequestIdFor(std::string_view name) {
+  // Two FNV-1a hashes of the name make the 128 bits; version 8 (custom).
+  auto fnv = [&](uint64_t h) {
+    for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+    return h;
+  };
+  const uint64_t hi = fnv(0xcbf29ce484222325ULL), lo = fnv(0x84222325cbf29ce4ULL);
+  char out[37];
+  std::snprintf(out, sizeof out, "%08x-%04x-8%03x-a%03x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xfff),
+                static_cast<unsigned>(lo >> 52),
+                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+  return out;
+}
+
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";

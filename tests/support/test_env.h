@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
@@ -57,6 +58,10 @@ std::string CreateScratchDatabase(const PgEndpoint& pg, const std::string& prefi
 // reproduce a run), a random one otherwise; printed as "[tag] seed N
 // (ENV_VAR=N reproduces it)" so that a failing run can be repeated.
 uint32_t SeedFromEnv(const char* env_var, const char* tag);
+
+// A request id (a UUID, as every mutation takes) standing for `name`: the
+// same name gives the same id within a process.
+std::string RequestIdFor(std::string_view name);
 
 // A random suffix for stream keys, consumer names and the like.
 std::string RandomSuffix();

@@ -27,6 +27,7 @@ bool IsCanonical(const std::string& id) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fuzz::QuietProtobufLogs();
   fuzz::Keys();
   return 0;
 }

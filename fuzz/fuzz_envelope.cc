@@ -14,6 +14,7 @@
 using namespace ::ulticode;  // NOLINT
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fuzz::QuietProtobufLogs();
   fuzz::Keys();
   return 0;
 }

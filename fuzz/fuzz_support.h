@@ -23,6 +23,7 @@
 #include "common/ids/uuid.h"
 #include "common/redis/redis_client.h"
 #include "common/text/text.h"
+#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"
 
 // An invariant of the code under test is broken: report and abort, which
@@ -75,6 +76,12 @@ inline crypto::SigningKey MustKey(absl::string_view label) {
   FUZZ_CHECK(key.ok(), key.status().ToString());
   return *std::move(key);
 }
+
+// Protobuf logs every string field that is not UTF-8 as it parses one to
+// stderr: most fuzz inputs. Those lines say nothing a failing input would
+// not, and writing them is most of a run (a stalled stderr stalls the
+// fuzzer): the targets that parse protobuf drop them.
+inline void QuietProtobufLogs() { google::protobuf::SetLogHandler(nullptr); }
 
 inline const FixedKeys& Keys() {
   static const FixedKeys* keys = [] {

@@ -3,6 +3,7 @@
 // ACL users (tools/bootstrap, as scripts/run-local.sh sets them up). Then
 // each role and user is tried against what it must not do.
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -127,6 +129,69 @@ TEST_F(LeastPrivilegeTest, AdminsRuntimeRoleCanAppendAndReadTheAuditTrailButNeve
   EXPECT_EQ(testing::QueryInt(**admin, "SELECT count(*) FROM audit_logs"), 1);
 }
 
+// What each runtime role may do in its database, privilege by privilege
+// ("table:PRIV", "table(column):PRIV", "function:definer"): the catalogue
+// that EveryPrivilegeOfARuntimeRoleIsInTheCatalogue holds the database to
+// and docs/security.md shows.
+const std::pair<Service, const char*> kCatalogue[] = {
+    {Service::kAdmin,
+     "audit_logs:INSERT audit_logs:SELECT consumer_inbox:INSERT "
+     "consumer_inbox:SELECT consumer_inbox:UPDATE "
+     "erase_personal_data:definer idempotency_keys:INSERT "
+     "idempotency_keys:SELECT idempotency_retention:definer "
+     "inbox_retention:definer log_checkpoints:INSERT log_checkpoints:SELECT "
+     "log_cosignatures:INSERT log_cosignatures:SELECT log_leaves:INSERT "
+     "log_leaves:SELECT log_nodes:INSERT log_nodes:SELECT "
+     "log_proof_requests:DELETE log_proof_requests:INSERT "
+     "log_proof_requests:SELECT log_queue:INSERT log_queue:SELECT "
+     "log_queue_done:definer log_witnesses:INSERT log_witnesses:SELECT "
+     "log_witnesses:UPDATE owner_sequence_checked:INSERT "
+     "owner_sequence_checked:SELECT owner_sequence_checked:UPDATE "
+     "owner_sequence_gaps:INSERT owner_sequence_gaps:SELECT "
+     "owner_sequence_gaps:UPDATE personal_erasures:SELECT "
+     "personal_values:INSERT personal_values:SELECT "
+     "poison_events(resolution):UPDATE poison_events(resolved_at):UPDATE "
+     "poison_events:INSERT poison_events:SELECT poison_retention:definer "
+     "schema_migrations:SELECT"},
+    {Service::kAuth,
+     "audit_outbox(attempts):UPDATE audit_outbox(confirmed_at):UPDATE "
+     "audit_outbox(failures):UPDATE audit_outbox(last_error):UPDATE "
+     "audit_outbox(next_attempt_at):UPDATE audit_outbox(publication):UPDATE "
+     "audit_outbox(publication_floor):UPDATE "
+     "audit_outbox(published_at):UPDATE audit_outbox(resends):UPDATE "
+     "audit_outbox(seal):UPDATE audit_outbox(sealed_by):UPDATE "
+     "audit_outbox(state):UPDATE audit_outbox(stream_entry_id):UPDATE "
+     "audit_outbox:INSERT audit_outbox:SELECT audit_outbox_personal:INSERT "
+     "audit_outbox_personal:SELECT erase_personal_data:definer "
+     "idempotency_keys:INSERT idempotency_keys:SELECT "
+     "idempotency_retention:definer log_witnessed:INSERT "
+     "log_witnessed:SELECT log_witnessed:UPDATE login_policy:SELECT "
+     "login_policy:UPDATE outbox_numbers_attested:INSERT "
+     "outbox_numbers_attested:SELECT outbox_numbers_attested:UPDATE "
+     "outbox_retention:definer personal_erasures:SELECT roles:SELECT "
+     "schema_migrations:SELECT user_roles:DELETE user_roles:INSERT "
+     "user_roles:SELECT users:INSERT users:SELECT users:UPDATE"},
+    {Service::kApp,
+     "audit_outbox(attempts):UPDATE audit_outbox(confirmed_at):UPDATE "
+     "audit_outbox(failures):UPDATE audit_outbox(last_error):UPDATE "
+     "audit_outbox(next_attempt_at):UPDATE audit_outbox(publication):UPDATE "
+     "audit_outbox(publication_floor):UPDATE "
+     "audit_outbox(published_at):UPDATE audit_outbox(resends):UPDATE "
+     "audit_outbox(seal):UPDATE audit_outbox(sealed_by):UPDATE "
+     "audit_outbox(state):UPDATE audit_outbox(stream_entry_id):UPDATE "
+     "audit_outbox:INSERT audit_outbox:SELECT audit_outbox_personal:INSERT "
+     "audit_outbox_personal:SELECT contest_problems:DELETE "
+     "contest_problems:INSERT contest_problems:SELECT contests:INSERT "
+     "contests:SELECT contests:UPDATE erase_personal_data:definer "
+     "idempotency_keys:INSERT idempotency_keys:SELECT "
+     "idempotency_retention:definer log_witnessed:INSERT "
+     "log_witnessed:SELECT log_witnessed:UPDATE "
+     "outbox_numbers_attested:INSERT outbox_numbers_attested:SELECT "
+     "outbox_numbers_attested:UPDATE outbox_retention:definer "
+     "personal_erasures:SELECT problems:INSERT problems:SELECT "
+     "problems:UPDATE schema_migrations:SELECT"},
+};
+
 // Every privilege a runtime role holds, read from the catalog: each table
 // privilege and each function it may execute (SECURITY DEFINER ones
 // marked). The lists below are the catalogue of what each login can do
@@ -141,6 +206,13 @@ std::string PrivilegesOf(pg::Connection& c, const std::string& role) {
                    role,
                    "'"
                    "  UNION ALL"
+                   "  SELECT c.relname || '(' || a.attname || '):' || x.privilege_type"
+                   "    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid,"
+                   "         aclexplode(a.attacl) x"
+                   "    WHERE c.relnamespace = 'public'::regnamespace AND x.grantee = '",
+                   role,
+                   "'::regrole"
+                   "  UNION ALL"
                    "  SELECT f.proname || CASE WHEN f.prosecdef THEN ':definer' ELSE ':execute' END"
                    "    FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace"
                    "    WHERE n.nspname = 'public'"
@@ -153,49 +225,7 @@ std::string PrivilegesOf(pg::Connection& c, const std::string& role) {
 }
 
 TEST_F(LeastPrivilegeTest, EveryPrivilegeOfARuntimeRoleIsInTheCatalogue) {
-  const std::pair<Service, const char*> catalogue[] = {
-      {Service::kAdmin,
-       "audit_logs:INSERT audit_logs:SELECT consumer_inbox:INSERT "
-       "consumer_inbox:SELECT consumer_inbox:UPDATE "
-       "erase_personal_data:definer idempotency_keys:INSERT "
-       "idempotency_keys:SELECT idempotency_retention:definer "
-       "inbox_retention:definer log_checkpoints:INSERT log_checkpoints:SELECT "
-       "log_cosignatures:INSERT log_cosignatures:SELECT log_leaves:INSERT "
-       "log_leaves:SELECT log_nodes:INSERT log_nodes:SELECT "
-       "log_proof_requests:DELETE log_proof_requests:INSERT "
-       "log_proof_requests:SELECT log_queue:INSERT log_queue:SELECT "
-       "log_queue_done:definer log_witnesses:INSERT log_witnesses:SELECT "
-       "log_witnesses:UPDATE owner_sequence_checked:INSERT "
-       "owner_sequence_checked:SELECT owner_sequence_checked:UPDATE "
-       "owner_sequence_gaps:INSERT owner_sequence_gaps:SELECT "
-       "owner_sequence_gaps:UPDATE personal_erasures:SELECT "
-       "personal_values:INSERT personal_values:SELECT poison_events:INSERT "
-       "poison_events:SELECT poison_retention:definer schema_migrations:SELECT"},
-      {Service::kAuth,
-       "audit_outbox:INSERT audit_outbox:SELECT audit_outbox_personal:INSERT "
-       "audit_outbox_personal:SELECT erase_personal_data:definer "
-       "idempotency_keys:INSERT idempotency_keys:SELECT "
-       "idempotency_retention:definer log_witnessed:INSERT "
-       "log_witnessed:SELECT log_witnessed:UPDATE login_policy:SELECT "
-       "login_policy:UPDATE outbox_numbers_attested:INSERT "
-       "outbox_numbers_attested:SELECT outbox_numbers_attested:UPDATE "
-       "outbox_retention:definer personal_erasures:SELECT roles:SELECT "
-       "schema_migrations:SELECT user_roles:DELETE user_roles:INSERT "
-       "user_roles:SELECT users:INSERT users:SELECT users:UPDATE"},
-      {Service::kApp,
-       "audit_outbox:INSERT audit_outbox:SELECT audit_outbox_personal:INSERT "
-       "audit_outbox_personal:SELECT contest_problems:DELETE "
-       "contest_problems:INSERT contest_problems:SELECT contests:INSERT "
-       "contests:SELECT contests:UPDATE erase_personal_data:definer "
-       "idempotency_keys:INSERT idempotency_keys:SELECT "
-       "idempotency_retention:definer log_witnessed:INSERT "
-       "log_witnessed:SELECT log_witnessed:UPDATE "
-       "outbox_numbers_attested:INSERT outbox_numbers_attested:SELECT "
-       "outbox_numbers_attested:UPDATE outbox_retention:definer "
-       "personal_erasures:SELECT problems:INSERT problems:SELECT "
-       "problems:UPDATE schema_migrations:SELECT"},
-  };
-  for (const auto& [s, want] : catalogue) {
+  for (const auto& [s, want] : kCatalogue) {
     auto conn = AsRuntime(s, s);
     ASSERT_TRUE(conn.ok()) << conn.status();
     EXPECT_EQ(PrivilegesOf(**conn, mesh_->RuntimeRole(s)), want)
@@ -208,8 +238,9 @@ TEST_F(LeastPrivilegeTest, EveryPrivilegeOfARuntimeRoleIsInTheCatalogue) {
 // invariant query that must stay 0. `erasure` marks the owner's erase
 // function: it may delete, but only with its erasure recorded.
 struct DefinerPlan {
-  Service db;
+  Service db;  // kAuth stands for both owners
   const char* function;
+  const char* keeps;              // in words, for docs/security.md
   std::vector<std::string> kept;  // "SELECT count(*) ..." that must not drop
   std::vector<std::string> zero;  // queries that must stay 0
   bool erasure = false;
@@ -218,22 +249,42 @@ struct DefinerPlan {
 std::vector<DefinerPlan> DefinerPlans() {
   const char* young_keys = "SELECT count(*) FROM idempotency_keys";
   return {
-      {Service::kAdmin, "idempotency_retention", {young_keys}, {}},
-      {Service::kAdmin, "inbox_retention", {"SELECT count(*) FROM consumer_inbox"}, {}},
-      {Service::kAdmin, "poison_retention", {"SELECT count(*) FROM poison_events"}, {}},
+      {Service::kAdmin, "idempotency_retention", "no key younger than a minute", {young_keys}, {}},
+      {Service::kAdmin,
+       "inbox_retention",
+       "no inbox row but PROCESSED ones older than 48 h",
+       {"SELECT count(*) FROM consumer_inbox"},
+       {}},
+      {Service::kAdmin,
+       "poison_retention",
+       "no unresolved entry younger than 30 days, no resolved one younger than an hour",
+       {"SELECT count(*) FROM poison_events"},
+       {}},
       {Service::kAdmin,
        "log_queue_done",
+       "every audit row stays a leaf or queued",
        {},
        {"SELECT count(*) FROM audit_logs a WHERE NOT EXISTS (SELECT 1 FROM log_leaves l"
         " WHERE l.event_id = a.event_id) AND NOT EXISTS (SELECT 1 FROM log_queue q"
         " WHERE q.event_id = a.event_id)"}},
       {Service::kAdmin,
        "erase_personal_data",
+       "no value and no erasure without the erasure's record in the log",
        {"SELECT count(*) FROM personal_values", "SELECT count(*) FROM personal_erasures"},
        {}},
-      {Service::kAuth, "idempotency_retention", {young_keys}, {}},
-      {Service::kAuth, "outbox_retention", {"SELECT count(*) FROM audit_outbox"}, {}},
-      {Service::kAuth, "erase_personal_data", {}, {}, /*erasure=*/true},
+      {Service::kAuth, "idempotency_retention", "no key younger than a minute", {young_keys}, {}},
+      {Service::kAuth,
+       "outbox_retention",
+       "no row unconfirmed, younger than an hour, or above the attested number mark",
+       {"SELECT count(*) FROM audit_outbox"},
+       {}},
+      {Service::kAuth,
+       "erase_personal_data",
+       "a well-formed subject only, and every value it deletes with its erasure recorded (it "
+       "needs no request from Admin: the owner's own login can erase)",
+       {},
+       {},
+       /*erasure=*/true},
   };
 }
 
@@ -369,6 +420,79 @@ TEST_F(LeastPrivilegeTest, EveryDefinerFunctionKeepsItsFloorWhateverItsRoleCalls
   for (size_t i = 0; i < plans.size(); ++i) {
     EXPECT_TRUE(tried[i]) << plans[i].function << ": planned, but no runtime role may execute it";
   }
+}
+
+// The catalogue as docs/security.md shows it: a row per runtime role, from
+// kCatalogue and DefinerPlans.
+std::string CatalogueTable() {
+  std::string out =
+      "| runtime role | writes | reads only | SECURITY DEFINER functions: what each keeps, "
+      "whatever the role passes |\n|---|---|---|---|\n";
+  const std::vector<DefinerPlan> plans = DefinerPlans();
+  for (const auto& [s, privileges] : kCatalogue) {
+    std::map<std::string, std::vector<std::string>> writes;   // table: privileges
+    std::map<std::string, std::vector<std::string>> columns;  // "table PRIV": columns
+    std::vector<std::string> reads, functions;
+    for (absl::string_view p : absl::StrSplit(privileges, ' ', absl::SkipEmpty())) {
+      const std::pair<std::string, std::string> o = absl::StrSplit(p, ':');
+      if (o.second == "definer") {
+        const Service db = s == Service::kAdmin ? Service::kAdmin : Service::kAuth;
+        const auto plan = std::find_if(plans.begin(), plans.end(), [&](const DefinerPlan& d) {
+          return d.db == db && o.first == d.function;
+        });
+        functions.push_back(
+            absl::StrCat("`", o.first, "`: ", plan == plans.end() ? "(no plan)" : plan->keeps));
+      } else if (o.second == "SELECT") {
+        reads.push_back(o.first);
+      } else if (const size_t paren = o.first.find('('); paren != std::string::npos) {
+        // A column grant: "table(a, b) update", one entry per table and privilege.
+        columns[absl::StrCat(o.first.substr(0, paren), " ", o.second)].push_back(
+            o.first.substr(paren + 1, o.first.size() - paren - 2));
+      } else {
+        writes[o.first].push_back(absl::AsciiStrToLower(o.second));
+      }
+    }
+    std::vector<std::string> written, read_only;
+    for (const auto& [table, what] : writes) {
+      written.push_back(absl::StrCat("`", table, "` ", absl::StrJoin(what, "/")));
+    }
+    for (const auto& [table_privilege, names] : columns) {
+      const std::pair<std::string, std::string> tp = absl::StrSplit(table_privilege, ' ');
+      written.push_back(absl::StrCat("`", tp.first, "(", absl::StrJoin(names, ", "), ")` ",
+                                     absl::AsciiStrToLower(tp.second)));
+    }
+    for (const std::string& table : reads) {
+      if (!writes.count(table)) read_only.push_back(absl::StrCat("`", table, "`"));
+    }
+    absl::StrAppend(&out, "| ",
+                    s == Service::kAdmin  ? "Admin"
+                    : s == Service::kAuth ? "Auth"
+                                          : "App",
+                    " | ", absl::StrJoin(written, ", "), " | ", absl::StrJoin(read_only, ", "),
+                    " | ", absl::StrJoin(functions, "; "), " |\n");
+  }
+  return out;
+}
+
+// docs/security.md shows the catalogue this test holds the database to,
+// between its markers; ULTICODE_UPDATE_DOCS=1 writes it there.
+TEST(SecurityDocTest, TheCatalogueInTheDocsIsTheTestsOwn) {
+  const std::string path = testing::SourceDir() + "/docs/security.md";
+  std::ifstream in(path);
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string begin = "<!-- catalogue: begin -->\n", end = "<!-- catalogue: end -->";
+  const size_t from = doc.find(begin), to = doc.find(end);
+  ASSERT_NE(from, std::string::npos) << path << " lacks " << begin;
+  ASSERT_NE(to, std::string::npos) << path << " lacks " << end;
+  const std::string want = CatalogueTable();
+  const std::string have = doc.substr(from + begin.size(), to - from - begin.size());
+  if (have != want && std::getenv("ULTICODE_UPDATE_DOCS") != nullptr) {
+    doc.replace(from + begin.size(), to - from - begin.size(), want);
+    std::ofstream(path, std::ios::trunc) << doc;
+    return;
+  }
+  EXPECT_EQ(have, want) << "docs/security.md's catalogue is not the test's: run "
+                           "ULTICODE_UPDATE_DOCS=1 scripts/test.sh -R least_privilege_test";
 }
 
 TEST_F(LeastPrivilegeTest, NoServiceRoleCanConnectToAnotherServicesDatabase) {

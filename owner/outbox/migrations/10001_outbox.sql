@@ -395,3 +395,24 @@ BEGIN
   RETURN QUERY SELECT unnest(erased);
 END $$;
 REVOKE ALL ON FUNCTION erase_personal_data(text, timestamptz, text) FROM PUBLIC;
+
+-- An erasure is on its way to the log with its deletion: the transaction
+-- that records it also writes the owner's <owner>.personal_data.erased
+-- event naming the subject into the outbox (checked at commit), so the
+-- runtime login cannot erase unseen; OutboxOperations.ErasePersonalData
+-- writes both.
+CREATE FUNCTION personal_erasures_logged() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+BEGIN
+  IF NOT EXISTS (
+      SELECT 1 FROM audit_outbox o
+      WHERE o.event_type LIKE '%.personal_data.erased'
+        AND o.xmin::text = (txid_current() % 4294967296)::text
+        AND position(convert_to(NEW.subject, 'UTF8') IN o.payload) > 0) THEN
+    RAISE EXCEPTION 'personal_erasures: an erasure of % without its personal_data.erased event in the outbox, written with it',
+      NEW.subject USING ERRCODE = 'integrity_constraint_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER personal_erasures_logged AFTER INSERT OR UPDATE ON personal_erasures
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION personal_erasures_logged();
